@@ -1,0 +1,62 @@
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+
+/* The one process-wide setting (like sqlite3_config): the allocator.
+ * Set before sessions exist; the counter is atomic. */
+static snug_allocator g_alloc;
+static uint64_t g_count;
+
+void snug_set_allocator(const snug_allocator *a) {
+    if (a)
+        g_alloc = *a;
+    else
+        memset(&g_alloc, 0, sizeof g_alloc);
+}
+
+uint64_t snug_alloc_count(void) { return __atomic_load_n(&g_count, __ATOMIC_RELAXED); }
+
+void *sn_malloc(size_t n) {
+    __atomic_add_fetch(&g_count, 1, __ATOMIC_RELAXED);
+    if (n == 0)
+        n = 1;
+    return g_alloc.malloc_fn ? g_alloc.malloc_fn(g_alloc.user, n) : malloc(n);
+}
+
+void *sn_calloc(size_t count, size_t size) {
+    size_t n;
+    if (!sn_mul_ok(count, size, &n))
+        return NULL;
+    void *p = sn_malloc(n);
+    if (p)
+        memset(p, 0, n ? n : 1);
+    return p;
+}
+
+void *sn_realloc(void *p, size_t n) {
+    __atomic_add_fetch(&g_count, 1, __ATOMIC_RELAXED);
+    if (n == 0)
+        n = 1;
+    return g_alloc.realloc_fn ? g_alloc.realloc_fn(g_alloc.user, p, n) : realloc(p, n);
+}
+
+void sn_free(void *p) {
+    if (!p)
+        return;
+    if (g_alloc.free_fn)
+        g_alloc.free_fn(g_alloc.user, p);
+    else
+        free(p);
+}
+
+char *sn_strndup(const char *s, size_t n) {
+    char *d = sn_malloc(n + 1);
+    if (d) {
+        memcpy(d, s, n);
+        d[n] = 0;
+    }
+    return d;
+}
+
+char *sn_strdup(const char *s) { return sn_strndup(s, strlen(s)); }

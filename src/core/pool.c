@@ -1,0 +1,132 @@
+/* A persistent thread pool: n-1 workers plus the calling thread. One job at
+ * a time; each job is a range split into chunks that threads claim with an
+ * atomic counter, so uneven chunks balance themselves. */
+#include <pthread.h>
+
+#include "core/core.h"
+
+struct sn_pool {
+    int n;                 /* threads including the caller */
+    pthread_t *threads;    /* owned: n-1 workers */
+    pthread_mutex_t mu;
+    pthread_cond_t cv_job, cv_done;
+    uint64_t generation;   /* bumped per job */
+    int busy;              /* workers still in the current job */
+    bool stop;
+    /* current job */
+    sn_range_fn fn;
+    void *arg;
+    int64_t n_items, chunk, n_chunks;
+    int64_t next;          /* atomic: next chunk to claim */
+};
+
+static void pool_work(sn_pool *p) {
+    for (;;) {
+        int64_t c = __atomic_fetch_add(&p->next, 1, __ATOMIC_RELAXED);
+        if (c >= p->n_chunks)
+            return;
+        int64_t b = c * p->chunk, e = b + p->chunk;
+        if (e > p->n_items)
+            e = p->n_items;
+        p->fn(p->arg, b, e);
+    }
+}
+
+static void *pool_main(void *arg) {
+    sn_pool *p = arg;
+    uint64_t seen = 0;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (!p->stop && p->generation == seen)
+            pthread_cond_wait(&p->cv_job, &p->mu);
+        if (p->stop)
+            break;
+        seen = p->generation;
+        pthread_mutex_unlock(&p->mu);
+        pool_work(p);
+        pthread_mutex_lock(&p->mu);
+        if (--p->busy == 0)
+            pthread_cond_signal(&p->cv_done);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+int sn_pool_new(int n_threads, sn_pool **out, sn_err *err) {
+    *out = NULL;
+    if (n_threads < 1)
+        n_threads = 1;
+    sn_pool *p = sn_calloc(1, sizeof *p);
+    if (!p)
+        return sn_errf(err, SNUG_ERR_OOM, "thread pool: out of memory");
+    p->n = n_threads;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv_job, NULL);
+    pthread_cond_init(&p->cv_done, NULL);
+    if (n_threads > 1) {
+        p->threads = sn_calloc((size_t)n_threads - 1, sizeof *p->threads);
+        if (!p->threads) {
+            sn_pool_free(p);
+            return sn_errf(err, SNUG_ERR_OOM, "thread pool: out of memory");
+        }
+        for (int i = 0; i < n_threads - 1; i++) {
+            if (pthread_create(&p->threads[i], NULL, pool_main, p) != 0) {
+                p->n = i + 1; /* the ones started, plus the caller */
+                sn_pool_free(p);
+                return sn_errf(err, SNUG_ERR_INTERNAL, "thread pool: cannot start thread %d", i);
+            }
+        }
+    }
+    *out = p;
+    return SNUG_OK;
+}
+
+void sn_pool_free(sn_pool *p) {
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->stop = true;
+    pthread_cond_broadcast(&p->cv_job);
+    pthread_mutex_unlock(&p->mu);
+    if (p->threads)
+        for (int i = 0; i < p->n - 1; i++)
+            pthread_join(p->threads[i], NULL);
+    sn_free(p->threads);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv_job);
+    pthread_cond_destroy(&p->cv_done);
+    sn_free(p);
+}
+
+int sn_pool_size(const sn_pool *p) { return p ? p->n : 1; }
+
+void sn_pool_for(sn_pool *p, int64_t n, int64_t grain, sn_range_fn fn, void *arg) {
+    if (n <= 0)
+        return;
+    if (grain < 1)
+        grain = 1;
+    if (!p || p->n == 1 || n <= grain) {
+        fn(arg, 0, n);
+        return;
+    }
+    /* About 4 chunks per thread for balance, never below the grain. */
+    int64_t chunk = (n + (int64_t)p->n * 4 - 1) / ((int64_t)p->n * 4);
+    if (chunk < grain)
+        chunk = grain;
+    pthread_mutex_lock(&p->mu);
+    p->fn = fn;
+    p->arg = arg;
+    p->n_items = n;
+    p->chunk = chunk;
+    p->n_chunks = (n + chunk - 1) / chunk;
+    p->next = 0;
+    p->busy = p->n - 1;
+    p->generation++;
+    pthread_cond_broadcast(&p->cv_job);
+    pthread_mutex_unlock(&p->mu);
+    pool_work(p);
+    pthread_mutex_lock(&p->mu);
+    while (p->busy > 0)
+        pthread_cond_wait(&p->cv_done, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+}

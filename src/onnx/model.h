@@ -1,0 +1,170 @@
+/* The loaded ONNX model: ModelProto decoded into plain structs. Weights are
+ * not copied: an initializer's data points into the mmapped model file or
+ * into a mmapped external-data file. All strings are NUL-terminated copies
+ * owned by the model (names are small); string tensor elements point into
+ * the map. Produced by sn_model_load, read by the graph builder. */
+#ifndef SN_ONNX_MODEL_H
+#define SN_ONNX_MODEL_H
+
+#include "core/core.h"
+
+typedef enum sn_attr_type {
+    SN_ATTR_UNDEFINED = 0,
+    SN_ATTR_FLOAT = 1,
+    SN_ATTR_INT = 2,
+    SN_ATTR_STRING = 3,
+    SN_ATTR_TENSOR = 4,
+    SN_ATTR_GRAPH = 5,
+    SN_ATTR_FLOATS = 6,
+    SN_ATTR_INTS = 7,
+    SN_ATTR_STRINGS = 8,
+    SN_ATTR_TENSORS = 9,
+    SN_ATTR_GRAPHS = 10,
+    SN_ATTR_SPARSE_TENSOR = 11,
+    SN_ATTR_SPARSE_TENSORS = 12,
+    SN_ATTR_TYPE_PROTO = 13,
+    SN_ATTR_TYPE_PROTOS = 14,
+} sn_attr_type;
+
+struct sn_pgraph;
+struct sn_type;
+
+typedef struct sn_attr {
+    const char *name;
+    sn_attr_type type;
+    const char *ref_attr_name; /* in function bodies: refers to the caller's attribute; else NULL */
+    float f;
+    int64_t i;
+    sn_string s;               /* STRING (ptr also NUL-terminated) */
+    sn_tensor *t;              /* TENSOR */
+    struct sn_pgraph *g;       /* GRAPH */
+    struct sn_type *tp;        /* TYPE_PROTO */
+    int n;                     /* element count of the list kinds below */
+    float *floats;
+    int64_t *ints;
+    sn_string *strings;
+    sn_tensor *tensors;
+    struct sn_pgraph **graphs;
+} sn_attr;
+
+typedef struct sn_kv {
+    const char *key;
+    const char *value;
+} sn_kv;
+
+typedef struct sn_pnode {
+    const char *name;    /* "" when the node has no name */
+    const char *op_type;
+    const char *domain;  /* "" for the default domain ("ai.onnx" is mapped to "") */
+    int n_in, n_out;
+    const char **inputs;  /* "" marks an absent optional input/output */
+    const char **outputs;
+    int n_attr;
+    sn_attr *attrs;
+    int n_meta;
+    sn_kv *meta;          /* NodeProto.metadata_props (layer_ann lives here) */
+} sn_pnode;
+
+typedef enum sn_type_kind {
+    SN_TYPE_UNKNOWN = 0, /* no type given */
+    SN_TYPE_TENSOR = 1,
+    SN_TYPE_SEQUENCE = 2,
+    SN_TYPE_OPTIONAL = 3,
+    SN_TYPE_MAP = 4,
+    SN_TYPE_SPARSE = 5,
+} sn_type_kind;
+
+/* A TypeProto. For tensors: elem, rank (-1 when no shape given), dims with
+ * dim_params[i] != NULL for a named symbolic dim (dims[i] = -1 then, also
+ * -1 for a dim with neither value nor name). */
+typedef struct sn_type {
+    sn_type_kind kind;
+    sn_dtype elem;
+    int rank;
+    int64_t dims[SN_MAX_RANK];
+    const char *dim_params[SN_MAX_RANK];
+    struct sn_type *inner; /* sequence / optional element type */
+} sn_type;
+
+typedef struct sn_value_info {
+    const char *name;
+    sn_type type;
+} sn_value_info;
+
+/* An initializer: the tensor plus where its bytes live, for reports and
+ * streaming. file_offset is the offset in the model file, or in the external
+ * data file when external != 0. */
+typedef struct sn_init {
+    const char *name;
+    sn_tensor t;
+    int external;
+    const char *location; /* external data file (relative), else NULL */
+    uint64_t file_offset;
+    uint64_t nbytes;
+} sn_init;
+
+typedef struct sn_pgraph {
+    const char *name;
+    int n_node;
+    sn_pnode *nodes;
+    int n_init;
+    sn_init *inits;
+    int n_input, n_output, n_value_info;
+    sn_value_info *inputs, *outputs, *value_info;
+} sn_pgraph;
+
+typedef struct sn_opset {
+    const char *domain; /* "" for ai.onnx */
+    int64_t version;
+} sn_opset;
+
+typedef struct sn_model {
+    int64_t ir_version;
+    const char *producer_name;
+    const char *producer_version;
+    const char *domain;
+    int64_t model_version;
+    const char *doc_string;
+    int n_opset;
+    sn_opset *opsets;
+    int n_meta;
+    sn_kv *meta;
+    sn_pgraph *graph;     /* model-local functions already inlined */
+    const char *path;     /* the file it was loaded from */
+    const char *dir;      /* its folder (external data is resolved in it) */
+    uint64_t file_size;
+    uint64_t weight_bytes; /* sum of initializer bytes (main graph and subgraphs) */
+    struct sn_model_priv *priv; /* owned: maps, arena */
+} sn_model;
+
+/* Loads path. Never copies weight bytes. On error returns a status and a
+ * message naming what is wrong (with byte offsets for malformed protobuf). */
+int sn_model_load(const char *path, sn_model **out, sn_err *err);
+/* Same, from a buffer the caller keeps alive (dir used for external data;
+ * may be NULL, then external data is an error). */
+int sn_model_load_buffer(const void *buf, size_t len, const char *dir,
+                         sn_model **out, sn_err *err);
+void sn_model_free(sn_model *m); /* accepts NULL */
+
+int64_t sn_model_opset(const sn_model *m, const char *domain); /* -1 if absent */
+
+/* Decodes one serialized TensorProto (e.g. an ONNX test input_0.pb) into t.
+ * Data is copied into memory owned by *owner (free with sn_free) so the
+ * buffer may go away. name (optional) receives a copy of the tensor name. */
+int sn_tensor_decode_pb(const void *buf, size_t len, sn_tensor *t, void **owner,
+                        char **name, sn_err *err);
+/* Decodes a serialized SequenceProto / OptionalProto / TensorProto, whichever
+ * the bytes hold (the ONNX test layout uses all three for outputs). */
+int sn_value_decode_pb(const void *buf, size_t len, sn_tensor *t, void **owner,
+                       char **name, sn_err *err);
+/* Serializes t (tensor, sequence or optional) as TensorProto / SequenceProto /
+ * OptionalProto with the given name into a new buffer. */
+int sn_value_encode_pb(const sn_tensor *t, const char *name, void **buf,
+                       size_t *len, sn_err *err);
+/* Reads a .npy file into a tensor (owner as above). */
+int sn_npy_read(const char *path, sn_tensor *t, void **owner, sn_err *err);
+int sn_npy_write(const char *path, const sn_tensor *t, sn_err *err);
+/* Reads a whole file into a new buffer. */
+int sn_file_read(const char *path, void **buf, size_t *len, sn_err *err);
+
+#endif

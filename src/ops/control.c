@@ -1,0 +1,5 @@
+#include "ops/op.h"
+
+const sn_op_def sn_ops_control[] = {
+    {0},
+};

@@ -1,0 +1,126 @@
+/* The kernel interface. Every operator is an sn_op_def in its family's table
+ * (src/ops/<family>.c, listed in src/ops/optable.c). A kernel is split in
+ *   infer   — output kinds/dtypes/shapes from input shapes (and input data
+ *             where the data is known: constants, shape computations);
+ *   prepare — optional, once per planned shape set: per-node state and the
+ *             exact workspace size (Level 2);
+ *   run     — computes outputs into buffers the executor provides; never
+ *             allocates (except ops flagged SN_OP_ALLOCS_OUTPUTS).
+ * Shapes passed to infer may hold unknown (-1) or symbolic (<= -2) dims and
+ * inputs whose data is NULL (not known before run). At run time infer is
+ * called with every input's data present and must then give concrete shapes. */
+#ifndef SN_OPS_OP_H
+#define SN_OPS_OP_H
+
+#include "core/core.h"
+#include "graph/graph.h"
+
+struct sn_exec; /* executor; see exec/exec.h for subgraph calls */
+
+typedef struct sn_infer_ctx {
+    const sn_node *node;
+    int n_in, n_out;
+    const sn_tensor *const *in; /* in[i] NULL: optional input absent; ->data NULL: data not known yet */
+    sn_tensor **out;            /* set kind, dtype, rank, dims; out[i] NULL for absent optional outputs */
+    sn_err *err;
+} sn_infer_ctx;
+
+typedef struct sn_prep_ctx {
+    const sn_node *node;
+    int n_in, n_out;
+    const sn_tensor *const *in; /* concrete shapes; data only for constants */
+    const sn_tensor *const *out;
+    void *state;                /* set by prepare; freed with op->free_state */
+    size_t workspace;           /* set by prepare: bytes of scratch run needs */
+    sn_err *err;
+} sn_prep_ctx;
+
+typedef struct sn_kctx {
+    const sn_node *node;
+    int n_in, n_out;
+    const sn_tensor *const *in; /* in[i] NULL: absent optional input */
+    sn_tensor *const *out;      /* allocated by the executor (data set); NULL: absent output */
+    void *state;                /* from prepare, or NULL */
+    void *ws;                   /* workspace of the size prepare declared (16-byte aligned) */
+    sn_pool *pool;              /* may be NULL (serial) */
+    struct sn_exec *ex;         /* for subgraphs and dynamic outputs */
+    sn_err *err;
+} sn_kctx;
+
+typedef int (*sn_infer_fn)(sn_infer_ctx *c);
+typedef int (*sn_prepare_fn)(sn_prep_ctx *c);
+typedef int (*sn_run_fn)(sn_kctx *c);
+typedef void (*sn_free_fn)(void *state);
+
+enum {
+    /* run decides output shapes itself and allocates them with
+     * sn_kctx_alloc_output (control flow, sequences, data-dependent shapes
+     * that are cheaper to find while computing). infer still gives what it
+     * can (dtype, rank). */
+    SN_OP_ALLOCS_OUTPUTS = 1u << 0,
+    /* Output 0 may share input 0's buffer (same shape and dtype,
+     * element-wise): the planner may run it in place. */
+    SN_OP_INPLACE0 = 1u << 1,
+    /* Output 0 is a view of input 0's bytes (Reshape, Squeeze, ...): the
+     * executor aliases it and run is not called. */
+    SN_OP_VIEW0 = 1u << 2,
+    /* Results are not deterministic (random ops): never constant-folded. */
+    SN_OP_NONDETERMINISTIC = 1u << 3,
+};
+
+typedef struct sn_op_def {
+    const char *domain;  /* "" = ai.onnx, "com.microsoft", ... */
+    const char *name;    /* op_type */
+    int since_version;   /* serves opsets >= this (up to the next def of the same op) */
+    sn_infer_fn infer;
+    sn_prepare_fn prepare; /* may be NULL */
+    sn_run_fn run;
+    sn_free_fn free_state; /* may be NULL */
+    unsigned flags;
+} sn_op_def;
+
+/* Finds the def for (domain, name) at the given opset: the one with the
+ * highest since_version <= opset. NULL if none. */
+const sn_op_def *sn_op_find(const char *domain, const char *name, int64_t opset);
+/* Iterates over all defs (for `snug info --ops` and tests). */
+int sn_op_count(void);
+const sn_op_def *sn_op_at(int i);
+
+/* ---- attributes (read from node->p->attrs) ----------------------------- */
+
+const sn_attr *sn_attr_get(const sn_node *n, const char *name);
+int64_t sn_attr_int(const sn_node *n, const char *name, int64_t def);
+float sn_attr_float(const sn_node *n, const char *name, float def);
+/* NUL-terminated string value, or def. */
+const char *sn_attr_str(const sn_node *n, const char *name, const char *def);
+/* Count of values (and *vals set), or -1 when absent. */
+int sn_attr_ints(const sn_node *n, const char *name, const int64_t **vals);
+int sn_attr_floats(const sn_node *n, const char *name, const float **vals);
+int sn_attr_strings(const sn_node *n, const char *name, const sn_string **vals);
+const sn_tensor *sn_attr_tensor(const sn_node *n, const char *name);
+
+/* ---- helpers for kernels ------------------------------------------------ */
+
+/* Errors with the node named: "<op> '<name>': <message>". */
+int sn_kfail(sn_err *err, const sn_node *n, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* For SN_OP_ALLOCS_OUTPUTS kernels: allocate output i as a tensor with the
+ * given type and shape; returns its data pointer (non-NULL even for zero
+ * elements) or NULL with c->err set. The executor frees it after last use. */
+void *sn_kctx_alloc_output(sn_kctx *c, int i, sn_dtype dtype, int rank,
+                           const int64_t *dims);
+/* Output i as a sequence of n tensors: returns the item array (each item's
+ * data then allocated with sn_kctx_alloc_item or borrowed... see exec.h). */
+sn_tensor *sn_kctx_alloc_sequence(sn_kctx *c, int i, sn_dtype elem, int64_t n);
+/* Memory that lives as long as output i (string bytes, sequence items). */
+void *sn_kctx_alloc_extra(sn_kctx *c, int i, size_t bytes);
+/* Output i becomes an optional without value. */
+int sn_kctx_set_none(sn_kctx *c, int i);
+
+/* Input i's data as a list of int64 (from int32 or int64 tensors), for
+ * shape-like inputs. Returns count, or -1 if absent / data unknown. At most
+ * cap values are written. */
+int sn_input_ints(const sn_tensor *t, int64_t *vals, int cap);
+
+#endif
