@@ -21,6 +21,8 @@ typedef struct sn_node {
     int n_sub;
     struct sn_graph **sub;       /* owned: subgraphs, in attribute order */
     const char **sub_attr;       /* the attribute name of each subgraph */
+    int n_impl;
+    int *impl;                   /* owned: values of this graph its subgraphs read (implicit inputs) */
     int layer;                   /* layer index (-1 pre, >= n_layers post), set by layer discovery */
 } sn_node;
 
@@ -55,6 +57,30 @@ typedef struct sn_graph {
     int *inputs, *outputs;      /* owned: value ids of graph inputs (non-initializer) and outputs */
     int n_syms;
     char **syms;                /* owned: symbolic dim names by id */
+    struct sn_strmap *names;    /* owned: value name -> id */
+    int depth;                  /* 0 for the main graph */
+    int cap_values;             /* allocated length of values */
 } sn_graph;
+
+/* Builds the IR of the model's main graph: resolves every op (an op snug
+ * lacks is an error naming op, domain and opset), checks that every input is
+ * defined and every value produced once, sorts nodes topologically (a cycle is
+ * an error naming a node on it), builds subgraphs, and runs symbolic type and
+ * shape inference from the declared input types. */
+int sn_graph_build(const sn_model *m, sn_graph **out, sn_err *err);
+void sn_graph_free(sn_graph *g); /* accepts NULL */
+
+/* Id of a symbolic dim name (interned in the main graph), or -1 on OOM. */
+int sn_graph_sym(sn_graph *g, const char *name);
+/* The value id of name in g, or -1. */
+int sn_graph_find(const sn_graph *g, const char *name);
+
+/* Symbolic inference over g: input infos from the declared types, dims named
+ * in dim_names bound to dim_vals (n_bind entries). Fills values[].info. */
+int sn_graph_infer(sn_graph *g, int n_bind, const char *const *dim_names,
+                   const int64_t *dim_vals, sn_err *err);
+
+/* Converts a declared type into a tensor info (symbolic dims interned). */
+int sn_type_to_info(sn_graph *g, const sn_type *t, sn_tensor *info);
 
 #endif

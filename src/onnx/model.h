@@ -45,6 +45,7 @@ typedef struct sn_attr {
     sn_string *strings;
     sn_tensor *tensors;
     struct sn_pgraph **graphs;
+    struct sn_type *tps;       /* TYPE_PROTOS (n of them) */
 } sn_attr;
 
 typedef struct sn_kv {
@@ -147,6 +148,12 @@ int sn_model_load_buffer(const void *buf, size_t len, const char *dir,
 void sn_model_free(sn_model *m); /* accepts NULL */
 
 int64_t sn_model_opset(const sn_model *m, const char *domain); /* -1 if absent */
+/* Initializers whose bytes were copied into the arena because they were not
+ * aligned to their element size in the file (all others borrow the map).
+ * bytes (may be NULL) receives the bytes copied. */
+uint64_t sn_model_copied_tensors(const sn_model *m, uint64_t *bytes);
+/* Model-local function calls that were replaced by the function's body. */
+int sn_model_inlined_calls(const sn_model *m);
 
 /* Decodes one serialized TensorProto (e.g. an ONNX test input_0.pb) into t.
  * Data is copied into memory owned by *owner (free with sn_free) so the
@@ -157,6 +164,11 @@ int sn_tensor_decode_pb(const void *buf, size_t len, sn_tensor *t, void **owner,
  * the bytes hold (the ONNX test layout uses all three for outputs). */
 int sn_value_decode_pb(const void *buf, size_t len, sn_tensor *t, void **owner,
                        char **name, sn_err *err);
+/* Same, using the declared type (e.g. the model's graph output type) to
+ * tell a SequenceProto from an OptionalProto: their bytes can be identical
+ * (one tensor). expected may be NULL or SN_TYPE_UNKNOWN: then as above. */
+int sn_value_decode_pb_typed(const void *buf, size_t len, const sn_type *expected,
+                             sn_tensor *t, void **owner, char **name, sn_err *err);
 /* Serializes t (tensor, sequence or optional) as TensorProto / SequenceProto /
  * OptionalProto with the given name into a new buffer. */
 int sn_value_encode_pb(const sn_tensor *t, const char *name, void **buf,

@@ -1,0 +1,679 @@
+/* Executor: plan (fold, infer, prepare, place) then run. See exec.h. */
+#include <string.h>
+
+#include "exec/exec.h"
+#include "plan/memplan.h"
+
+enum vkind {
+    VK_NONE = 0, /* not computed in this plan yet */
+    VK_CONST,    /* initializer */
+    VK_FOLDED,   /* computed at plan time (data in a folded block) */
+    VK_INPUT,    /* graph input or outer value: data bound per run */
+    VK_ARENA,    /* planned: arena + offset */
+    VK_VIEW,     /* planned alias of another value's bytes (valias) */
+    VK_DYN,      /* shape known only at run time: allocated per run */
+};
+
+enum nmode { NM_FOLDED = 0, NM_STATIC, NM_DYNAMIC };
+
+struct sn_exec {
+    const sn_graph *g;       /* borrowed */
+    struct sn_exec *parent;  /* borrowed: executor of the enclosing graph */
+    sn_pool *pool;           /* borrowed */
+    const sn_logger *log;    /* borrowed */
+    sn_tensor *vals;         /* owned [n_values]: infos and data of the current run */
+    uint8_t *vkind;          /* owned [n_values] */
+    size_t *voff;            /* owned [n_values]: arena offsets (VK_ARENA) */
+    int *valias;             /* owned [n_values]: VK_VIEW source value */
+    uint8_t *nmode;          /* owned [n_nodes] */
+    void **nstate;           /* owned [n_nodes]: prepared kernel state */
+    size_t *nws;             /* owned [n_nodes]: workspace bytes */
+    size_t *nws_off;         /* owned [n_nodes]: workspace offset in the arena */
+    struct sn_exec **sub;    /* owned [sum of n_sub]: child executors, created lazily */
+    int *sub_base;           /* owned [n_nodes]: index of node i's first child in sub */
+    uint8_t *arena;          /* owned */
+    size_t arena_cap;
+    void **folded;           /* owned: blocks of folded values */
+    int n_folded, cap_folded;
+    void **dyn;              /* owned: blocks allocated during the current run */
+    int n_dyn, cap_dyn;
+    sn_tensor *sig;          /* owned [n_sig]: shapes the plan was made for */
+    int n_sig;
+    bool planned;
+    const sn_tensor **argin; /* owned scratch for kernel arguments */
+    sn_tensor **argout;
+    int arg_cap;
+    int cur_node;            /* node being run (for subgraph calls) */
+    sn_exec_stats stats;
+};
+
+static void *dyn_alloc(sn_exec *ex, size_t bytes) {
+    if (ex->n_dyn == ex->cap_dyn) {
+        int nc = ex->cap_dyn ? ex->cap_dyn * 2 : 32;
+        void **d = sn_realloc(ex->dyn, sizeof *d * (size_t)nc);
+        if (!d)
+            return NULL;
+        ex->dyn = d;
+        ex->cap_dyn = nc;
+    }
+    void *p = sn_calloc(1, bytes ? bytes : 1);
+    if (p)
+        ex->dyn[ex->n_dyn++] = p;
+    return p;
+}
+
+static void dyn_release(sn_exec *ex) {
+    for (int i = 0; i < ex->n_dyn; i++)
+        sn_free(ex->dyn[i]);
+    ex->n_dyn = 0;
+}
+
+static void *folded_alloc(sn_exec *ex, size_t bytes) {
+    if (ex->n_folded == ex->cap_folded) {
+        int nc = ex->cap_folded ? ex->cap_folded * 2 : 32;
+        void **d = sn_realloc(ex->folded, sizeof *d * (size_t)nc);
+        if (!d)
+            return NULL;
+        ex->folded = d;
+        ex->cap_folded = nc;
+    }
+    void *p = sn_calloc(1, bytes ? bytes : 1);
+    if (p)
+        ex->folded[ex->n_folded++] = p;
+    return p;
+}
+
+static void plan_release(sn_exec *ex) {
+    const sn_graph *g = ex->g;
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (ex->nstate[i] && g->nodes[i].op->free_state)
+            g->nodes[i].op->free_state(ex->nstate[i]);
+        ex->nstate[i] = NULL;
+    }
+    for (int i = 0; i < ex->n_folded; i++)
+        sn_free(ex->folded[i]);
+    ex->n_folded = 0;
+    ex->planned = false;
+}
+
+int sn_exec_new(const sn_graph *g, sn_pool *pool, const sn_logger *log, sn_exec **out, sn_err *err) {
+    *out = NULL;
+    sn_exec *ex = sn_calloc(1, sizeof *ex);
+    if (!ex)
+        return sn_errf(err, SNUG_ERR_OOM, "out of memory");
+    ex->g = g;
+    ex->pool = pool;
+    ex->log = log;
+    size_t nv = (size_t)g->n_values + 1, nn = (size_t)g->n_nodes + 1;
+    int n_sub = 0, arg = 1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        n_sub += g->nodes[i].n_sub;
+        arg = g->nodes[i].n_in > arg ? g->nodes[i].n_in : arg;
+        arg = g->nodes[i].n_out > arg ? g->nodes[i].n_out : arg;
+    }
+    ex->arg_cap = arg;
+    ex->vals = sn_calloc(nv, sizeof *ex->vals);
+    ex->vkind = sn_calloc(nv, 1);
+    ex->voff = sn_calloc(nv, sizeof *ex->voff);
+    ex->valias = sn_calloc(nv, sizeof *ex->valias);
+    ex->nmode = sn_calloc(nn, 1);
+    ex->nstate = sn_calloc(nn, sizeof *ex->nstate);
+    ex->nws = sn_calloc(nn, sizeof *ex->nws);
+    ex->nws_off = sn_calloc(nn, sizeof *ex->nws_off);
+    ex->sub_base = sn_calloc(nn, sizeof *ex->sub_base);
+    ex->sub = sn_calloc((size_t)n_sub + 1, sizeof *ex->sub);
+    ex->argin = sn_calloc((size_t)arg, sizeof *ex->argin);
+    ex->argout = sn_calloc((size_t)arg, sizeof *ex->argout);
+    ex->sig = sn_calloc((size_t)g->n_values + 1, sizeof *ex->sig);
+    if (!ex->vals || !ex->vkind || !ex->voff || !ex->valias || !ex->nmode || !ex->nstate || !ex->nws ||
+        !ex->nws_off || !ex->sub_base || !ex->sub || !ex->argin || !ex->argout || !ex->sig) {
+        sn_exec_free(ex);
+        return sn_errf(err, SNUG_ERR_OOM, "out of memory");
+    }
+    for (int i = 0, b = 0; i < g->n_nodes; i++) {
+        ex->sub_base[i] = b;
+        b += g->nodes[i].n_sub;
+    }
+    *out = ex;
+    return SNUG_OK;
+}
+
+void sn_exec_free(sn_exec *ex) {
+    if (!ex)
+        return;
+    if (ex->nstate)
+        plan_release(ex);
+    dyn_release(ex);
+    if (ex->sub) {
+        int n_sub = 0;
+        for (int i = 0; i < ex->g->n_nodes; i++)
+            n_sub += ex->g->nodes[i].n_sub;
+        for (int i = 0; i < n_sub; i++)
+            sn_exec_free(ex->sub[i]);
+    }
+    sn_free(ex->vals);
+    sn_free(ex->vkind);
+    sn_free(ex->voff);
+    sn_free(ex->valias);
+    sn_free(ex->nmode);
+    sn_free(ex->nstate);
+    sn_free(ex->nws);
+    sn_free(ex->nws_off);
+    sn_free(ex->sub_base);
+    sn_free(ex->sub);
+    sn_free(ex->argin);
+    sn_free(ex->argout);
+    sn_free(ex->sig);
+    sn_free(ex->arena);
+    sn_free(ex->folded);
+    sn_free(ex->dyn);
+    sn_free(ex);
+}
+
+const sn_exec_stats *sn_exec_get_stats(const sn_exec *ex) { return &ex->stats; }
+
+/* ---- planning -------------------------------------------------------- */
+
+static bool sig_equal(const sn_tensor *a, const sn_tensor *b) {
+    if (a->kind != b->kind || a->dtype != b->dtype || a->optional != b->optional)
+        return false;
+    if (a->kind == SN_KIND_SEQUENCE)
+        return a->n_items == b->n_items;
+    return sn_shape_equal(a, b);
+}
+
+static void init_out_info(sn_tensor *t) {
+    memset(t, 0, sizeof *t);
+    t->rank = SN_RANK_UNKNOWN;
+}
+
+static bool node_inputs_const(const sn_exec *ex, const sn_node *n) {
+    for (int j = 0; j < n->n_in; j++) {
+        int v = n->in[j];
+        if (v >= 0 && ex->vkind[v] != VK_CONST && ex->vkind[v] != VK_FOLDED)
+            return false;
+    }
+    return n->n_impl == 0;
+}
+
+#define SN_FOLD_LIMIT ((size_t)16 << 20)
+
+static int call_kernel(sn_exec *ex, const sn_node *n, void *state, void *ws, sn_err *err);
+
+/* Runs node n at plan time on constant inputs; outputs become VK_FOLDED. */
+static int fold_node(sn_exec *ex, const sn_node *n, sn_err *err) {
+    for (int j = 0; j < n->n_out; j++) {
+        int v = n->out[j];
+        if (v < 0)
+            continue;
+        sn_tensor *t = &ex->vals[v];
+        if (!(t->data = folded_alloc(ex, sn_tensor_nbytes(t))))
+            return sn_errf(err, SNUG_ERR_OOM, "out of memory folding constants");
+    }
+    void *state = NULL, *ws = NULL;
+    size_t wsb = 0;
+    if (n->op->prepare) {
+        for (int j = 0; j < n->n_in; j++)
+            ex->argin[j] = n->in[j] >= 0 ? &ex->vals[n->in[j]] : NULL;
+        for (int j = 0; j < n->n_out; j++)
+            ex->argout[j] = n->out[j] >= 0 ? &ex->vals[n->out[j]] : NULL;
+        sn_prep_ctx pc = {n, n->n_in, n->n_out, ex->argin, (const sn_tensor *const *)ex->argout, NULL, 0, err};
+        SN_TRY(n->op->prepare(&pc));
+        state = pc.state;
+        wsb = pc.workspace;
+    }
+    if (wsb && !(ws = sn_calloc(1, wsb))) {
+        if (state && n->op->free_state)
+            n->op->free_state(state);
+        return sn_errf(err, SNUG_ERR_OOM, "out of memory folding constants");
+    }
+    int rc = call_kernel(ex, n, state, ws, err);
+    sn_free(ws);
+    if (state && n->op->free_state)
+        n->op->free_state(state);
+    if (rc != SNUG_OK)
+        return rc;
+    for (int j = 0; j < n->n_out; j++)
+        if (n->out[j] >= 0)
+            ex->vkind[n->out[j]] = VK_FOLDED;
+    return SNUG_OK;
+}
+
+static int make_plan(sn_exec *ex, sn_err *err) {
+    const sn_graph *g = ex->g;
+    int rc = SNUG_OK;
+    sn_block *blocks = NULL;
+    int *bval = NULL, *last = NULL;
+    plan_release(ex);
+    int n_plans = ex->stats.n_plans + 1;
+    memset(&ex->stats, 0, sizeof ex->stats);
+    ex->stats.n_plans = n_plans;
+    /* Value kinds and infos for what is known before any node. Graph-input
+     * data is hidden while planning: a plan depends on shapes only. */
+    for (int v = 0; v < g->n_values; v++) {
+        const sn_value *val = &g->values[v];
+        if (val->flags & SN_VAL_INIT) {
+            ex->vkind[v] = VK_CONST;
+            ex->vals[v] = val->init->t;
+        } else if (val->flags & (SN_VAL_INPUT | SN_VAL_OUTER)) {
+            ex->vkind[v] = VK_INPUT;
+        } else {
+            ex->vkind[v] = VK_NONE;
+            init_out_info(&ex->vals[v]);
+        }
+    }
+    void **saved = sn_calloc((size_t)g->n_values + 1, sizeof *saved);
+    if (!saved)
+        return sn_errf(err, SNUG_ERR_OOM, "out of memory");
+    for (int v = 0; v < g->n_values; v++)
+        if (ex->vkind[v] == VK_INPUT) {
+            saved[v] = ex->vals[v].data;
+            ex->vals[v].data = NULL;
+        }
+    for (int i = 0; i < g->n_nodes && rc == SNUG_OK; i++) {
+        const sn_node *n = &g->nodes[i];
+        for (int j = 0; j < n->n_in; j++)
+            ex->argin[j] = n->in[j] >= 0 ? &ex->vals[n->in[j]] : NULL;
+        for (int j = 0; j < n->n_out; j++) {
+            ex->argout[j] = n->out[j] >= 0 ? &ex->vals[n->out[j]] : NULL;
+            if (ex->argout[j])
+                init_out_info(ex->argout[j]);
+        }
+        sn_infer_ctx c = {n, n->n_in, n->n_out, ex->argin, ex->argout, err};
+        if ((rc = n->op->infer(&c)) != SNUG_OK)
+            break;
+        bool concrete = !(n->op->flags & SN_OP_ALLOCS_OUTPUTS);
+        size_t out_bytes = 0;
+        for (int j = 0; j < n->n_out && concrete; j++) {
+            sn_tensor *t = ex->argout[j];
+            if (!t)
+                continue;
+            t->data = NULL;
+            if (t->kind != SN_KIND_TENSOR || !sn_tensor_shape_known(t) || !sn_dtype_valid(t->dtype))
+                concrete = false;
+            else
+                out_bytes += sn_tensor_nbytes(t);
+        }
+        if (concrete && node_inputs_const(ex, n) && !(n->op->flags & SN_OP_NONDETERMINISTIC) &&
+            out_bytes <= SN_FOLD_LIMIT && n->n_sub == 0) {
+            ex->nmode[i] = NM_FOLDED;
+            rc = fold_node(ex, n, err);
+            ex->stats.n_folded++;
+            ex->stats.folded_bytes += out_bytes;
+            continue;
+        }
+        ex->nmode[i] = concrete ? NM_STATIC : NM_DYNAMIC;
+        for (int j = 0; j < n->n_out; j++) {
+            int v = n->out[j];
+            if (v < 0)
+                continue;
+            if (!concrete) {
+                ex->vkind[v] = VK_DYN;
+            } else if (j == 0 && (n->op->flags & SN_OP_VIEW0) && n->in[0] >= 0 &&
+                       ex->vals[n->in[0]].kind == SN_KIND_TENSOR &&
+                       sn_tensor_nbytes(&ex->vals[v]) == sn_tensor_nbytes(&ex->vals[n->in[0]]) &&
+                       ex->vals[v].dtype == ex->vals[n->in[0]].dtype) {
+                ex->vkind[v] = VK_VIEW;
+                ex->valias[v] = n->in[0];
+                /* A view of a constant is itself constant data. */
+                int src = n->in[0];
+                if (ex->vkind[src] == VK_CONST || ex->vkind[src] == VK_FOLDED)
+                    ex->vals[v].data = ex->vals[src].data;
+            } else {
+                ex->vkind[v] = VK_ARENA;
+            }
+        }
+        if (concrete) {
+            ex->stats.n_static++;
+            if (n->op->prepare) {
+                sn_prep_ctx pc = {n, n->n_in, n->n_out, ex->argin, (const sn_tensor *const *)ex->argout,
+                                  NULL, 0, err};
+                if ((rc = n->op->prepare(&pc)) != SNUG_OK)
+                    break;
+                ex->nstate[i] = pc.state;
+                ex->nws[i] = pc.workspace;
+            }
+        } else {
+            ex->stats.n_dynamic++;
+        }
+    }
+    for (int v = 0; v < g->n_values; v++)
+        if (ex->vkind[v] == VK_INPUT)
+            ex->vals[v].data = saved[v];
+    sn_free(saved);
+    if (rc != SNUG_OK) {
+        plan_release(ex);
+        return rc;
+    }
+    /* Lifetimes: a view keeps its source alive as long as itself. */
+    last = sn_malloc(sizeof *last * ((size_t)g->n_values + 1));
+    blocks = sn_malloc(sizeof *blocks * ((size_t)g->n_values + (size_t)g->n_nodes + 1));
+    bval = sn_malloc(sizeof *bval * ((size_t)g->n_values + (size_t)g->n_nodes + 1));
+    if (!last || !blocks || !bval) {
+        rc = sn_errf(err, SNUG_ERR_OOM, "out of memory");
+        goto done;
+    }
+    for (int v = 0; v < g->n_values; v++) {
+        const sn_value *val = &g->values[v];
+        int l = val->producer;
+        for (int c = 0; c < val->n_cons; c++)
+            l = val->cons[c] > l ? val->cons[c] : l;
+        if (val->flags & SN_VAL_OUTPUT)
+            l = g->n_nodes;
+        last[v] = l;
+    }
+    for (int v = g->n_values - 1; v >= 0; v--) { /* views come after their sources */
+        if (ex->vkind[v] != VK_VIEW)
+            continue;
+        int r = v;
+        while (ex->vkind[r] == VK_VIEW)
+            r = ex->valias[r];
+        if (last[v] > last[r])
+            last[r] = last[v];
+    }
+    /* Views whose root is another view were handled above through the root walk. */
+    int nb = 0;
+    for (int v = 0; v < g->n_values; v++) {
+        if (ex->vkind[v] != VK_ARENA)
+            continue;
+        blocks[nb] = (sn_block){sn_tensor_nbytes(&ex->vals[v]), g->values[v].producer, last[v], 0};
+        bval[nb++] = v;
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (ex->nmode[i] != NM_STATIC || !ex->nws[i])
+            continue;
+        blocks[nb] = (sn_block){ex->nws[i], i, i, 0};
+        bval[nb++] = -1 - i;
+    }
+    size_t total, lower;
+    if ((rc = sn_memplan_place(blocks, nb, &total, &lower, err)) != SNUG_OK)
+        goto done;
+    if (total > ex->arena_cap) {
+        uint8_t *a = sn_malloc(total);
+        if (!a) {
+            rc = sn_errf(err, SNUG_ERR_OOM, "cannot allocate the %zu-byte activation arena", total);
+            goto done;
+        }
+        sn_free(ex->arena);
+        ex->arena = a;
+        ex->arena_cap = total;
+    }
+    for (int k = 0; k < nb; k++) {
+        if (bval[k] >= 0) {
+            ex->voff[bval[k]] = blocks[k].offset;
+            ex->vals[bval[k]].data = ex->arena + blocks[k].offset;
+        } else {
+            ex->nws_off[-1 - bval[k]] = blocks[k].offset;
+        }
+    }
+    ex->stats.arena_bytes = total;
+    ex->stats.lower_bound = lower;
+    ex->planned = true;
+done:
+    sn_free(last);
+    sn_free(blocks);
+    sn_free(bval);
+    if (rc != SNUG_OK)
+        plan_release(ex);
+    return rc;
+}
+
+/* ---- running --------------------------------------------------------- */
+
+static int call_kernel(sn_exec *ex, const sn_node *n, void *state, void *ws, sn_err *err) {
+    for (int j = 0; j < n->n_in; j++)
+        ex->argin[j] = n->in[j] >= 0 ? &ex->vals[n->in[j]] : NULL;
+    for (int j = 0; j < n->n_out; j++)
+        ex->argout[j] = n->out[j] >= 0 ? &ex->vals[n->out[j]] : NULL;
+    sn_kctx kc = {n, n->n_in, n->n_out, ex->argin, ex->argout, state, ws, ex->pool, ex, err};
+    ex->cur_node = n->index;
+    return n->op->run(&kc);
+}
+
+static int run_dynamic(sn_exec *ex, const sn_node *n, sn_err *err) {
+    for (int j = 0; j < n->n_in; j++)
+        ex->argin[j] = n->in[j] >= 0 ? &ex->vals[n->in[j]] : NULL;
+    for (int j = 0; j < n->n_out; j++) {
+        ex->argout[j] = n->out[j] >= 0 ? &ex->vals[n->out[j]] : NULL;
+        if (ex->argout[j])
+            init_out_info(ex->argout[j]);
+    }
+    sn_infer_ctx c = {n, n->n_in, n->n_out, ex->argin, ex->argout, err};
+    SN_TRY(n->op->infer(&c));
+    if (!(n->op->flags & SN_OP_ALLOCS_OUTPUTS)) {
+        for (int j = 0; j < n->n_out; j++) {
+            sn_tensor *t = ex->argout[j];
+            if (!t)
+                continue;
+            if (t->kind != SN_KIND_TENSOR || !sn_tensor_shape_known(t) || !sn_dtype_valid(t->dtype)) {
+                char b[128];
+                return sn_kfail(err, n, SNUG_ERR_INTERNAL, "output %d has no concrete shape at run time (%s)",
+                                j, sn_shape_str(t, b, sizeof b));
+            }
+            size_t nb = sn_tensor_nbytes(t);
+            if (nb == SIZE_MAX)
+                return sn_kfail(err, n, SNUG_ERR_RANGE, "output %d is too large", j);
+            if (j == 0 && (n->op->flags & SN_OP_VIEW0) && ex->argin[0] && ex->argin[0]->data &&
+                sn_tensor_nbytes(ex->argin[0]) == nb && ex->argin[0]->dtype == t->dtype) {
+                t->data = ex->argin[0]->data;
+                continue;
+            }
+            if (!(t->data = dyn_alloc(ex, nb)))
+                return sn_kfail(err, n, SNUG_ERR_OOM, "out of memory for output %d (%zu bytes)", j, nb);
+        }
+        if ((n->op->flags & SN_OP_VIEW0) && ex->argout[0] && ex->argout[0]->data == ex->argin[0]->data)
+            return SNUG_OK;
+    }
+    void *state = NULL, *ws = NULL;
+    if (n->op->prepare) {
+        sn_prep_ctx pc = {n, n->n_in, n->n_out, ex->argin, (const sn_tensor *const *)ex->argout, NULL, 0, err};
+        SN_TRY(n->op->prepare(&pc));
+        state = pc.state;
+        if (pc.workspace && !(ws = dyn_alloc(ex, pc.workspace))) {
+            if (state && n->op->free_state)
+                n->op->free_state(state);
+            return sn_kfail(err, n, SNUG_ERR_OOM, "out of memory for workspace");
+        }
+    }
+    int rc = call_kernel(ex, n, state, ws, err);
+    if (state && n->op->free_state)
+        n->op->free_state(state);
+    return rc;
+}
+
+static int exec_run_bound(sn_exec *ex, sn_err *err) {
+    const sn_graph *g = ex->g;
+    /* Re-plan when the shapes of inputs or outer values changed. */
+    int k = 0;
+    bool same = ex->planned;
+    for (int v = 0; v < g->n_values; v++) {
+        if (!(g->values[v].flags & (SN_VAL_INPUT | SN_VAL_OUTER)))
+            continue;
+        if (same && !sig_equal(&ex->sig[k], &ex->vals[v]))
+            same = false;
+        ex->sig[k++] = ex->vals[v];
+    }
+    ex->n_sig = k;
+    if (!same)
+        SN_TRY(make_plan(ex, err));
+    for (int i = 0; i < g->n_nodes; i++) {
+        const sn_node *n = &g->nodes[i];
+        int rc;
+        switch (ex->nmode[i]) {
+        case NM_FOLDED:
+            continue;
+        case NM_STATIC:
+            if ((n->op->flags & SN_OP_VIEW0) && n->out[0] >= 0 && ex->vkind[n->out[0]] == VK_VIEW) {
+                ex->vals[n->out[0]].data = ex->vals[ex->valias[n->out[0]]].data;
+                bool others = false;
+                for (int j = 1; j < n->n_out; j++)
+                    others |= n->out[j] >= 0;
+                if (!others)
+                    continue;
+            }
+            rc = call_kernel(ex, n, ex->nstate[i], ex->nws[i] ? ex->arena + ex->nws_off[i] : NULL, err);
+            break;
+        default:
+            rc = run_dynamic(ex, n, err);
+            break;
+        }
+        if (rc != SNUG_OK)
+            return rc;
+    }
+    return SNUG_OK;
+}
+
+int sn_exec_run(sn_exec *ex, const sn_tensor *inputs, sn_tensor *outputs, sn_err *err) {
+    const sn_graph *g = ex->g;
+    dyn_release(ex);
+    for (int i = 0; i < g->n_inputs; i++) {
+        int v = g->inputs[i];
+        const sn_tensor *t = &inputs[i];
+        const sn_tensor *decl = &g->values[v].info;
+        if (t->kind == SN_KIND_TENSOR && decl->kind == SN_KIND_TENSOR && decl->dtype != SN_UNDEFINED &&
+            t->dtype != decl->dtype)
+            return sn_errf(err, SNUG_ERR_TYPE, "input '%s': expected %s, got %s", g->values[v].name,
+                           sn_dtype_name(decl->dtype), sn_dtype_name(t->dtype));
+        if (t->kind == SN_KIND_TENSOR && decl->kind == SN_KIND_TENSOR && decl->rank >= 0) {
+            char b1[128], b2[128];
+            if (t->rank != decl->rank)
+                return sn_errf(err, SNUG_ERR_SHAPE, "input '%s': expected rank %d %s, got %s",
+                               g->values[v].name, decl->rank, sn_shape_str(decl, b1, sizeof b1),
+                               sn_shape_str(t, b2, sizeof b2));
+            for (int d = 0; d < t->rank; d++)
+                if (decl->dims[d] >= 0 && decl->dims[d] != t->dims[d])
+                    return sn_errf(err, SNUG_ERR_SHAPE, "input '%s': dim %d must be %lld, got %s",
+                                   g->values[v].name, d, (long long)decl->dims[d],
+                                   sn_shape_str(t, b2, sizeof b2));
+        }
+        ex->vals[v] = *t;
+        if (t->kind == SN_KIND_TENSOR && !t->data && sn_tensor_numel(t) > 0)
+            return sn_errf(err, SNUG_ERR_INVALID_ARG, "input '%s' has no data", g->values[v].name);
+    }
+    if (ex->parent) {
+        for (int v = 0; v < g->n_values; v++)
+            if (g->values[v].flags & SN_VAL_OUTER)
+                ex->vals[v] = ex->parent->vals[g->values[v].outer_id];
+    }
+    SN_TRY(exec_run_bound(ex, err));
+    for (int i = 0; i < g->n_outputs; i++)
+        outputs[i] = ex->vals[g->outputs[i]];
+    return SNUG_OK;
+}
+
+/* ---- kernel services --------------------------------------------------- */
+
+void *sn_kctx_alloc_output(sn_kctx *c, int i, sn_dtype dtype, int rank, const int64_t *dims) {
+    sn_tensor *t = c->out[i];
+    if (!t) {
+        sn_kfail(c->err, c->node, SNUG_ERR_INTERNAL, "output %d is absent", i);
+        return NULL;
+    }
+    if (rank < 0 || rank > SN_MAX_RANK) {
+        sn_kfail(c->err, c->node, SNUG_ERR_UNSUPPORTED, "output %d rank %d not supported", i, rank);
+        return NULL;
+    }
+    uint8_t opt = t->optional;
+    memset(t, 0, sizeof *t);
+    t->optional = opt;
+    t->kind = SN_KIND_TENSOR;
+    t->dtype = dtype;
+    sn_tensor_set_shape(t, rank, dims);
+    int64_t numel;
+    if (!sn_dims_numel(rank, dims, &numel)) {
+        sn_kfail(c->err, c->node, SNUG_ERR_RANGE, "output %d shape overflows", i);
+        return NULL;
+    }
+    size_t nb = sn_dtype_nbytes(dtype, numel);
+    if (nb == SIZE_MAX || !(t->data = dyn_alloc(c->ex, nb))) {
+        sn_kfail(c->err, c->node, SNUG_ERR_OOM, "out of memory for output %d", i);
+        return NULL;
+    }
+    return t->data;
+}
+
+sn_tensor *sn_kctx_alloc_sequence(sn_kctx *c, int i, sn_dtype elem, int64_t n) {
+    sn_tensor *t = c->out[i];
+    if (!t || n < 0) {
+        sn_kfail(c->err, c->node, SNUG_ERR_INTERNAL, "bad sequence output %d", i);
+        return NULL;
+    }
+    uint8_t opt = t->optional;
+    memset(t, 0, sizeof *t);
+    t->optional = opt;
+    t->kind = SN_KIND_SEQUENCE;
+    t->dtype = elem;
+    t->n_items = n;
+    size_t nb;
+    if (!sn_mul_ok((size_t)n, sizeof(sn_tensor), &nb) || !(t->data = dyn_alloc(c->ex, nb))) {
+        sn_kfail(c->err, c->node, SNUG_ERR_OOM, "out of memory for sequence output %d", i);
+        return NULL;
+    }
+    return t->data;
+}
+
+void *sn_kctx_alloc_extra(sn_kctx *c, int i, size_t bytes) {
+    (void)i;
+    void *p = dyn_alloc(c->ex, bytes);
+    if (!p)
+        sn_kfail(c->err, c->node, SNUG_ERR_OOM, "out of memory (%zu bytes)", bytes);
+    return p;
+}
+
+int sn_kctx_set_none(sn_kctx *c, int i) {
+    sn_tensor *t = c->out[i];
+    if (!t)
+        return SNUG_OK;
+    memset(t, 0, sizeof *t);
+    t->kind = SN_KIND_NONE;
+    t->optional = 1;
+    return SNUG_OK;
+}
+
+const sn_graph *sn_kctx_subgraph(const sn_kctx *c, int k) {
+    return k >= 0 && k < c->node->n_sub ? c->node->sub[k] : NULL;
+}
+
+int sn_kctx_subgraph_index(const sn_kctx *c, const char *attr) {
+    for (int k = 0; k < c->node->n_sub; k++)
+        if (!strcmp(c->node->sub_attr[k], attr))
+            return k;
+    return -1;
+}
+
+int sn_kctx_run_subgraph(sn_kctx *c, int k, int n_in, const sn_tensor *in, const sn_tensor **outs,
+                         int *n_out) {
+    sn_exec *ex = c->ex;
+    const sn_node *n = c->node;
+    if (k < 0 || k >= n->n_sub)
+        return sn_kfail(c->err, n, SNUG_ERR_INTERNAL, "no subgraph %d", k);
+    const sn_graph *sg = n->sub[k];
+    if (n_in != sg->n_inputs)
+        return sn_kfail(c->err, n, SNUG_ERR_GRAPH, "subgraph '%s' takes %d inputs, given %d", n->sub_attr[k],
+                        sg->n_inputs, n_in);
+    sn_exec **slot = &ex->sub[ex->sub_base[n->index] + k];
+    if (!*slot) {
+        SN_TRY(sn_exec_new(sg, ex->pool, ex->log, slot, c->err));
+        (*slot)->parent = ex;
+    }
+    sn_exec *se = *slot;
+    /* The child's outputs of the previous call are released by this run. */
+    for (int i = 0; i < sg->n_inputs; i++) {
+        int v = sg->inputs[i];
+        se->vals[v] = in[i];
+    }
+    dyn_release(se);
+    for (int v = 0; v < sg->n_values; v++)
+        if (sg->values[v].flags & SN_VAL_OUTER)
+            se->vals[v] = ex->vals[sg->values[v].outer_id];
+    int rc = exec_run_bound(se, c->err);
+    if (rc != SNUG_OK) {
+        sn_err_prefix(c->err, "in subgraph '%s' of %s node '%s'", n->sub_attr[k], n->p->op_type, n->p->name);
+        return rc;
+    }
+    for (int i = 0; i < sg->n_outputs; i++)
+        outs[i] = &se->vals[sg->outputs[i]];
+    *n_out = sg->n_outputs;
+    ex->cur_node = n->index;
+    return SNUG_OK;
+}

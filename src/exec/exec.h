@@ -1,0 +1,44 @@
+/* The executor: plans a graph for concrete input shapes (constant folding,
+ * static shapes, one arena with best-fit offsets, prepared kernels) and runs
+ * it. A plan is reused while input shapes stay the same; nodes whose output
+ * shapes depend on run-time data are run dynamically (inferred and allocated
+ * at run time). Subgraphs (If/Loop/Scan bodies) get child executors. */
+#ifndef SN_EXEC_EXEC_H
+#define SN_EXEC_EXEC_H
+
+#include "core/core.h"
+#include "graph/graph.h"
+#include "ops/op.h"
+
+typedef struct sn_exec sn_exec;
+
+typedef struct sn_exec_stats {
+    size_t arena_bytes;      /* planned arena */
+    size_t lower_bound;      /* largest total of planned tensors alive at one step */
+    size_t folded_bytes;     /* constant-folded values */
+    int n_static, n_dynamic, n_folded; /* nodes by mode in the current plan */
+    int n_plans;             /* how many times a plan was made */
+} sn_exec_stats;
+
+/* pool and log are borrowed and may be NULL. */
+int sn_exec_new(const sn_graph *g, sn_pool *pool, const sn_logger *log, sn_exec **out, sn_err *err);
+void sn_exec_free(sn_exec *ex); /* accepts NULL */
+
+/* Runs the graph. inputs[i] feeds g->inputs[i] (borrowed for the run). On
+ * success outputs[i] (n_outputs == g->n_outputs) views the values of
+ * g->outputs[i]; they stay valid until the next run or sn_exec_free. */
+int sn_exec_run(sn_exec *ex, const sn_tensor *inputs, sn_tensor *outputs, sn_err *err);
+
+const sn_exec_stats *sn_exec_get_stats(const sn_exec *ex);
+
+/* For control-flow kernels: runs subgraph k of the current node with the
+ * given inputs bound to the subgraph's inputs in order. *outs receives the
+ * subgraph's n outputs, valid until the next call for the same subgraph. */
+int sn_kctx_run_subgraph(sn_kctx *c, int k, int n_in, const sn_tensor *in,
+                         const sn_tensor **outs, int *n_out);
+/* The graph of subgraph k of the current node. */
+const sn_graph *sn_kctx_subgraph(const sn_kctx *c, int k);
+/* Subgraph by attribute name (-1 if absent). */
+int sn_kctx_subgraph_index(const sn_kctx *c, const char *attr);
+
+#endif

@@ -1,0 +1,214 @@
+/* The public session API (include/snug.h) over model, graph and executor. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/exec.h"
+#include "exec/session.h"
+
+struct snug_options {
+    int n, cap;
+    char **keys, **vals; /* owned */
+    sn_logger log;
+};
+
+snug_options *snug_options_new(void) {
+    snug_options *o = sn_calloc(1, sizeof *o);
+    if (o)
+        o->log.level = SNUG_LOG_WARN;
+    return o;
+}
+
+void snug_options_free(snug_options *o) {
+    if (!o)
+        return;
+    for (int i = 0; i < o->n; i++) {
+        sn_free(o->keys[i]);
+        sn_free(o->vals[i]);
+    }
+    sn_free(o->keys);
+    sn_free(o->vals);
+    sn_free(o);
+}
+
+int snug_options_set(snug_options *o, const char *key, const char *value) {
+    if (!o || !key || !value)
+        return SNUG_ERR_INVALID_ARG;
+    for (int i = 0; i < o->n; i++)
+        if (!strcmp(o->keys[i], key)) {
+            char *v = sn_strdup(value);
+            if (!v)
+                return SNUG_ERR_OOM;
+            sn_free(o->vals[i]);
+            o->vals[i] = v;
+            return SNUG_OK;
+        }
+    if (o->n == o->cap) {
+        int nc = o->cap ? o->cap * 2 : 8;
+        char **k = sn_realloc(o->keys, sizeof *k * (size_t)nc);
+        if (!k)
+            return SNUG_ERR_OOM;
+        o->keys = k;
+        char **v = sn_realloc(o->vals, sizeof *v * (size_t)nc);
+        if (!v)
+            return SNUG_ERR_OOM;
+        o->vals = v;
+        o->cap = nc;
+    }
+    o->keys[o->n] = sn_strdup(key);
+    o->vals[o->n] = sn_strdup(value);
+    if (!o->keys[o->n] || !o->vals[o->n]) {
+        sn_free(o->keys[o->n]);
+        sn_free(o->vals[o->n]);
+        return SNUG_ERR_OOM;
+    }
+    o->n++;
+    return SNUG_OK;
+}
+
+const char *snug_options_get(const snug_options *o, const char *key) {
+    if (!o)
+        return NULL;
+    for (int i = 0; i < o->n; i++)
+        if (!strcmp(o->keys[i], key))
+            return o->vals[i];
+    return NULL;
+}
+
+void snug_options_set_logger(snug_options *o, snug_log_fn fn, void *user, int level) {
+    if (!o)
+        return;
+    o->log.fn = fn;
+    o->log.user = user;
+    o->log.level = level;
+}
+
+/* Keys this version understands; anything else is an error, not ignored. */
+static const char *const k_known_keys[] = {"snug.threads", NULL};
+
+static int parse_int(const char *s, long lo, long hi, long *out) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || v < lo || v > hi)
+        return 0;
+    *out = v;
+    return 1;
+}
+
+int sn_session_open(const char *path, const snug_options *opts, sn_session **out, sn_err *err) {
+    *out = NULL;
+    sn_session *s = sn_calloc(1, sizeof *s);
+    if (!s)
+        return sn_errf(err, SNUG_ERR_OOM, "out of memory");
+    if (opts)
+        s->log = opts->log;
+    long threads = 0;
+    int rc = SNUG_OK;
+    for (int i = 0; opts && i < opts->n; i++) {
+        bool known = false;
+        for (int k = 0; k_known_keys[k]; k++)
+            known |= !strcmp(opts->keys[i], k_known_keys[k]);
+        if (!known) {
+            rc = sn_errf(err, SNUG_ERR_INVALID_ARG, "unknown config key '%s'", opts->keys[i]);
+            goto fail;
+        }
+    }
+    const char *t = snug_options_get(opts, "snug.threads");
+    if (t && !parse_int(t, 0, 1024, &threads)) {
+        rc = sn_errf(err, SNUG_ERR_INVALID_ARG, "snug.threads: '%s' is not a thread count (0..1024)", t);
+        goto fail;
+    }
+    if (threads <= 0) {
+        threads = sn_cpu_count();
+    }
+    if ((rc = sn_model_load(path, &s->model, err)) != SNUG_OK)
+        goto fail;
+    if ((rc = sn_graph_build(s->model, &s->graph, err)) != SNUG_OK)
+        goto fail;
+    if ((rc = sn_pool_new((int)threads, &s->pool, err)) != SNUG_OK)
+        goto fail;
+    if ((rc = sn_exec_new(s->graph, s->pool, &s->log, &s->exec, err)) != SNUG_OK)
+        goto fail;
+    *out = s;
+    return SNUG_OK;
+fail:
+    sn_session_close(s);
+    return rc;
+}
+
+void sn_session_close(sn_session *s) {
+    if (!s)
+        return;
+    sn_exec_free(s->exec);
+    sn_pool_free(s->pool);
+    sn_graph_free(s->graph);
+    sn_model_free(s->model);
+    sn_free(s);
+}
+
+int snug_session_create(const char *model_path, const snug_options *opts, snug_session **out, char *errbuf,
+                        size_t err_cap) {
+    sn_err err = {0};
+    sn_session *s;
+    int rc = sn_session_open(model_path, opts, &s, &err);
+    if (rc != SNUG_OK) {
+        if (errbuf && err_cap)
+            snprintf(errbuf, err_cap, "%s", err.msg);
+        *out = NULL;
+        return rc;
+    }
+    *out = (snug_session *)s;
+    return SNUG_OK;
+}
+
+void snug_session_free(snug_session *s) { sn_session_close((sn_session *)s); }
+
+const char *snug_session_error(const snug_session *s) { return s ? ((const sn_session *)s)->err.msg : ""; }
+
+int snug_session_input_count(const snug_session *s) { return ((const sn_session *)s)->graph->n_inputs; }
+int snug_session_output_count(const snug_session *s) { return ((const sn_session *)s)->graph->n_outputs; }
+
+const char *snug_session_input_name(const snug_session *s, int i) {
+    const sn_graph *g = ((const sn_session *)s)->graph;
+    return i >= 0 && i < g->n_inputs ? g->values[g->inputs[i]].name : NULL;
+}
+
+const char *snug_session_output_name(const snug_session *s, int i) {
+    const sn_graph *g = ((const sn_session *)s)->graph;
+    return i >= 0 && i < g->n_outputs ? g->values[g->outputs[i]].name : NULL;
+}
+
+int snug_session_run(snug_session *ps, const snug_tensor *inputs, int n_inputs, snug_tensor *outputs,
+                     int n_outputs) {
+    sn_session *s = (sn_session *)ps;
+    const sn_graph *g = s->graph;
+    if (n_inputs != g->n_inputs)
+        return sn_errf(&s->err, SNUG_ERR_INVALID_ARG, "the model takes %d inputs, %d given", g->n_inputs, n_inputs);
+    if (n_outputs != g->n_outputs)
+        return sn_errf(&s->err, SNUG_ERR_INVALID_ARG, "the model has %d outputs, room for %d given", g->n_outputs,
+                       n_outputs);
+    sn_tensor in[64], out[64];
+    if (n_inputs > 64 || n_outputs > 64)
+        return sn_errf(&s->err, SNUG_ERR_UNSUPPORTED, "more than 64 inputs or outputs through the public API");
+    for (int i = 0; i < n_inputs; i++) {
+        const snug_tensor *t = &inputs[i];
+        if (!sn_dtype_valid(t->dtype) || t->rank < 0 || t->rank > SN_MAX_RANK)
+            return sn_errf(&s->err, SNUG_ERR_INVALID_ARG, "input %d: bad dtype or rank", i);
+        memset(&in[i], 0, sizeof in[i]);
+        in[i].dtype = (sn_dtype)t->dtype;
+        sn_tensor_set_shape(&in[i], t->rank, t->dims);
+        in[i].data = t->data;
+        if (sn_tensor_numel(&in[i]) < 0)
+            return sn_errf(&s->err, SNUG_ERR_INVALID_ARG, "input %d: negative or overflowing dims", i);
+    }
+    SN_TRY(sn_exec_run(s->exec, in, out, &s->err));
+    for (int i = 0; i < n_outputs; i++) {
+        if (out[i].kind != SN_KIND_TENSOR)
+            return sn_errf(&s->err, SNUG_ERR_UNSUPPORTED, "output %d is not a tensor (use the internal API)", i);
+        outputs[i].dtype = out[i].dtype;
+        outputs[i].rank = out[i].rank;
+        memcpy(outputs[i].dims, out[i].dims, sizeof(int64_t) * (size_t)out[i].rank);
+        outputs[i].data = out[i].data;
+    }
+    return SNUG_OK;
+}

@@ -1,0 +1,45 @@
+/* Single-precision GEMM for MatMul, Gemm, Conv and ConvTranspose:
+ *   C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C
+ * row-major, op(X) = X or X^T. Cache-blocked: B is packed into KC x NC
+ * blocks, A into MC x KC blocks, and a register-blocked micro-kernel (chosen
+ * at run time by CPU features, see gemm.c) computes MR x NR tiles. Work is
+ * split over the thread pool by column blocks (and row blocks when there are
+ * too few column blocks).
+ *
+ * beta == 0 means C is not read (so NaN/garbage in C is overwritten). */
+#ifndef SN_OPS_GEMM_H
+#define SN_OPS_GEMM_H
+
+#include "core/core.h"
+
+/* Bytes of scratch sn_sgemm_ws needs for these sizes with a pool of
+ * n_threads threads (packing buffers, one set per thread). 0 when no
+ * packing is needed (tiny or vector cases). */
+size_t sn_sgemm_workspace(int64_t M, int64_t N, int64_t K, int n_threads);
+
+/* Threads a kernel's prepare sizes the workspace for (sn_prep_ctx does not
+ * know the pool); with a bigger pool the extra threads wait for a slot. */
+#define SN_GEMM_PREP_THREADS 16
+
+/* The kernel entry point: ws holds ws_size bytes, 16-byte aligned, from
+ * sn_sgemm_workspace(M, N, K, t) for some t >= 1; at most t threads work on
+ * it. Never allocates. */
+void sn_sgemm_ws(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
+                 const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                 float *C, int64_t ldc, sn_pool *pool, void *ws, size_t ws_size);
+
+/* Convenience for tests and tools: allocates its workspace (falls back to
+ * the reference when that fails). Kernels use sn_sgemm_ws from run. */
+void sn_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
+              const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+              float *C, int64_t ldc, sn_pool *pool);
+
+/* Plain triple loop with a double accumulator: the oracle for tests. */
+void sn_sgemm_ref(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
+                  const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                  float *C, int64_t ldc);
+
+/* Name of the micro-kernel in use ("c6x8", "avx2-6x16"), for reports. */
+const char *sn_sgemm_kernel_name(void);
+
+#endif

@@ -1,0 +1,415 @@
+/* Blocked single-precision GEMM (see gemm.h).
+ *
+ * Loop nest, per task (a block of NC columns of C, optionally a range of rows):
+ *   for each KC slice of K:   pack B[KC x NC] into NR-wide panels
+ *     for each MC rows:       pack A[MC x KC] into MR-high panels
+ *       for each NR panel, for each MR panel: micro-kernel MR x NR
+ * The packed B panel (KC x NR) stays in L1 while the A block (MC x KC) is
+ * streamed from L2. Packing pads edge panels with zeros so the micro-kernel
+ * always runs full tiles; it stores only the m x n part that exists.
+ *
+ * Packing buffers come from the caller's workspace, one slot per pool
+ * thread; a task claims a free slot with an atomic exchange (sn_pool_for
+ * does not tell which thread runs it). */
+#include <string.h>
+
+#include "ops/gemm.h"
+
+#define KC 256
+#define MC 96  /* multiple of every kernel's MR (6) */
+#define NC 256 /* multiple of every kernel's NR (8, 16) */
+#define SLOT_ALIGN 64
+
+typedef void (*ukr_fn)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
+                       float alpha, float beta, int m, int n);
+
+typedef struct ukr {
+    const char *name;
+    int mr, nr;
+    ukr_fn fn;
+} ukr;
+
+/* Writes the m x n valid part of an accumulator tile into C. */
+#define UKR_STORE(MR, NR)                                                      \
+    do {                                                                       \
+        if (beta == 0.0f) {                                                    \
+            for (int i = 0; i < m; i++)                                        \
+                for (int j = 0; j < n; j++)                                    \
+                    c[i * ldc + j] = alpha * acc[i][j];                        \
+        } else if (beta == 1.0f) {                                             \
+            for (int i = 0; i < m; i++)                                        \
+                for (int j = 0; j < n; j++)                                    \
+                    c[i * ldc + j] += alpha * acc[i][j];                       \
+        } else {                                                               \
+            for (int i = 0; i < m; i++)                                        \
+                for (int j = 0; j < n; j++)                                    \
+                    c[i * ldc + j] = alpha * acc[i][j] + beta * c[i * ldc + j]; \
+        }                                                                      \
+    } while (0)
+
+/* Portable kernel: 6 x 8 accumulators fit the 16 SSE registers with room
+ * for the B row and the broadcast A value; gcc -O2 vectorizes the j loop. */
+static void ukr_c6x8(int64_t kc, const float *restrict a, const float *restrict b,
+                     float *restrict c, int64_t ldc, float alpha, float beta, int m, int n) {
+    float acc[6][8];
+    memset(acc, 0, sizeof acc);
+    for (int64_t p = 0; p < kc; p++, a += 6, b += 8)
+#pragma GCC unroll 6
+        for (int i = 0; i < 6; i++)
+            for (int j = 0; j < 8; j++)
+                acc[i][j] += a[i] * b[j];
+    UKR_STORE(6, 8);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define SN_HAVE_AVX2_KERNEL 1
+/* Same plain C compiled for AVX2+FMA: 6 x 16 accumulators = 12 ymm. */
+__attribute__((target("avx2,fma"))) static void
+ukr_avx2_6x16(int64_t kc, const float *restrict a, const float *restrict b, float *restrict c,
+              int64_t ldc, float alpha, float beta, int m, int n) {
+    float acc[6][16];
+    memset(acc, 0, sizeof acc);
+    for (int64_t p = 0; p < kc; p++, a += 6, b += 16)
+#pragma GCC unroll 6
+        for (int i = 0; i < 6; i++)
+            for (int j = 0; j < 16; j++)
+                acc[i][j] = __builtin_fmaf(a[i], b[j], acc[i][j]);
+    UKR_STORE(6, 16);
+}
+#endif
+
+static const ukr k_ukr_c = {"c6x8", 6, 8, ukr_c6x8};
+#ifdef SN_HAVE_AVX2_KERNEL
+static const ukr k_ukr_avx2 = {"avx2-6x16", 6, 16, ukr_avx2_6x16};
+#endif
+
+static const ukr *ukr_select(void) {
+#ifdef SN_HAVE_AVX2_KERNEL
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return &k_ukr_avx2;
+#endif
+    return &k_ukr_c;
+}
+
+const char *sn_sgemm_kernel_name(void) { return ukr_select()->name; }
+
+/* ---- reference ----------------------------------------------------------- */
+
+void sn_sgemm_ref(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
+                  const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                  float *C, int64_t ldc) {
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            double s = 0;
+            for (int64_t p = 0; p < K; p++) {
+                float a = transA ? A[p * lda + i] : A[i * lda + p];
+                float b = transB ? B[j * ldb + p] : B[p * ldb + j];
+                s += (double)a * b;
+            }
+            float *c = &C[i * ldc + j];
+            *c = beta == 0.0f ? (float)(alpha * s) : (float)(alpha * s + (double)beta * *c);
+        }
+}
+
+/* ---- vector cases (M == 1 or N == 1): no packing, memory bound ------------ */
+
+static float dot_f32(const float *x, int64_t incx, const float *y, int64_t n) {
+    float s[8] = {0};
+    int64_t p = 0;
+    if (incx == 1) {
+        for (; p + 8 <= n; p += 8)
+            for (int k = 0; k < 8; k++)
+                s[k] += x[p + k] * y[p + k];
+    }
+    float t = 0;
+    for (; p < n; p++)
+        t += x[p * incx] * y[p];
+    return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7])) + t;
+}
+
+typedef struct gemv_job {
+    int transA, transB;
+    int64_t M, N, K;
+    float alpha, beta;
+    const float *A, *B;
+    int64_t lda, ldb, ldc;
+    float *C;
+} gemv_job;
+
+static inline void scale_c(float *c, float beta) {
+    *c = beta == 0.0f ? 0.0f : *c * beta;
+}
+
+/* M == 1: c[j] = alpha * sum_p a[p] * B(p, j) + beta * c[j], columns [j0, j1). */
+static void gemv_row_task(void *arg, int64_t j0, int64_t j1) {
+    const gemv_job *g = arg;
+    int64_t inca = g->transA ? g->lda : 1;
+    if (g->transB) { /* B(p, j) = B[j*ldb + p]: dot products over contiguous rows */
+        for (int64_t j = j0; j < j1; j++) {
+            float s = dot_f32(g->A, inca, g->B + j * g->ldb, g->K);
+            float *c = &g->C[j];
+            *c = g->beta == 0.0f ? g->alpha * s : g->alpha * s + g->beta * *c;
+        }
+        return;
+    }
+    float *c = g->C;
+    for (int64_t j = j0; j < j1; j++)
+        scale_c(&c[j], g->beta);
+    for (int64_t p = 0; p < g->K; p++) {
+        float a = g->alpha * g->A[p * inca];
+        const float *b = g->B + p * g->ldb;
+        for (int64_t j = j0; j < j1; j++)
+            c[j] += a * b[j];
+    }
+}
+
+/* N == 1: c[i] = alpha * sum_p A(i, p) * b[p] + beta * c[i], rows [i0, i1). */
+static void gemv_col_task(void *arg, int64_t i0, int64_t i1) {
+    const gemv_job *g = arg;
+    int64_t incb = g->transB ? 1 : g->ldb;
+    if (!g->transA && incb == 1) {
+        for (int64_t i = i0; i < i1; i++) {
+            /* dot's y must be contiguous: A row is, b is (incb == 1) */
+            float s = dot_f32(g->B, 1, g->A + i * g->lda, g->K);
+            float *c = &g->C[i * g->ldc];
+            *c = g->beta == 0.0f ? g->alpha * s : g->alpha * s + g->beta * *c;
+        }
+        return;
+    }
+    if (!g->transA) { /* strided b */
+        for (int64_t i = i0; i < i1; i++) {
+            float s = dot_f32(g->B, incb, g->A + i * g->lda, g->K);
+            float *c = &g->C[i * g->ldc];
+            *c = g->beta == 0.0f ? g->alpha * s : g->alpha * s + g->beta * *c;
+        }
+        return;
+    }
+    /* A(i, p) = A[p*lda + i]: axpy over rows */
+    for (int64_t i = i0; i < i1; i++)
+        scale_c(&g->C[i * g->ldc], g->beta);
+    for (int64_t p = 0; p < g->K; p++) {
+        float b = g->alpha * g->B[p * incb];
+        const float *a = g->A + p * g->lda;
+        for (int64_t i = i0; i < i1; i++)
+            g->C[i * g->ldc] += b * a[i];
+    }
+}
+
+/* ---- blocked path ---------------------------------------------------------- */
+
+typedef struct gemm_job {
+    const ukr *k;
+    int transA, transB;
+    int64_t M, N, K;
+    float alpha, beta;
+    const float *A, *B;
+    int64_t lda, ldb, ldc;
+    float *C;
+    int64_t mc, nc, kc;   /* block sizes actually used */
+    int64_t n_jc;         /* column blocks */
+    int64_t rows_per_task; /* rows of C per task (multiple of MR) */
+    char *slots;          /* n_slots * slot_bytes */
+    size_t slot_bytes;
+    int n_slots;
+    int *busy;            /* n_slots flags */
+} gemm_job;
+
+static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+static void block_sizes(const ukr *k, int64_t M, int64_t N, int64_t K, int64_t *mc,
+                        int64_t *nc, int64_t *kc) {
+    *kc = K < KC ? K : KC;
+    *mc = sn_imin(MC, round_up(M, k->mr));
+    *nc = sn_imin(NC, round_up(N, k->nr));
+}
+
+static size_t slot_size(const ukr *k, int64_t M, int64_t N, int64_t K) {
+    int64_t mc, nc, kc;
+    block_sizes(k, M, N, K, &mc, &nc, &kc);
+    size_t floats = (size_t)(round_up(mc, k->mr) + round_up(nc, k->nr)) * (size_t)kc;
+    return (floats * sizeof(float) + SLOT_ALIGN - 1) / SLOT_ALIGN * SLOT_ALIGN;
+}
+
+static bool is_vector_case(int64_t M, int64_t N, int64_t K) {
+    return M == 1 || N == 1 || K == 0 || M == 0 || N == 0;
+}
+
+size_t sn_sgemm_workspace(int64_t M, int64_t N, int64_t K, int n_threads) {
+    if (is_vector_case(M, N, K))
+        return 0;
+    if (n_threads < 1)
+        n_threads = 1;
+    size_t header = ((size_t)n_threads * sizeof(int) + SLOT_ALIGN - 1) / SLOT_ALIGN * SLOT_ALIGN;
+    /* slack so the slots can start on a 64-byte boundary */
+    return header + (size_t)n_threads * slot_size(ukr_select(), M, N, K) + SLOT_ALIGN;
+}
+
+/* ap: panels of MR rows, ap[(panel*kb + p)*MR + i] = A(i0 + panel*MR + i, p0 + p). */
+static void pack_a(const gemm_job *g, int64_t i0, int64_t mb, int64_t p0, int64_t kb, float *ap) {
+    const int mr = g->k->mr;
+    for (int64_t ir = 0; ir < mb; ir += mr) {
+        int m = (int)sn_imin(mr, mb - ir);
+        float *dst = ap + ir * kb;
+        if (!g->transA) {
+            for (int i = 0; i < m; i++) {
+                const float *src = g->A + (i0 + ir + i) * g->lda + p0;
+                for (int64_t p = 0; p < kb; p++)
+                    dst[p * mr + i] = src[p];
+            }
+        } else {
+            for (int64_t p = 0; p < kb; p++) {
+                const float *src = g->A + (p0 + p) * g->lda + i0 + ir;
+                for (int i = 0; i < m; i++)
+                    dst[p * mr + i] = src[i];
+            }
+        }
+        for (int i = m; i < mr; i++)
+            for (int64_t p = 0; p < kb; p++)
+                dst[p * mr + i] = 0.0f;
+    }
+}
+
+/* bp: panels of NR columns, bp[(panel*kb + p)*NR + j] = B(p0 + p, j0 + panel*NR + j). */
+static void pack_b(const gemm_job *g, int64_t j0, int64_t nb, int64_t p0, int64_t kb, float *bp) {
+    const int nr = g->k->nr;
+    for (int64_t jr = 0; jr < nb; jr += nr) {
+        int n = (int)sn_imin(nr, nb - jr);
+        float *dst = bp + jr * kb;
+        if (!g->transB) {
+            for (int64_t p = 0; p < kb; p++) {
+                const float *src = g->B + (p0 + p) * g->ldb + j0 + jr;
+                float *d = dst + p * nr;
+                int j = 0;
+                for (; j < n; j++)
+                    d[j] = src[j];
+                for (; j < nr; j++)
+                    d[j] = 0.0f;
+            }
+        } else {
+            for (int j = 0; j < n; j++) {
+                const float *src = g->B + (j0 + jr + j) * g->ldb + p0;
+                for (int64_t p = 0; p < kb; p++)
+                    dst[p * nr + j] = src[p];
+            }
+            for (int j = n; j < nr; j++)
+                for (int64_t p = 0; p < kb; p++)
+                    dst[p * nr + j] = 0.0f;
+        }
+    }
+}
+
+static void gemm_task(void *arg, int64_t t0, int64_t t1) {
+    const gemm_job *g = arg;
+    int slot = 0;
+    while (__atomic_exchange_n(&g->busy[slot], 1, __ATOMIC_ACQUIRE))
+        slot = (slot + 1) % g->n_slots; /* at most n_slots tasks run at once */
+    float *ap = (float *)(g->slots + (size_t)slot * g->slot_bytes);
+    float *bp = ap + round_up(g->mc, g->k->mr) * g->kc;
+    const int mr = g->k->mr, nr = g->k->nr;
+
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t jc = t % g->n_jc, ic = t / g->n_jc;
+        int64_t j0 = jc * g->nc, nb = sn_imin(g->nc, g->N - j0);
+        int64_t r0 = ic * g->rows_per_task, r1 = sn_imin(g->M, r0 + g->rows_per_task);
+        for (int64_t p0 = 0; p0 < g->K; p0 += g->kc) {
+            int64_t kb = sn_imin(g->kc, g->K - p0);
+            float beta = p0 == 0 ? g->beta : 1.0f;
+            pack_b(g, j0, nb, p0, kb, bp);
+            for (int64_t i0 = r0; i0 < r1; i0 += g->mc) {
+                int64_t mb = sn_imin(g->mc, r1 - i0);
+                pack_a(g, i0, mb, p0, kb, ap);
+                for (int64_t jr = 0; jr < nb; jr += nr) {
+                    int n = (int)sn_imin(nr, nb - jr);
+                    for (int64_t ir = 0; ir < mb; ir += mr) {
+                        int m = (int)sn_imin(mr, mb - ir);
+                        g->k->fn(kb, ap + ir * kb, bp + jr * kb,
+                                 g->C + (i0 + ir) * g->ldc + j0 + jr, g->ldc, g->alpha, beta, m, n);
+                    }
+                }
+            }
+        }
+    }
+    __atomic_store_n(&g->busy[slot], 0, __ATOMIC_RELEASE);
+}
+
+void sn_sgemm_ws(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
+                 const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                 float *C, int64_t ldc, sn_pool *pool, void *ws, size_t ws_size) {
+    if (M <= 0 || N <= 0)
+        return;
+    if (K == 0 || alpha == 0.0f) {
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++)
+                scale_c(&C[i * ldc + j], beta);
+        return;
+    }
+    int n_threads = sn_pool_size(pool);
+    if (M == 1 || N == 1) {
+        gemv_job g = {transA, transB, M, N, K, alpha, beta, A, B, lda, ldb, ldc, C};
+        int64_t grain = sn_imax(16, 65536 / K); /* >= 64K multiply-adds per task */
+        if (M == 1)
+            sn_pool_for(pool, N, grain, gemv_row_task, &g);
+        else
+            sn_pool_for(pool, M, grain, gemv_col_task, &g);
+        return;
+    }
+
+    gemm_job g = {0};
+    g.k = ukr_select();
+    g.transA = transA, g.transB = transB;
+    g.M = M, g.N = N, g.K = K;
+    g.alpha = alpha, g.beta = beta;
+    g.A = A, g.B = B, g.lda = lda, g.ldb = ldb, g.ldc = ldc, g.C = C;
+    block_sizes(g.k, M, N, K, &g.mc, &g.nc, &g.kc);
+
+    /* Tasks: column blocks of nc; when there are fewer than ~2 per thread
+     * and the product is big enough to be worth threads, split rows too. */
+    double work = (double)M * (double)N * (double)K;
+    if (work < 64.0 * 64 * 64)
+        n_threads = 1;
+    g.n_jc = (N + g.nc - 1) / g.nc;
+    int64_t n_ic = 1;
+    if (n_threads > 1 && g.n_jc < 2 * n_threads) {
+        n_ic = (2 * n_threads + g.n_jc - 1) / g.n_jc;
+        n_ic = sn_imin(n_ic, (M + g.k->mr - 1) / g.k->mr);
+    }
+    g.rows_per_task = round_up((M + n_ic - 1) / n_ic, g.k->mr);
+    n_ic = (M + g.rows_per_task - 1) / g.rows_per_task;
+
+    /* As many slots as the workspace holds (it was sized for some thread
+     * count t: header(t) + t slots + alignment slack). */
+    g.slot_bytes = slot_size(g.k, M, N, K);
+    int t = ws ? sn_pool_size(pool) : 0;
+    while (t > 0 && sn_sgemm_workspace(M, N, K, t) > ws_size)
+        t--;
+    if (t == 0) { /* no usable workspace: a caller bug, stay correct */
+        sn_sgemm_ref(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    g.n_slots = t;
+    size_t header = ((size_t)t * sizeof(int) + SLOT_ALIGN - 1) / SLOT_ALIGN * SLOT_ALIGN;
+    g.busy = ws;
+    memset(g.busy, 0, (size_t)t * sizeof(int));
+    uintptr_t base = (uintptr_t)ws + header;
+    base = (base + SLOT_ALIGN - 1) / SLOT_ALIGN * SLOT_ALIGN;
+    g.slots = (char *)base;
+
+    int64_t n_tasks = g.n_jc * n_ic;
+    if (n_threads == 1)
+        gemm_task(&g, 0, n_tasks);
+    else
+        sn_pool_for(pool, n_tasks, 1, gemm_task, &g);
+}
+
+void sn_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
+              const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+              float *C, int64_t ldc, sn_pool *pool) {
+    size_t n = sn_sgemm_workspace(M, N, K, sn_pool_size(pool));
+    void *ws = n ? sn_malloc(n) : NULL;
+    if (n && !ws) {
+        sn_sgemm_ref(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    sn_sgemm_ws(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pool, ws, n);
+    sn_free(ws);
+}

@@ -1,0 +1,116 @@
+/* The blocked sgemm against the scalar reference on odd sizes, both
+ * transposes, several alpha/beta, serial and with a thread pool, and
+ * row/column strides larger than the matrix. Also times one big product
+ * (reported, not checked). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ops/gemm.h"
+
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+static float frand(void) {
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (float)((g_rng >> 40) & 0xFFFF) / 32768.0f - 1.0f;
+}
+
+static int check(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, float beta,
+                 sn_pool *pool) {
+    int64_t pad = 3; /* leading dimensions larger than needed */
+    int64_t lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
+    int64_t arows = ta ? K : M, brows = tb ? N : K;
+    size_t na = (size_t)(arows * lda + 1), nb = (size_t)(brows * ldb + 1), nc = (size_t)(M * ldc + 1);
+    float *A = malloc(na * sizeof *A), *B = malloc(nb * sizeof *B);
+    float *C = malloc(nc * sizeof *C), *R = malloc(nc * sizeof *R);
+    for (size_t i = 0; i < na; i++)
+        A[i] = frand();
+    for (size_t i = 0; i < nb; i++)
+        B[i] = frand();
+    for (size_t i = 0; i < nc; i++)
+        C[i] = R[i] = frand();
+    if (beta == 0.0f) /* beta == 0 must not read C: poison it */
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++)
+                C[i * ldc + j] = NAN;
+    sn_sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pool);
+    sn_sgemm_ref(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, R, ldc);
+    int bad = 0;
+    for (int64_t i = 0; i < M && !bad; i++)
+        for (int64_t j = 0; j < ldc && !bad; j++) {
+            float c = C[i * ldc + j], r = R[i * ldc + j];
+            if (j >= N) { /* padding columns must be untouched */
+                if (memcmp(&c, &r, sizeof c) != 0)
+                    bad = 1;
+            } else if (!(fabsf(c - r) <= 1e-4f * (float)K + 1e-4f * fabsf(r))) {
+                bad = 1;
+            }
+            if (bad)
+                fprintf(stderr, "FAIL ta=%d tb=%d M=%lld N=%lld K=%lld alpha=%g beta=%g at (%lld,%lld): %g vs %g\n",
+                        ta, tb, (long long)M, (long long)N, (long long)K, alpha, beta,
+                        (long long)i, (long long)j, c, r);
+        }
+    free(A);
+    free(B);
+    free(C);
+    free(R);
+    return bad;
+}
+
+int main(void) {
+    static const int64_t sizes[] = {1, 3, 7, 17, 33, 65, 129};
+    static const float ab[][2] = {{1, 0}, {0.5f, 1}, {-2, 0.25f}, {1, 1}};
+    int ns = (int)(sizeof sizes / sizeof sizes[0]);
+    sn_pool *pool = NULL;
+    sn_err err = {0};
+    if (sn_pool_new(4, &pool, &err) != SNUG_OK) {
+        fprintf(stderr, "pool: %s\n", err.msg);
+        return 1;
+    }
+    int fails = 0, runs = 0;
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++)
+            for (int a = 0; a < ns; a++)
+                for (int b = 0; b < ns; b++)
+                    for (int k = 0; k < ns; k++) {
+                        const float *x = ab[(a + b + k + ta + tb) % 4];
+                        sn_pool *p = (a + b + k) % 2 ? pool : NULL;
+                        fails += check(ta, tb, sizes[a], sizes[b], sizes[k], x[0], x[1], p);
+                        runs++;
+                    }
+    /* sizes crossing the block boundaries (KC 256, MC 96, NC 256) */
+    fails += check(0, 0, 300, 520, 600, 1, 0, pool);
+    fails += check(1, 1, 197, 263, 513, 0.5f, 2, pool);
+    fails += check(0, 1, 1, 1000, 300, 1, 0, pool);
+    fails += check(1, 0, 1000, 1, 300, 1, 1, pool);
+    fails += check(0, 0, 5, 0, 7, 1, 0, pool); /* empty */
+    fails += check(0, 0, 5, 6, 0, 1, 0.5f, pool);
+    runs += 6;
+
+    /* throughput, informational */
+    int64_t n = 512;
+    float *A = calloc((size_t)(n * n), 4), *B = calloc((size_t)(n * n), 4), *C = calloc((size_t)(n * n), 4);
+    for (int64_t i = 0; i < n * n; i++)
+        A[i] = frand(), B[i] = frand();
+    for (int t = 0; t < 2; t++) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        int reps = 5;
+        for (int r = 0; r < reps; r++)
+            sn_sgemm(0, 0, n, n, n, 1, A, n, B, n, 0, C, n, t ? pool : NULL);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        printf("sgemm %s %lldx%lldx%lld %s: %.1f GFLOP/s\n", sn_sgemm_kernel_name(), (long long)n,
+               (long long)n, (long long)n, t ? "4 threads" : "1 thread",
+               2.0 * (double)(n * n * n) * reps / s * 1e-9);
+    }
+    free(A);
+    free(B);
+    free(C);
+    sn_pool_free(pool);
+    printf("test_gemm: %d/%d passed\n", runs - fails, runs);
+    return fails ? 1 : 0;
+}
