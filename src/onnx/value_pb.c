@@ -272,17 +272,18 @@ static void enc_tensor(sn_pbw *w, const sn_tensor *t, const char *name) {
     for (int i = 0; i < t->rank; i++)
         sn_pbw_int(w, 1, t->dims[i]);
     sn_pbw_int(w, 2, t->dtype);
-    if (name && name[0])
-        sn_pbw_str(w, 8, name);
+    /* Fields in number order, as protobuf writers do: equal files compare equal. */
     if (t->dtype == SN_STRING) {
         int64_t n = sn_tensor_numel(t);
         for (int64_t i = 0; i < n; i++) {
             const sn_string *s = &((const sn_string *)t->data)[i];
             sn_pbw_bytes(w, 6, s->ptr, s->len);
         }
-    } else {
-        sn_pbw_bytes(w, 9, t->data, sn_tensor_nbytes(t));
     }
+    if (name && name[0])
+        sn_pbw_str(w, 8, name);
+    if (t->dtype != SN_STRING)
+        sn_pbw_bytes(w, 9, t->data, sn_tensor_nbytes(t));
 }
 
 static int elem_type_of(const sn_tensor *t) {

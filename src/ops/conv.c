@@ -242,7 +242,7 @@ static void im2col_rows(void *arg, int64_t r0, int64_t r1) {
         /* walk output positions o0.. in runs along the last dim */
         int64_t o = j->o0, end = j->o0 + j->n;
         while (o < end) {
-            int64_t oi[SN_MAX_RANK], t = o;
+            int64_t oi[SN_MAX_RANK] = {0}, t = o;
             for (int d = nd - 1; d >= 0; d--) {
                 oi[d] = t % g->out[d];
                 t /= g->out[d];

@@ -1,13 +1,461 @@
-/* Cast, CastLike, Identity, Dropout (stub while being written). */
-#include "ops/elementwise.h"
+/* Cast and CastLike (between all numeric types, bool, float16/bfloat16,
+ * float8 and string), Identity (tensors, sequences, optionals) and Dropout
+ * (inference copy; training mode with a seeded mask). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
 
-int ew_infer_cast(sn_infer_ctx *c) { return sn_kfail(c->err, c->node, SNUG_ERR_UNSUPPORTED, "not yet"); }
-int ew_run_cast(sn_kctx *c) { return sn_kfail(c->err, c->node, SNUG_ERR_UNSUPPORTED, "not yet"); }
-int ew_infer_castlike(sn_infer_ctx *c) { return sn_kfail(c->err, c->node, SNUG_ERR_UNSUPPORTED, "not yet"); }
-int ew_infer_identity(sn_infer_ctx *c) { return sn_kfail(c->err, c->node, SNUG_ERR_UNSUPPORTED, "not yet"); }
-int ew_run_identity(sn_kctx *c) { return sn_kfail(c->err, c->node, SNUG_ERR_UNSUPPORTED, "not yet"); }
-int ew_infer_dropout(sn_infer_ctx *c) { return sn_kfail(c->err, c->node, SNUG_ERR_UNSUPPORTED, "not yet"); }
-int ew_run_dropout(sn_kctx *c) { return sn_kfail(c->err, c->node, SNUG_ERR_UNSUPPORTED, "not yet"); }
+#include "ops/elementwise.h"
+#include "ops/value_util.h"
+
+/* ---- numeric conversion ------------------------------------------------ */
+
+/* float -> integer as x86 converts: NaN and out-of-range give INT64_MIN,
+ * narrower targets then wrap (what numpy's astype does there). */
+static inline int64_t ew_f2i(double v) {
+    return (v == v && v >= -9.2233720368547758e18 && v < 9.2233720368547758e18) ? (int64_t)v
+                                                                                : INT64_MIN;
+}
+static inline uint64_t ew_f2u(double v) {
+    return (v >= 0 && v < 1.8446744073709552e19) ? (uint64_t)v : (uint64_t)ew_f2i(v);
+}
+#define EW_TOI(v) _Generic((v), float: ew_f2i(v), double: ew_f2i(v), default: (int64_t)(v))
+#define EW_TOU(v) _Generic((v), float: ew_f2u(v), double: ew_f2u(v), default: (uint64_t)(v))
+
+#define EW_CASE(DT, TO, EXPR)                         \
+    case DT: {                                        \
+        TO *o = o_;                                   \
+        for (int64_t i = 0; i < n; i++) {             \
+            S v = x[i];                               \
+            o[i] = (TO)(EXPR);                        \
+        }                                             \
+        break;                                        \
+    }
+#define EW_CAST_FROM(sfx, SI)                                                               \
+    static void cast_from_##sfx(void *o_, sn_dtype to, const void *x_, int64_t n, bool sat) { \
+        typedef SI S;                                                                       \
+        const S *x = x_;                                                                    \
+        switch (to) {                                                                       \
+            EW_CASE(SN_F32, float, v)                                                       \
+            EW_CASE(SN_F64, double, v)                                                      \
+            EW_CASE(SN_I8, int8_t, EW_TOI(v))                                               \
+            EW_CASE(SN_I16, int16_t, EW_TOI(v))                                             \
+            EW_CASE(SN_I32, int32_t, EW_TOI(v))                                             \
+            EW_CASE(SN_I64, int64_t, EW_TOI(v))                                             \
+            EW_CASE(SN_U8, uint8_t, EW_TOI(v))                                              \
+            EW_CASE(SN_U16, uint16_t, EW_TOI(v))                                            \
+            EW_CASE(SN_U32, uint32_t, EW_TOI(v))                                            \
+            EW_CASE(SN_U64, uint64_t, EW_TOU(v))                                            \
+            EW_CASE(SN_BOOL, uint8_t, v != 0)                                               \
+            EW_CASE(SN_F16, uint16_t, sn_f32_to_f16((float)v))                              \
+            EW_CASE(SN_BF16, uint16_t, sn_f32_to_bf16((float)v))                            \
+        case SN_F8E4M3FN: case SN_F8E4M3FNUZ: case SN_F8E5M2: case SN_F8E5M2FNUZ: {         \
+            uint8_t *o = o_;                                                                \
+            for (int64_t i = 0; i < n; i++)                                                 \
+                o[i] = sn_f32_to_f8(to, (float)x[i], sat);                                  \
+            break;                                                                          \
+        }                                                                                   \
+        default:                                                                            \
+            break;                                                                          \
+        }                                                                                   \
+    }
+EW_CAST_FROM(f32, float)
+EW_CAST_FROM(f64, double)
+EW_CAST_FROM(i8, int8_t)
+EW_CAST_FROM(i16, int16_t)
+EW_CAST_FROM(i32, int32_t)
+EW_CAST_FROM(i64, int64_t)
+EW_CAST_FROM(u8, uint8_t)
+EW_CAST_FROM(u16, uint16_t)
+EW_CAST_FROM(u32, uint32_t)
+EW_CAST_FROM(u64, uint64_t)
+
+typedef void (*ew_cast_fn)(void *o, sn_dtype to, const void *x, int64_t n, bool sat);
+static const ew_cast_fn k_cast_from[SN_DTYPE_COUNT] = {
+    [SN_F32] = cast_from_f32, [SN_F64] = cast_from_f64, [SN_I8] = cast_from_i8,
+    [SN_I16] = cast_from_i16, [SN_I32] = cast_from_i32, [SN_I64] = cast_from_i64,
+    [SN_U8] = cast_from_u8,   [SN_U16] = cast_from_u16, [SN_U32] = cast_from_u32,
+    [SN_U64] = cast_from_u64, [SN_BOOL] = cast_from_u8,
+};
+
+static bool ew_cast_ok(sn_dtype t) {
+    return sn_dtype_valid(t) && (k_cast_from[t] || ew_is_half(t) || t == SN_STRING);
+}
+
 void ew_convert(void *o, sn_dtype to, const void *x, sn_dtype from, int64_t n, bool saturate) {
-    (void)o; (void)to; (void)x; (void)from; (void)n; (void)saturate;
+    if (n <= 0)
+        return;
+    if (from == to) {
+        if (o != x)
+            memmove(o, x, sn_dtype_nbytes(to, n));
+        return;
+    }
+    if (from == SN_BOOL && to != SN_BOOL) {
+        /* bool bytes other than 0/1 still mean true */
+        const uint8_t *b = x;
+        uint8_t one[EW_CHUNK];
+        size_t osz = sn_dtype_size(to);
+        for (int64_t s = 0; s < n; s += EW_CHUNK) {
+            int64_t m = sn_imin(EW_CHUNK, n - s);
+            for (int64_t i = 0; i < m; i++)
+                one[i] = b[s + i] != 0;
+            cast_from_u8((char *)o + (size_t)s * osz, to, one, m, saturate);
+        }
+        return;
+    }
+    if (k_cast_from[from]) {
+        k_cast_from[from](o, to, x, n, saturate);
+        return;
+    }
+    /* half and 8-bit floats: through float32 a chunk at a time */
+    float buf[EW_CHUNK];
+    size_t osz = sn_dtype_size(to);
+    for (int64_t s = 0; s < n; s += EW_CHUNK) {
+        int64_t m = sn_imin(EW_CHUNK, n - s);
+        for (int64_t i = 0; i < m; i++)
+            buf[i] = ew_half_ld(from, x, s + i);
+        cast_from_f32((char *)o + (size_t)s * osz, to, buf, m, saturate);
+    }
+}
+
+/* ---- strings ------------------------------------------------------------ */
+
+/* Shortest decimal that reads back as the same value of type t, laid out as
+ * numpy prints it: positional for 1e-4 <= |v| < 10^cut, else d.ddde+XX. */
+static int ew_fmt_float(char *buf, size_t cap, double v, sn_dtype t) {
+    if (isnan(v))
+        return snprintf(buf, cap, "nan");
+    if (isinf(v))
+        return snprintf(buf, cap, v < 0 ? "-inf" : "inf");
+    int maxp = 17, cut = 16;
+    if (t == SN_F32) {
+        maxp = 9;
+        cut = 6;
+    } else if (t == SN_F16 || t == SN_BF16 || ew_is_half(t)) {
+        maxp = 5;
+        cut = t == SN_F16 ? 3 : 6;
+    }
+    char e[40];
+    int p = 1;
+    for (; p < maxp; p++) {
+        snprintf(e, sizeof e, "%.*e", p - 1, v);
+        double r = strtod(e, NULL);
+        bool same;
+        if (t == SN_F64)
+            same = r == v;
+        else if (t == SN_F32)
+            same = (float)r == (float)v;
+        else if (t == SN_F16)
+            same = sn_f32_to_f16((float)r) == sn_f32_to_f16((float)v);
+        else if (t == SN_BF16)
+            same = sn_f32_to_bf16((float)r) == sn_f32_to_bf16((float)v);
+        else
+            same = sn_f32_to_f8(t, (float)r, true) == sn_f32_to_f8(t, (float)v, true);
+        if (same)
+            break;
+    }
+    snprintf(e, sizeof e, "%.*e", p - 1, v);
+    /* e = [-]d[.ddd]e(+|-)XX: collect the digits and the exponent */
+    char dig[24];
+    int nd = 0;
+    const char *s = e;
+    bool neg = *s == '-';
+    if (neg)
+        s++;
+    for (; *s && *s != 'e'; s++)
+        if (*s >= '0' && *s <= '9' && nd < (int)sizeof dig - 1)
+            dig[nd++] = *s;
+    int ex = *s == 'e' ? atoi(s + 1) : 0;
+    while (nd > 1 && dig[nd - 1] == '0')
+        nd--;
+    dig[nd] = 0;
+    double a = fabs(v);
+    size_t k = 0;
+    char out[64];
+    if (neg)
+        out[k++] = '-';
+    if (a == 0 || (a >= 1e-4 && a < pow(10, cut))) {
+        if (ex >= 0) {
+            for (int i = 0; i <= ex; i++)
+                out[k++] = i < nd ? dig[i] : '0';
+            out[k++] = '.';
+            if (nd > ex + 1)
+                for (int i = ex + 1; i < nd; i++)
+                    out[k++] = dig[i];
+            else
+                out[k++] = '0';
+        } else {
+            out[k++] = '0';
+            out[k++] = '.';
+            for (int i = 0; i < -ex - 1; i++)
+                out[k++] = '0';
+            for (int i = 0; i < nd; i++)
+                out[k++] = dig[i];
+        }
+        out[k] = 0;
+    } else {
+        out[k++] = dig[0];
+        if (nd > 1) {
+            out[k++] = '.';
+            for (int i = 1; i < nd; i++)
+                out[k++] = dig[i];
+        }
+        snprintf(out + k, sizeof out - k, "e%c%02d", ex < 0 ? '-' : '+', ex < 0 ? -ex : ex);
+    }
+    return snprintf(buf, cap, "%s", out);
+}
+
+/* Element i of x (not string) as text into buf; returns its length. */
+static int ew_fmt_elem(char *buf, size_t cap, sn_dtype t, const void *x, size_t i) {
+    if (t == SN_BOOL)
+        return snprintf(buf, cap, "%s", ((const uint8_t *)x)[i] ? "True" : "False");
+    if (sn_dtype_is_float(t))
+        return ew_fmt_float(buf, cap, sn_load_f64(t, x, i), t);
+    if (t == SN_U64)
+        return snprintf(buf, cap, "%llu", (unsigned long long)((const uint64_t *)x)[i]);
+    return snprintf(buf, cap, "%lld", (long long)sn_load_i64(t, x, i));
+}
+
+static int ew_cast_to_string(sn_kctx *c, const sn_tensor *x, sn_tensor *y, int64_t n) {
+    char tmp[64];
+    size_t total = 0;
+    for (int64_t i = 0; i < n; i++)
+        total += (size_t)ew_fmt_elem(tmp, sizeof tmp, x->dtype, x->data, (size_t)i);
+    char *buf = total ? sn_kctx_alloc_extra(c, 0, total) : NULL;
+    if (total && !buf)
+        return c->err->code ? c->err->code : SNUG_ERR_OOM;
+    sn_string *s = y->data;
+    for (int64_t i = 0; i < n; i++) {
+        int len = ew_fmt_elem(tmp, sizeof tmp, x->dtype, x->data, (size_t)i);
+        memcpy(buf, tmp, (size_t)len);
+        s[i].ptr = buf;
+        s[i].len = (size_t)len;
+        buf += len;
+    }
+    return SNUG_OK;
+}
+
+static void ew_parse_elem(const sn_string *s, sn_dtype to, void *o, size_t i, bool sat) {
+    char tmp[128];
+    size_t len = s->len < sizeof tmp - 1 ? s->len : sizeof tmp - 1;
+    if (len)
+        memcpy(tmp, s->ptr, len);
+    tmp[len] = 0;
+    size_t osz = sn_dtype_size(to);
+    char *dst = (char *)o + i * osz;
+    if (to == SN_BOOL) {
+        if (!strcasecmp(tmp, "true") || !strcasecmp(tmp, "false")) {
+            *(uint8_t *)dst = tmp[0] == 't' || tmp[0] == 'T';
+            return;
+        }
+    }
+    if (sn_dtype_is_int(to) || to == SN_BOOL) {
+        char *end;
+        if (to == SN_U64) {
+            unsigned long long u = strtoull(tmp, &end, 10);
+            if (end != tmp && *end == 0 && tmp[0] != '-') {
+                memcpy(dst, &u, sizeof u);
+                return;
+            }
+        } else {
+            long long v = strtoll(tmp, &end, 10);
+            if (end != tmp && *end == 0) {
+                int64_t iv = v;
+                ew_convert(dst, to, &iv, SN_I64, 1, sat);
+                return;
+            }
+        }
+    }
+    double d = strtod(tmp, NULL);
+    ew_convert(dst, to, &d, SN_F64, 1, sat);
+}
+
+/* ---- Cast / CastLike ----------------------------------------------------- */
+
+static const struct {
+    const char *name;
+    sn_dtype t;
+} k_type_names[] = {
+    {"FLOAT", SN_F32},   {"UINT8", SN_U8},   {"INT8", SN_I8},     {"UINT16", SN_U16},
+    {"INT16", SN_I16},   {"INT32", SN_I32},  {"INT64", SN_I64},   {"STRING", SN_STRING},
+    {"BOOL", SN_BOOL},   {"FLOAT16", SN_F16}, {"DOUBLE", SN_F64}, {"UINT32", SN_U32},
+    {"UINT64", SN_U64},  {"BFLOAT16", SN_BF16},
+};
+
+/* The target type: attribute 'to' (an enum value, or before opset 6 a
+ * type name), or CastLike's input 1. */
+static int ew_cast_target(sn_infer_ctx *c, sn_dtype *to) {
+    if (!strcmp(c->node->p->op_type, "CastLike")) {
+        if (c->n_in < 2 || !c->in[1])
+            return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "target_type input is missing");
+        *to = c->in[1]->dtype;
+        return SNUG_OK;
+    }
+    const sn_attr *a = sn_attr_get(c->node, "to");
+    if (!a)
+        return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "attribute 'to' is missing");
+    if (a->type == SN_ATTR_STRING) {
+        for (size_t i = 0; i < sizeof k_type_names / sizeof k_type_names[0]; i++)
+            if (!strcasecmp(a->s.ptr, k_type_names[i].name)) {
+                *to = k_type_names[i].t;
+                return SNUG_OK;
+            }
+        return sn_kfail(c->err, c->node, SNUG_ERR_UNSUPPORTED, "unknown type name '%s'", a->s.ptr);
+    }
+    int64_t v = sn_attr_int(c->node, "to", 0);
+    *to = sn_dtype_valid((int)v) ? (sn_dtype)v : SN_UNDEFINED;
+    if (*to == SN_UNDEFINED)
+        return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "bad target type %lld", (long long)v);
+    return SNUG_OK;
+}
+
+int ew_infer_cast(sn_infer_ctx *c) {
+    if (c->n_in < 1 || !c->in[0])
+        return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "input is missing");
+    const sn_tensor *x = c->in[0];
+    if (x->kind != SN_KIND_TENSOR)
+        return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "input is not a tensor");
+    sn_dtype to;
+    SN_TRY(ew_cast_target(c, &to));
+    if (!ew_cast_ok(x->dtype) || !ew_cast_ok(to))
+        return sn_kfail(c->err, c->node, SNUG_ERR_UNSUPPORTED, "cast from %s to %s not supported",
+                        sn_dtype_name(x->dtype), sn_dtype_name(to));
+    sn_tensor *y = c->out[0];
+    if (!y)
+        return SNUG_OK;
+    y->kind = SN_KIND_TENSOR;
+    y->dtype = to;
+    sn_tensor_set_shape(y, x->rank, x->dims);
+    return SNUG_OK;
+}
+
+int ew_infer_castlike(sn_infer_ctx *c) { return ew_infer_cast(c); }
+
+int ew_run_cast(sn_kctx *c) {
+    const sn_tensor *x = c->in[0];
+    sn_tensor *y = c->out[0];
+    int64_t n = sn_tensor_numel(x);
+    bool sat = sn_attr_int(c->node, "saturate", 1) != 0;
+    if (x->dtype == SN_STRING && y->dtype == SN_STRING) {
+        if (n > 0)
+            memcpy(y->data, x->data, (size_t)n * sizeof(sn_string));
+        return ew_strings_own(c, 0);
+    }
+    if (y->dtype == SN_STRING)
+        return ew_cast_to_string(c, x, y, n);
+    if (x->dtype == SN_STRING) {
+        const sn_string *s = x->data;
+        for (int64_t i = 0; i < n; i++)
+            ew_parse_elem(&s[i], y->dtype, y->data, (size_t)i, sat);
+        return SNUG_OK;
+    }
+    ew_convert(y->data, y->dtype, x->data, x->dtype, n, sat);
+    return SNUG_OK;
+}
+
+/* ---- Identity ------------------------------------------------------------ */
+
+int ew_infer_identity(sn_infer_ctx *c) {
+    if (c->n_in < 1 || !c->in[0])
+        return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "input is missing");
+    const sn_tensor *x = c->in[0];
+    sn_tensor *y = c->out[0];
+    if (!y)
+        return SNUG_OK;
+    y->kind = x->kind;
+    y->optional = x->optional;
+    y->dtype = x->dtype;
+    y->n_items = x->n_items;
+    if (x->kind == SN_KIND_TENSOR)
+        sn_tensor_set_shape(y, x->rank, x->dims);
+    else
+        y->rank = x->rank;
+    return SNUG_OK;
+}
+
+int ew_run_identity(sn_kctx *c) {
+    const sn_tensor *x = c->in[0];
+    sn_tensor *y = c->out[0];
+    if (x->kind != SN_KIND_TENSOR)
+        return sn_value_emit(c, 0, x);
+    if (y->data != x->data && sn_tensor_nbytes(x))
+        memcpy(y->data, x->data, sn_tensor_nbytes(x));
+    return x->dtype == SN_STRING ? ew_strings_own(c, 0) : SNUG_OK;
+}
+
+/* ---- Dropout --------------------------------------------------------------
+ * opset < 12: ratio attribute, always inference (a copy). From 12: ratio
+ * and training_mode inputs; training with ratio > 0 drops with a mask from
+ * a generator seeded by the seed attribute. Mask: T before opset 10, bool
+ * after. */
+
+static bool ew_dropout_training(const sn_kctx *c, float *ratio) {
+    *ratio = 0.5f;
+    if (c->node->opset < 12)
+        return false;
+    if (c->n_in > 1 && c->in[1] && c->in[1]->data && sn_tensor_numel(c->in[1]) > 0)
+        *ratio = (float)sn_load_f64(c->in[1]->dtype, c->in[1]->data, 0);
+    return c->n_in > 2 && c->in[2] && c->in[2]->data && sn_tensor_numel(c->in[2]) > 0 &&
+           sn_load_f64(c->in[2]->dtype, c->in[2]->data, 0) != 0;
+}
+
+int ew_infer_dropout(sn_infer_ctx *c) {
+    if (c->n_in < 1 || !c->in[0])
+        return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "input is missing");
+    const sn_tensor *x = c->in[0];
+    if (x->kind != SN_KIND_TENSOR || !sn_dtype_is_float(x->dtype))
+        return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "input must be a float tensor, is %s",
+                        sn_dtype_name(x->dtype));
+    if (c->node->opset >= 12 && c->n_in > 1 && c->in[1] && c->in[1]->data &&
+        sn_tensor_numel(c->in[1]) > 0) {
+        double r = sn_load_f64(c->in[1]->dtype, c->in[1]->data, 0);
+        if (!(r >= 0 && r < 1))
+            return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "ratio %g is not in [0, 1)", r);
+    }
+    for (int j = 0; j < 2 && j < c->n_out; j++) {
+        sn_tensor *y = c->out[j];
+        if (!y)
+            continue;
+        y->kind = SN_KIND_TENSOR;
+        y->dtype = j == 0 || c->node->opset < 10 ? x->dtype : SN_BOOL;
+        sn_tensor_set_shape(y, x->rank, x->dims);
+    }
+    return SNUG_OK;
+}
+
+static inline uint64_t ew_splitmix(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+int ew_run_dropout(sn_kctx *c) {
+    const sn_tensor *x = c->in[0];
+    sn_tensor *y = c->out[0], *mask = c->n_out > 1 ? c->out[1] : NULL;
+    int64_t n = sn_tensor_numel(x);
+    float ratio;
+    bool train = ew_dropout_training(c, &ratio) && ratio > 0;
+    if (!train) {
+        if (y && y->data != x->data && n > 0)
+            memcpy(y->data, x->data, sn_tensor_nbytes(x));
+        if (mask) {
+            for (int64_t i = 0; i < n; i++)
+                sn_store_f64(mask->dtype, mask->data, (size_t)i, 1.0);
+        }
+        return SNUG_OK;
+    }
+    uint64_t seed = (uint64_t)sn_attr_int(c->node, "seed", 0);
+    double scale = 1.0 / (1.0 - ratio);
+    for (int64_t i = 0; i < n; i++) {
+        bool keep = (double)(ew_splitmix(&seed) >> 11) * 0x1p-53 >= ratio;
+        if (y)
+            sn_store_f64(y->dtype, y->data, (size_t)i,
+                         keep ? sn_load_f64(x->dtype, x->data, (size_t)i) * scale : 0.0);
+        if (mask)
+            sn_store_f64(mask->dtype, mask->data, (size_t)i, keep ? 1.0 : 0.0);
+    }
+    return SNUG_OK;
 }

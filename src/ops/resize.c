@@ -13,7 +13,7 @@
 
 enum { RZ_NEAREST, RZ_LINEAR, RZ_CUBIC };
 enum { CT_HALF_PIXEL, CT_HALF_PIXEL_SYM, CT_PYTORCH_HALF_PIXEL, CT_ALIGN_CORNERS, CT_ASYMMETRIC,
-       CT_TF_CROP };
+       CT_TF_CROP, CT_TF_HALF_NN };
 enum { NM_ROUND_FLOOR, NM_ROUND_CEIL, NM_FLOOR, NM_CEIL };
 
 typedef struct rz_params {
@@ -50,13 +50,9 @@ static int rz_attrs(const sn_node *node, sn_err *err, rz_params *p) {
     } else {
         static const char *const cts[] = {"half_pixel", "half_pixel_symmetric",
                                           "pytorch_half_pixel", "align_corners", "asymmetric",
-                                          "tf_crop_and_resize"};
+                                          "tf_crop_and_resize", "tf_half_pixel_for_nn"};
         const char *ct = sn_attr_str(node, "coordinate_transformation_mode", "half_pixel");
-        p->ctm = str_pick(ct, cts, 6);
-        if (p->ctm < 0 && !strcmp(ct, "tf_half_pixel_for_nn"))
-            return sn_kfail(err, node, SNUG_ERR_UNSUPPORTED,
-                            "coordinate_transformation_mode 'tf_half_pixel_for_nn' (removed in "
-                            "opset 13) is not supported");
+        p->ctm = str_pick(ct, cts, 7);
         if (p->ctm < 0)
             return sn_kfail(err, node, SNUG_ERR_INVALID_ARG,
                             "unknown coordinate_transformation_mode '%s'", ct);
@@ -129,7 +125,7 @@ static int rz_make(const sn_node *node, sn_err *err, const sn_tensor *const *in,
     p->has_roi = false;
     if (p->ctm == CT_TF_CROP && roi) {
         if (!roi->data)
-            return 0;
+            goto unknown;
         if (sn_tensor_numel(roi) != 2 * nax) {
             sn_kfail(err, node, SNUG_ERR_SHAPE, "roi has %lld values for %d axes",
                      (long long)sn_tensor_numel(roi), nax);
@@ -161,7 +157,7 @@ static int rz_make(const sn_node *node, sn_err *err, const sn_tensor *const *in,
     } else {
         const sn_tensor *t = sc ? sc : sz;
         if (!t->data)
-            return 0;
+            goto unknown;
         if (sc && !sn_dtype_is_float(sc->dtype)) {
             sn_kfail(err, node, SNUG_ERR_TYPE, "scales must be float");
             return -1;
@@ -180,11 +176,8 @@ static int rz_make(const sn_node *node, sn_err *err, const sn_tensor *const *in,
                          : (double)((const int64_t *)t->data)[i];
     }
     for (int i = 0; i < nax; i++)
-        if (x->dims[ax[i]] < 0) {
-            for (int k = 0; k < nax; k++)
-                p->out[ax[k]] = SN_DIM_UNKNOWN;
-            return 0;
-        }
+        if (x->dims[ax[i]] < 0)
+            goto unknown;
     if (!sz) {
         for (int i = 0; i < nax; i++) {
             int a = ax[i];
@@ -221,6 +214,12 @@ static int rz_make(const sn_node *node, sn_err *err, const sn_tensor *const *in,
         }
     }
     return 1;
+unknown:
+    for (int k = 0; k < nax; k++) {
+        p->out[ax[k]] = SN_DIM_UNKNOWN;
+        p->scale[ax[k]] = 0.0;
+    }
+    return 0;
 bad_axes:
     sn_kfail(err, node, SNUG_ERR_INVALID_ARG, "invalid axes attribute");
     return -1;
@@ -307,6 +306,8 @@ static double src_coord(const rz_params *p, int a, int64_t x, int64_t in, int64_
             v = xd * (re - rs) * (double)(in - 1) / (ow - 1);
         return v + rs * (double)(in - 1);
     }
+    case CT_TF_HALF_NN: /* opsets 11-12 */
+        return (xd + 0.5) / s;
     case CT_PYTORCH_HALF_PIXEL:
         return ow == 1 ? -0.5 : (xd + 0.5) / s - 0.5;
     case CT_HALF_PIXEL_SYM: {

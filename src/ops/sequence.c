@@ -217,8 +217,8 @@ static int concat_run(sn_kctx *c) {
                 return sn_kfail(c->err, c->node, SNUG_ERR_SHAPE, "items differ in dim %d", d);
         total += new_axis ? 1 : t->dims[axis];
     }
-    for (int d = 0, k = 0; d < r; d++)
-        dims[d] = d == axis ? total : f->dims[new_axis && d > axis ? k++ : k++];
+    for (int d = 0; d < r && !new_axis; d++)
+        dims[d] = d == axis ? total : f->dims[d];
     if (new_axis) {
         for (int d = 0, k = 0; d < r; d++)
             dims[d] = d == axis ? total : f->dims[k++];

@@ -24,19 +24,17 @@ static int g_fails;
     } while (0)
 
 /* Expects status rc == want and, for errors, a message containing sub. */
-#define CHECK_RC(rc, want, err, sub)                                               \
-    do {                                                                           \
-        int rc_ = (rc);                                                            \
-        if (rc_ != (want) || ((want) != 0 && (!(err).msg[0] ||                     \
-                                             ((sub) && !strstr((err).msg, (sub)))))) { \
-            fprintf(stderr, "%s:%d: got status %d (want %d), message '%s' (want '%s')\n", \
-                    __FILE__, __LINE__, rc_, (int)(want), (err).msg,               \
-                    (sub) ? (const char *)(sub) : "");                             \
-            g_fails++;                                                             \
-        }                                                                          \
-    } while (0)
+static inline void check_rc(const char *file, int line, int rc, int want, const sn_err *err,
+                            const char *sub) {
+    if (rc == want && (want == 0 || (err->msg[0] && (!sub || strstr(err->msg, sub)))))
+        return;
+    fprintf(stderr, "%s:%d: got status %d (want %d), message '%s' (want '%s')\n", file, line, rc,
+            want, rc ? err->msg : "", sub ? sub : "");
+    g_fails++;
+}
+#define CHECK_RC(rc, want, err, sub) check_rc(__FILE__, __LINE__, (rc), (want), &(err), (sub))
 
-static int test_done(const char *name) {
+static inline int test_done(const char *name) {
     if (g_fails) {
         fprintf(stderr, "%s: %d check(s) failed\n", name, g_fails);
         return 1;
@@ -48,7 +46,7 @@ static int test_done(const char *name) {
 /* ---- message builders (each appends fields to w) ------------------------ */
 
 /* TensorProto with raw_data (raw may be NULL: then no data field). */
-static void tb_tensor_raw(sn_pbw *w, const char *name, int dtype, int rank, const int64_t *dims,
+static inline void tb_tensor_raw(sn_pbw *w, const char *name, int dtype, int rank, const int64_t *dims,
                           const void *raw, size_t n) {
     for (int i = 0; i < rank; i++)
         sn_pbw_int(w, 1, dims[i]);
@@ -60,7 +58,7 @@ static void tb_tensor_raw(sn_pbw *w, const char *name, int dtype, int rank, cons
 }
 
 /* TensorProto that points at external data. */
-static void tb_tensor_ext(sn_pbw *w, const char *name, int dtype, int rank, const int64_t *dims,
+static inline void tb_tensor_ext(sn_pbw *w, const char *name, int dtype, int rank, const int64_t *dims,
                           const char *location, long long offset, long long length) {
     tb_tensor_raw(w, name, dtype, rank, dims, NULL, 0);
     const char *keys[3] = {"location", "offset", "length"};
@@ -81,7 +79,7 @@ static void tb_tensor_ext(sn_pbw *w, const char *name, int dtype, int rank, cons
 }
 
 /* ValueInfoProto of a tensor; dims < 0 are written as dim_param "N". */
-static void tb_value_info(sn_pbw *w, const char *name, int elem, int rank, const int64_t *dims) {
+static inline void tb_value_info(sn_pbw *w, const char *name, int elem, int rank, const int64_t *dims) {
     sn_pbw shape = {0}, tt = {0}, tp = {0};
     for (int i = 0; i < rank; i++) {
         sn_pbw d = {0};
@@ -105,7 +103,7 @@ static void tb_value_info(sn_pbw *w, const char *name, int elem, int rank, const
 
 /* NodeProto fields; inputs/outputs are NULL-terminated lists. Attributes
  * are appended by the caller with tb_attr_* into the same w. */
-static void tb_node(sn_pbw *w, const char *op, const char *name, const char *const *ins,
+static inline void tb_node(sn_pbw *w, const char *op, const char *name, const char *const *ins,
                     const char *const *outs) {
     for (; ins && *ins; ins++)
         sn_pbw_str(w, 1, *ins);
@@ -116,7 +114,7 @@ static void tb_node(sn_pbw *w, const char *op, const char *name, const char *con
     sn_pbw_str(w, 4, op);
 }
 
-static void tb_attr_int(sn_pbw *node, const char *name, int64_t v) {
+static inline void tb_attr_int(sn_pbw *node, const char *name, int64_t v) {
     sn_pbw a = {0};
     sn_pbw_str(&a, 1, name);
     sn_pbw_int(&a, 20, SN_ATTR_INT);
@@ -125,7 +123,7 @@ static void tb_attr_int(sn_pbw *node, const char *name, int64_t v) {
     sn_pbw_free(&a);
 }
 
-static void tb_attr_ref(sn_pbw *node, const char *name, int type, const char *ref) {
+static inline void tb_attr_ref(sn_pbw *node, const char *name, int type, const char *ref) {
     sn_pbw a = {0};
     sn_pbw_str(&a, 1, name);
     sn_pbw_int(&a, 20, type);
@@ -135,7 +133,7 @@ static void tb_attr_ref(sn_pbw *node, const char *name, int type, const char *re
 }
 
 /* ModelProto around a finished GraphProto (opset 17 plus one extra). */
-static void tb_model(sn_pbw *w, const sn_pbw *graph, const char *extra_domain, int64_t extra_ver) {
+static inline void tb_model(sn_pbw *w, const sn_pbw *graph, const char *extra_domain, int64_t extra_ver) {
     sn_pbw op = {0};
     sn_pbw_int(w, 1, 8);
     sn_pbw_str(w, 2, "snug-test");
@@ -152,7 +150,7 @@ static void tb_model(sn_pbw *w, const sn_pbw *graph, const char *extra_domain, i
     sn_pbw_msg(w, 7, graph);
 }
 
-static int tb_write_file(const char *path, const void *p, size_t n) {
+static inline int tb_write_file(const char *path, const void *p, size_t n) {
     FILE *f = fopen(path, "wb");
     if (!f)
         return -1;
@@ -161,7 +159,7 @@ static int tb_write_file(const char *path, const void *p, size_t n) {
 }
 
 /* A fresh temporary folder (mkdtemp), name into buf. */
-static const char *tb_tmpdir(char *buf, size_t cap) {
+static inline const char *tb_tmpdir(char *buf, size_t cap) {
     snprintf(buf, cap, "/tmp/snug-onnx-test-XXXXXX");
     return mkdtemp(buf);
 }

@@ -309,7 +309,7 @@ static void test_attrs(void) {
     if (!rc) {
         const sn_pnode *n = &m->graph->nodes[0];
         CHECK(!strcmp(n->domain, "") && n->n_in == 2 && !strcmp(n->inputs[1], ""));
-        CHECK(n->n_attr == 14);
+        CHECK(n->n_attr == 13);
         const sn_attr *at = n->attrs;
         CHECK(at[0].type == SN_ATTR_FLOAT && at[0].f == 0.5f);
         CHECK(at[1].type == SN_ATTR_INT && at[1].i == -7);
@@ -325,8 +325,7 @@ static void test_attrs(void) {
         CHECK(at[10].tp && at[10].tp->kind == SN_TYPE_TENSOR && at[10].tp->elem == SN_F16 &&
               at[10].tp->rank == -1);
         CHECK(at[11].type == SN_ATTR_INTS && at[11].n == 0);
-        CHECK(at[12].type == SN_ATTR_INT && at[12].i == 5);
-        CHECK(!strcmp(at[13].name, "old"));
+        CHECK(at[12].type == SN_ATTR_INT && at[12].i == 5 && !strcmp(at[12].name, "old"));
         CHECK(n->n_meta == 1 && !strcmp(n->meta[0].key, "layer_ann") &&
               !strcmp(n->meta[0].value, "layers.3"));
         sn_model_free(m);
@@ -532,7 +531,10 @@ static void roundtrip(const char *rel, const sn_type *ty, int kind, int optional
         void *enc;
         size_t elen;
         CHECK(sn_value_encode_pb(&t, name, &enc, &elen, &err) == 0);
-        CHECK(elen == len && !memcmp(enc, buf, len));
+        if (elen != len || memcmp(enc, buf, len)) {
+            fprintf(stderr, "re-encoding %s differs (%zu vs %zu bytes)\n", rel, elen, len);
+            g_fails++;
+        }
         sn_free(enc);
         sn_free(owner);
         sn_free(name);
@@ -553,7 +555,7 @@ static void test_value_pb(void) {
     sn_err err = {0};
     CHECK_RC(sn_tensor_decode_pb(buf, len, &t, &owner, &name, &err), SNUG_OK, err, NULL);
     CHECK(t.dtype == SN_F32 && t.rank == 3 && t.dims[0] == 3 && t.dims[1] == 4 && t.dims[2] == 5);
-    CHECK(!strcmp(name, "x") && (uintptr_t)t.data % 64 == 0);
+    CHECK(!strcmp(name, "x") && (uintptr_t)t.data % 16 == 0);
     CHECK(!memcmp(t.data, (char *)buf + len - 240, 240));
     sn_free(owner);
     sn_free(name);

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs what building and testing snug needs on Debian 12 (idempotent,
+# quick when everything is there). Run as root, or with sudo available.
+set -euo pipefail
+pkgs=(cmake make gcc libonnx-testdata python3 python3-venv)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "deps: installing ${missing[*]}" >&2
+  SUDO=""
+  [ "$(id -u)" = 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
