@@ -15,7 +15,7 @@ echo "== tests"
 (cd build && ctest --output-on-failure -j"$jobs")
 
 echo "== build (ASan + UBSan)"
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DSNUG_SANITIZE=ON >/dev/null
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSNUG_SANITIZE=ON >/dev/null
 cmake --build build-asan -j"$jobs"
 echo "== tests under ASan + UBSan"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0

@@ -188,10 +188,14 @@ static void init_out_info(sn_tensor *t) {
 }
 
 static bool node_inputs_const(const sn_exec *ex, const sn_node *n) {
+    bool shape_only = n->op->flags & SN_OP_SHAPE_ONLY;
     for (int j = 0; j < n->n_in; j++) {
         int v = n->in[j];
-        if (v >= 0 && ex->vkind[v] != VK_CONST && ex->vkind[v] != VK_FOLDED)
-            return false;
+        if (v < 0 || ex->vkind[v] == VK_CONST || ex->vkind[v] == VK_FOLDED)
+            continue;
+        if (shape_only && ex->vals[v].kind == SN_KIND_TENSOR && sn_tensor_shape_known(&ex->vals[v]))
+            continue;
+        return false;
     }
     return n->n_impl == 0;
 }
@@ -261,6 +265,7 @@ static int make_plan(sn_exec *ex, sn_err *err) {
             ex->vkind[v] = VK_NONE;
             init_out_info(&ex->vals[v]);
         }
+        ex->valias[v] = -1;
     }
     void **saved = sn_calloc((size_t)g->n_values + 1, sizeof *saved);
     if (!saved)
@@ -309,6 +314,9 @@ static int make_plan(sn_exec *ex, sn_err *err) {
                 continue;
             if (!concrete) {
                 ex->vkind[v] = VK_DYN;
+                /* A dynamic view may alias its input at run time: keep the input alive. */
+                if (j == 0 && (n->op->flags & SN_OP_VIEW0))
+                    ex->valias[v] = n->in[0];
             } else if (j == 0 && (n->op->flags & SN_OP_VIEW0) && n->in[0] >= 0 &&
                        ex->vals[n->in[0]].kind == SN_KIND_TENSOR &&
                        sn_tensor_nbytes(&ex->vals[v]) == sn_tensor_nbytes(&ex->vals[n->in[0]]) &&
@@ -362,16 +370,13 @@ static int make_plan(sn_exec *ex, sn_err *err) {
             l = g->n_nodes;
         last[v] = l;
     }
-    for (int v = g->n_values - 1; v >= 0; v--) { /* views come after their sources */
-        if (ex->vkind[v] != VK_VIEW)
+    for (int v = 0; v < g->n_values; v++) { /* each view extends every value it may alias */
+        if (ex->valias[v] < 0)
             continue;
-        int r = v;
-        while (ex->vkind[r] == VK_VIEW)
-            r = ex->valias[r];
-        if (last[v] > last[r])
-            last[r] = last[v];
+        for (int r = ex->valias[v]; r >= 0; r = ex->valias[r])
+            if (last[v] > last[r])
+                last[r] = last[v];
     }
-    /* Views whose root is another view were handled above through the root walk. */
     int nb = 0;
     for (int v = 0; v < g->n_values; v++) {
         if (ex->vkind[v] != VK_ARENA)

@@ -97,6 +97,28 @@ static int stack_push(stack *s, const sn_tensor *t) {
     return SNUG_OK;
 }
 
+/* Replaces state[0..n) with heap copies of outs (which may alias the old
+ * state: all copies are made before anything is freed). */
+static int replace_state(sn_tensor *state, const sn_tensor *const *outs, int n) {
+    sn_tensor tmp[64];
+    for (int base = 0; base < n; base += 64) {
+        int k = n - base < 64 ? n - base : 64;
+        for (int j = 0; j < k; j++) {
+            int rc = sn_value_heap_copy(outs[base + j], &tmp[j]);
+            if (rc != SNUG_OK) {
+                while (j-- > 0)
+                    sn_value_heap_free(&tmp[j]);
+                return rc;
+            }
+        }
+        for (int j = 0; j < k; j++) {
+            sn_value_heap_free(&state[base + j]);
+            state[base + j] = tmp[j];
+        }
+    }
+    return SNUG_OK;
+}
+
 static void stack_free(stack *s) {
     for (int64_t i = 0; i < s->n; i++)
         sn_value_heap_free(&s->items[i]);
@@ -195,20 +217,16 @@ static int loop_run(sn_kctx *c) {
             goto done;
         }
         cond = sn_load_f64(outs[0]->dtype, outs[0]->data, 0) != 0;
-        for (int j = 0; j < n_carried; j++) {
-            sn_tensor nt;
-            if ((rc = sn_value_heap_copy(outs[1 + j], &nt)) != SNUG_OK) {
-                rc = sn_kfail(c->err, n, rc, "out of memory");
-                goto done;
-            }
-            sn_value_heap_free(&carried[j]);
-            carried[j] = nt;
-        }
+        /* Scan outputs first: they may alias the carried values being replaced. */
         for (int j = 0; j < n_scan; j++)
             if ((rc = stack_push(&scans[j], outs[1 + n_carried + j])) != SNUG_OK) {
                 rc = sn_kfail(c->err, n, rc, "out of memory");
                 goto done;
             }
+        if ((rc = replace_state(carried, outs + 1, n_carried)) != SNUG_OK) {
+            rc = sn_kfail(c->err, n, rc, "out of memory");
+            goto done;
+        }
         if (max_trip < 0 && c->n_in > 1 && !c->in[1] && iter > (int64_t)1 << 40) {
             rc = sn_kfail(c->err, n, SNUG_ERR_RANGE, "loop without trip count or condition does not end");
             goto done;
@@ -449,20 +467,15 @@ static int scan_core(sn_kctx *c, int first, int64_t batch, int64_t b, stack *acc
         int n_out;
         if ((rc = sn_kctx_run_subgraph(c, 0, n_state + m, bin, outs, &n_out)) != SNUG_OK)
             goto done;
-        for (int j = 0; j < n_state; j++) {
-            sn_tensor nt;
-            if ((rc = sn_value_heap_copy(outs[j], &nt)) != SNUG_OK) {
-                rc = sn_kfail(c->err, n, rc, "out of memory");
-                goto done;
-            }
-            sn_value_heap_free(&state[j]);
-            state[j] = nt;
-        }
         for (int j = 0; j < n_scan_out; j++)
             if ((rc = stack_push(&acc[j], outs[n_state + j])) != SNUG_OK) {
                 rc = sn_kfail(c->err, n, rc, "out of memory");
                 goto done;
             }
+        if ((rc = replace_state(state, outs, n_state)) != SNUG_OK) {
+            rc = sn_kfail(c->err, n, rc, "out of memory");
+            goto done;
+        }
     }
 done:
     if (slices)

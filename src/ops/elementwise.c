@@ -296,6 +296,12 @@ EW_INTS(EW_GEN_K, band, T, x & y)
 EW_INTS(EW_GEN_K, bor, T, x | y)
 EW_INTS(EW_GEN_K, bxor, T, x ^ y)
 EW_UINTS(EW_GEN_K, shift, T, y >= 8 * sizeof(T) ? 0 : A->flag ? (U)x << y : x >> y)
+/* signed: shifts past the width (or negative) give 0, or -1 shifting a
+ * negative value right; left shifts act on the bits */
+EW_SINTS(EW_GEN_K, shift, T,
+         (y < 0 || (int64_t)y >= (int64_t)(8 * sizeof(T)))
+             ? (A->flag || x >= 0 ? 0 : -1)
+             : A->flag ? (T)((U)x << y) : (T)(x >> y))
 
 static void eq_str(const ew_args *A, void *o_, const void *const *in, const int64_t *st, int64_t n) {
     (void)A;
@@ -310,7 +316,6 @@ static void eq_str(const ew_args *A, void *o_, const void *const *in, const int6
 #define EW_TABLE(op, LISTS) static const ew_kern k_##op[SN_DTYPE_COUNT] = {LISTS(EW_GEN_E, op)};
 #define EW_L_NUMS(X, op) EW_NUMS(X, op)
 #define EW_L_INTS(X, op) EW_INTS(X, op)
-#define EW_L_UINTS(X, op) EW_UINTS(X, op)
 #define EW_L_BOOLS(X, op) EW_BOOLS(X, op)
 #define EW_L_NUMS_BOOLS(X, op) EW_NUMS(X, op) EW_BOOLS(X, op)
 EW_TABLE(add, EW_L_NUMS)
@@ -333,7 +338,7 @@ EW_TABLE(xor, EW_L_BOOLS)
 EW_TABLE(band, EW_L_INTS)
 EW_TABLE(bor, EW_L_INTS)
 EW_TABLE(bxor, EW_L_INTS)
-EW_TABLE(shift, EW_L_UINTS)
+EW_TABLE(shift, EW_L_INTS)
 
 /* Half and 8-bit floats: convert a chunk to float32, run the float32
  * kernel (a->inner), convert back (or write bools directly). */

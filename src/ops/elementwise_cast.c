@@ -21,6 +21,22 @@ static inline int64_t ew_f2i(double v) {
 static inline uint64_t ew_f2u(double v) {
     return (v >= 0 && v < 1.8446744073709552e19) ? (uint64_t)v : (uint64_t)ew_f2i(v);
 }
+/* float8 without saturation: past the largest finite value (after
+ * rounding) gives inf where the type has it, else NaN. */
+static uint8_t ew_to_f8(sn_dtype t, float f, bool sat) {
+    if (sat || isnan(f))
+        return sn_f32_to_f8(t, f, true);
+    uint8_t maxc = t == SN_F8E5M2 ? 0x7b : t == SN_F8E4M3FN ? 0x7e : 0x7f;
+    float maxv = sn_f8_to_f32(t, maxc), half = (maxv - sn_f8_to_f32(t, (uint8_t)(maxc - 1))) / 2;
+    float a = fabsf(f);
+    if (!(isinf(a) || a > maxv + half || (a == maxv + half && (maxc & 1))))
+        return sn_f32_to_f8(t, f, true);
+    uint8_t sign = signbit(f) ? 0x80 : 0;
+    if (t == SN_F8E5M2)
+        return sign | 0x7c;
+    return t == SN_F8E4M3FN ? (uint8_t)(sign | 0x7f) : 0x80;
+}
+
 #define EW_TOI(v) _Generic((v), float: ew_f2i(v), double: ew_f2i(v), default: (int64_t)(v))
 #define EW_TOU(v) _Generic((v), float: ew_f2u(v), double: ew_f2u(v), default: (uint64_t)(v))
 
@@ -54,7 +70,7 @@ static inline uint64_t ew_f2u(double v) {
         case SN_F8E4M3FN: case SN_F8E4M3FNUZ: case SN_F8E5M2: case SN_F8E5M2FNUZ: {         \
             uint8_t *o = o_;                                                                \
             for (int64_t i = 0; i < n; i++)                                                 \
-                o[i] = sn_f32_to_f8(to, (float)x[i], sat);                                  \
+                o[i] = ew_to_f8(to, (float)x[i], sat);                                  \
             break;                                                                          \
         }                                                                                   \
         default:                                                                            \

@@ -739,7 +739,7 @@ static int lrn_run(sn_kctx *c) {
 
 const sn_op_def sn_ops_norm[] = {
     {"", "Softmax", 1, smx_infer, smx_prepare, smx_run, NULL, SN_OP_INPLACE0},
-    {"", "LogSoftmax", 1, smx_infer, smx_prepare, smx_run, NULL, 0},
+    {"", "LogSoftmax", 1, smx_infer, smx_prepare, smx_run, NULL, SN_OP_INPLACE0},
     {"", "Hardmax", 1, smx_infer, smx_prepare, smx_run, NULL, SN_OP_INPLACE0},
     {"", "BatchNormalization", 1, bn_infer, bn_prepare, bn_run, NULL, SN_OP_INPLACE0},
     {"", "InstanceNormalization", 1, in_infer, in_prepare, in_run, NULL, SN_OP_INPLACE0},

@@ -66,6 +66,9 @@ enum {
     SN_OP_VIEW0 = 1u << 2,
     /* Results are not deterministic (random ops): never constant-folded. */
     SN_OP_NONDETERMINISTIC = 1u << 3,
+    /* Outputs depend only on the inputs' shapes and dtypes, never their data
+     * (Shape, Size, EyeLike): folded at plan time once shapes are known. */
+    SN_OP_SHAPE_ONLY = 1u << 4,
 };
 
 typedef struct sn_op_def {
