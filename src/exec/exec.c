@@ -221,7 +221,8 @@ static int fold_node(sn_exec *ex, const sn_node *n, sn_err *err) {
             ex->argin[j] = n->in[j] >= 0 ? &ex->vals[n->in[j]] : NULL;
         for (int j = 0; j < n->n_out; j++)
             ex->argout[j] = n->out[j] >= 0 ? &ex->vals[n->out[j]] : NULL;
-        sn_prep_ctx pc = {n, n->n_in, n->n_out, ex->argin, (const sn_tensor *const *)ex->argout, NULL, 0, err};
+        sn_prep_ctx pc = {n, n->n_in, n->n_out, ex->argin, (const sn_tensor *const *)ex->argout, NULL, 0, err,
+                          sn_pool_size(ex->pool)};
         SN_TRY(n->op->prepare(&pc));
         state = pc.state;
         wsb = pc.workspace;
@@ -294,11 +295,21 @@ static int make_plan(sn_exec *ex, sn_err *err) {
             if (!t)
                 continue;
             t->data = NULL;
-            if (t->kind != SN_KIND_TENSOR || !sn_tensor_shape_known(t) || !sn_dtype_valid(t->dtype))
+            if (t->kind != SN_KIND_TENSOR || !sn_tensor_shape_known(t) || !sn_dtype_valid(t->dtype)) {
                 concrete = false;
-            else
-                out_bytes += sn_tensor_nbytes(t);
+            } else {
+                size_t nb = sn_tensor_nbytes(t);
+                if (sn_tensor_numel(t) < 0 || nb > ((size_t)1 << 56)) {
+                    char b[256];
+                    rc = sn_kfail(err, n, SNUG_ERR_RANGE, "output %d %s %s is too large", j,
+                                  sn_dtype_name(t->dtype), sn_shape_str(t, b, sizeof b));
+                    break;
+                }
+                out_bytes += nb;
+            }
         }
+        if (rc != SNUG_OK)
+            break;
         if (concrete && node_inputs_const(ex, n) && !(n->op->flags & SN_OP_NONDETERMINISTIC) &&
             out_bytes <= SN_FOLD_LIMIT && n->n_sub == 0) {
             ex->nmode[i] = NM_FOLDED;
@@ -334,8 +345,8 @@ static int make_plan(sn_exec *ex, sn_err *err) {
         if (concrete) {
             ex->stats.n_static++;
             if (n->op->prepare) {
-                sn_prep_ctx pc = {n, n->n_in, n->n_out, ex->argin, (const sn_tensor *const *)ex->argout,
-                                  NULL, 0, err};
+                sn_prep_ctx pc = {n,    n->n_in, n->n_out, ex->argin, (const sn_tensor *const *)ex->argout,
+                                  NULL, 0,       err,      sn_pool_size(ex->pool)};
                 if ((rc = n->op->prepare(&pc)) != SNUG_OK)
                     break;
                 ex->nstate[i] = pc.state;
@@ -456,7 +467,7 @@ static int run_dynamic(sn_exec *ex, const sn_node *n, sn_err *err) {
                                 j, sn_shape_str(t, b, sizeof b));
             }
             size_t nb = sn_tensor_nbytes(t);
-            if (nb == SIZE_MAX)
+            if (sn_tensor_numel(t) < 0 || nb > ((size_t)1 << 56))
                 return sn_kfail(err, n, SNUG_ERR_RANGE, "output %d is too large", j);
             if (j == 0 && (n->op->flags & SN_OP_VIEW0) && ex->argin[0] && ex->argin[0]->data &&
                 sn_tensor_nbytes(ex->argin[0]) == nb && ex->argin[0]->dtype == t->dtype) {
@@ -471,7 +482,8 @@ static int run_dynamic(sn_exec *ex, const sn_node *n, sn_err *err) {
     }
     void *state = NULL, *ws = NULL;
     if (n->op->prepare) {
-        sn_prep_ctx pc = {n, n->n_in, n->n_out, ex->argin, (const sn_tensor *const *)ex->argout, NULL, 0, err};
+        sn_prep_ctx pc = {n, n->n_in, n->n_out, ex->argin, (const sn_tensor *const *)ex->argout, NULL, 0, err,
+                          sn_pool_size(ex->pool)};
         SN_TRY(n->op->prepare(&pc));
         state = pc.state;
         if (pc.workspace && !(ws = dyn_alloc(ex, pc.workspace))) {

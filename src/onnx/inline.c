@@ -187,6 +187,9 @@ static int emit(sn_ld *c, node_vec *out, const sn_pnode *n, int depth) {
     if (fn->active)
         return sn_errf(c->err, SNUG_ERR_GRAPH, "function '%s' (domain '%s') calls itself",
                        fn->name, fn->domain);
+    if (c->m->priv->n_inlined >= SN_INLINE_MAX_CALLS)
+        return sn_errf(c->err, SNUG_ERR_UNSUPPORTED,
+                       "more than %d function calls to inline", SN_INLINE_MAX_CALLS);
     int k = ++c->m->priv->n_inlined;
     char pre[64];
     snprintf(pre, sizeof pre, "#%d/", k);

@@ -64,7 +64,8 @@ int sn_ld_type(sn_ld *c, sn_pb *r, sn_type *t);
 int sn_ld_graph(sn_ld *c, sn_pb *r, sn_pgraph *g);
 int sn_ld_node(sn_ld *c, sn_pb *r, sn_pnode *n);
 int sn_ld_kv(sn_ld *c, sn_pb *r, sn_kv *kv);
-/* SparseTensorProto → dense tensor in the arena. */
+/* SparseTensorProto → dense tensor in the arena (at most this many bytes). */
+#define SN_SPARSE_DENSE_MAX (1ull << 30)
 int sn_ld_sparse(sn_ld *c, sn_pb *r, sn_tensor *t, const char **name);
 
 /* Functions: parsed FunctionProtos and inlining (inline.c). */
@@ -82,6 +83,9 @@ struct sn_ld_func {
 };
 int sn_ld_function(sn_ld *c, sn_pb *r, sn_ld_func *fn);
 int sn_ld_inline(sn_ld *c, sn_pgraph *g);
+/* Calls expanded per model at most: nested functions each calling the next
+ * twice grow exponentially, and a small file must not exhaust memory. */
+#define SN_INLINE_MAX_CALLS 100000
 
 /* Maps "ai.onnx" to "". */
 const char *sn_ld_domain(const char *d);

@@ -1,8 +1,12 @@
 /* The loaded ONNX model: ModelProto decoded into plain structs. Weights are
  * not copied: an initializer's data points into the mmapped model file or
- * into a mmapped external-data file. All strings are NUL-terminated copies
- * owned by the model (names are small); string tensor elements point into
- * the map. Produced by sn_model_load, read by the graph builder. */
+ * into a mmapped external-data file (read-only memory), except bytes not
+ * aligned to their element size (see sn_model_copied_tensors) and data
+ * given in typed fields (float_data, ...), which are decoded into memory
+ * the model owns. All strings are NUL-terminated copies owned by the model
+ * (names are small); string tensor elements point into the map. Model-local
+ * functions are inlined; sparse initializers are densified (up to 1 GiB).
+ * Produced by sn_model_load, read by the graph builder. */
 #ifndef SN_ONNX_MODEL_H
 #define SN_ONNX_MODEL_H
 
@@ -148,8 +152,11 @@ int sn_model_load_buffer(const void *buf, size_t len, const char *dir,
 void sn_model_free(sn_model *m); /* accepts NULL */
 
 int64_t sn_model_opset(const sn_model *m, const char *domain); /* -1 if absent */
-/* Initializers whose bytes were copied into the arena because they were not
- * aligned to their element size in the file (all others borrow the map).
+/* Tensors (initializers, attribute tensors) whose bytes were copied into
+ * the model's memory because they were not aligned to their element size
+ * in the file: kernels may assume aligned data. All others borrow the map.
+ * protobuf puts raw_data at arbitrary offsets, so small models copy often;
+ * writers that align raw_data / external data offsets copy nothing.
  * bytes (may be NULL) receives the bytes copied. */
 uint64_t sn_model_copied_tensors(const sn_model *m, uint64_t *bytes);
 /* Model-local function calls that were replaced by the function's body. */
@@ -161,7 +168,11 @@ int sn_model_inlined_calls(const sn_model *m);
 int sn_tensor_decode_pb(const void *buf, size_t len, sn_tensor *t, void **owner,
                         char **name, sn_err *err);
 /* Decodes a serialized SequenceProto / OptionalProto / TensorProto, whichever
- * the bytes hold (the ONNX test layout uses all three for outputs). */
+ * the bytes hold (the ONNX test layout uses all three for outputs). A
+ * sequence: t->kind SN_KIND_SEQUENCE, t->data = sn_tensor[n_items]; an
+ * optional: t->optional = 1, kind SN_KIND_NONE when empty. A message with
+ * exactly one value is ambiguous on the wire and is read as an optional:
+ * prefer sn_value_decode_pb_typed when the type is known. */
 int sn_value_decode_pb(const void *buf, size_t len, sn_tensor *t, void **owner,
                        char **name, sn_err *err);
 /* Same, using the declared type (e.g. the model's graph output type) to

@@ -494,6 +494,12 @@ int sn_ld_sparse(sn_ld *c, sn_pb *r, sn_tensor *t, const char **name_out) {
     size_t es = sn_dtype_size(t->dtype), nb = sn_dtype_nbytes(t->dtype, numel);
     if (nb == SIZE_MAX)
         return sn_errf(c->err, SNUG_ERR_PARSE, "sparse tensor '%s': size overflows", name);
+    /* Densifying costs the dense size in memory; a few bytes of protobuf
+     * must not make the loader write gigabytes. */
+    if (nb > SN_SPARSE_DENSE_MAX)
+        return sn_errf(c->err, SNUG_ERR_UNSUPPORTED,
+                       "sparse tensor '%s': %zu dense bytes, more than the %llu that are densified",
+                       name, nb, (unsigned long long)SN_SPARSE_DENSE_MAX);
     uint8_t *d = sn_arena_alloc(c->a, nb, 64);
     if (!d)
         return sn_ld_oom(c);

@@ -159,7 +159,7 @@ static int emit_stacked(sn_kctx *c, int j, const stack *s, int axis, bool revers
         inner *= f->dims[d];
     for (int64_t it = 0; it < s->n; it++) {
         const uint8_t *src = s->items[reverse ? s->n - 1 - it : it].data;
-        for (int64_t o = 0; o < outer; o++)
+        for (int64_t o = 0; o < outer && inner > 0; o++)
             memcpy(out + ((o * s->n + it) * inner) * es, src + o * inner * es, (size_t)inner * es);
     }
     if (f->dtype == SN_STRING) {
@@ -282,7 +282,7 @@ static void take_slice(const sn_tensor *t, int axis, int64_t idx, sn_tensor *dst
         inner *= t->dims[d];
     const uint8_t *src = t->data;
     uint8_t *o = dst->data;
-    for (int64_t a = 0; a < outer; a++)
+    for (int64_t a = 0; a < outer && inner > 0; a++)
         memcpy(o + a * inner * es, src + ((a * t->dims[axis] + idx) * inner) * es, (size_t)inner * es);
 }
 

@@ -157,6 +157,17 @@ static int conv_infer_common(sn_infer_ctx *c, bool transpose) {
         gk_set_out(c->out[0], x->dtype, w->rank, NULL);
         return SNUG_OK;
     }
+    const int64_t *ks;
+    bool kernel_known = w->rank != SN_RANK_UNKNOWN || sn_attr_ints(c->node, "kernel_shape", &ks) >= 0;
+    for (int i = 2; kernel_known && i < w->rank; i++)
+        kernel_known = sn_dim_known(w->dims[i]);
+    if (!kernel_known) { /* weights' shape not known yet: only batch and rank */
+        int64_t yd[SN_MAX_RANK];
+        for (int i = 0; i < x->rank; i++)
+            yd[i] = i == 0 ? x->dims[0] : SN_DIM_UNKNOWN;
+        gk_set_out(c->out[0], x->dtype, x->rank, yd);
+        return SNUG_OK;
+    }
     conv_shape s;
     int64_t yd[SN_MAX_RANK];
     SN_TRY(conv_shape_make(c->node, c->err, x, w, transpose, &s, yd));

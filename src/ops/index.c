@@ -745,8 +745,7 @@ static int unique_prepare(sn_prep_ctx *c) {
             return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "axis out of range");
         n = x->dims[a];
     }
-    c->workspace = (size_t)(n < 0 ? 0 : n) * 5 * sizeof(int64_t) + 16;
-    return SNUG_OK;
+    return sk_ws_declare(c, (size_t)(n < 0 ? 0 : n) * 5 * sizeof(int64_t) + 16);
 }
 
 static int unique_run(sn_kctx *c) {
@@ -756,6 +755,8 @@ static int unique_run(sn_kctx *c) {
     if (!uniq_setup(c->node, x, &u, &axis))
         return KFAIL(SNUG_ERR_INVALID_ARG, "axis out of range");
     int64_t n = u.n;
+    if (!sk_ws_fits(c, (size_t)n * 5 * sizeof(int64_t)))
+        return KFAIL(SNUG_ERR_INTERNAL, "workspace from prepare is too small for these shapes");
     int64_t *ord = c->ws, *tmp = ord + n, *grp = tmp + n, *gfirst = grp + n, *gcnt = gfirst + n;
     for (int64_t i = 0; i < n; i++)
         ord[i] = i;
@@ -878,7 +879,7 @@ const sn_op_def sn_ops_index[] = {
     {"", "OneHot", 9, onehot_infer, NULL, onehot_run, NULL, 0},
     {"", "NonZero", 9, nonzero_infer, NULL, nonzero_run, NULL, 0},
     {"", "Compress", 9, compress_infer, NULL, compress_run, NULL, 0},
-    {"", "Unique", 11, unique_infer, unique_prepare, unique_run, NULL, SN_OP_ALLOCS_OUTPUTS},
+    {"", "Unique", 11, unique_infer, unique_prepare, unique_run, sk_ws_free, SN_OP_ALLOCS_OUTPUTS},
     {"", "ReverseSequence", 10, revseq_infer, NULL, revseq_run, NULL, 0},
     {0},
 };

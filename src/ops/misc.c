@@ -423,13 +423,15 @@ static int gridsample_run(sn_kctx *c) {
                     fx = nearbyint(fx);
                     fy = nearbyint(fy);
                 }
-                if (!(fx >= p.lo_x && fx <= p.hi_x)) {
+                /* Bicubic applies the padding rule per tap only (as PyTorch
+                 * and onnxruntime do); the others move the point first. */
+                if (mode != GS_CUBIC && !(fx >= p.lo_x && fx <= p.hi_x)) {
                     if (pad == GS_BORDER)
                         fx = fmin(fmax(fx, 0.0), (double)(W - 1));
                     else if (pad == GS_REFLECTION)
                         fx = gs_reflect(fx, p.lo_x, p.hi_x);
                 }
-                if (!(fy >= p.lo_y && fy <= p.hi_y)) {
+                if (mode != GS_CUBIC && !(fy >= p.lo_y && fy <= p.hi_y)) {
                     if (pad == GS_BORDER)
                         fy = fmin(fmax(fy, 0.0), (double)(H - 1));
                     else if (pad == GS_REFLECTION)

@@ -167,8 +167,12 @@ int sn_strnorm_run(sn_kctx *c) {
             str_case(in[i].ptr, in[i].len, cfg.action == 2, buf);
         else if (in[i].len)
             memcpy(buf, in[i].ptr, in[i].len);
-        out[j++] = (sn_string){in[i].len ? buf : "", in[i].len};
-        buf += in[i].len;
+        if (in[i].len) {
+            out[j++] = (sn_string){buf, in[i].len};
+            buf += in[i].len;
+        } else {
+            out[j++] = (sn_string){"", 0};
+        }
     }
     return SNUG_OK;
 }

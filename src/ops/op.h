@@ -33,6 +33,7 @@ typedef struct sn_prep_ctx {
     void *state;                /* set by prepare; freed with op->free_state */
     size_t workspace;           /* set by prepare: bytes of scratch run needs */
     sn_err *err;
+    int n_threads;              /* threads run will use (size the workspace for them) */
 } sn_prep_ctx;
 
 typedef struct sn_kctx {

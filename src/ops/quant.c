@@ -210,7 +210,8 @@ static int dynq_run(sn_kctx *c) {
         mx = X[i] > mx ? X[i] : mx;
         mn = X[i] < mn ? X[i] : mn;
     }
-    float scale = (mx == mn ? 1.0f : mx - mn) / 255.0f;
+    /* all zeros: scale 1 (onnxruntime; the Python reference gives 1/255) */
+    float scale = mx == mn ? 1.0f : (mx - mn) / 255.0f;
     float zpf = 0.0f - mn / scale;
     zpf = zpf < 0.0f ? 0.0f : zpf > 255.0f ? 255.0f : zpf;
     float zp = nearbyintf(zpf);

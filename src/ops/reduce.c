@@ -250,6 +250,128 @@ RED_ENGINE(red_d_u32, uint32_t, double, LD_GEN_I8, ABS_D, ISNAN_F, GT_, LT_, EXP
 RED_ENGINE(red_d_u64, uint64_t, double, LD_GEN_I8, ABS_D, ISNAN_F, GT_, LT_, EXP_D)
 
 /* ======================================================================
+ * float32 fast paths: contiguous rows folded with the lane kernels of
+ * reduce_util.h, kept inner runs combined in blocks through a local buffer
+ * (both vectorize at -O2), and the two common layouts split over threads.
+ * ====================================================================== */
+
+static inline float red_row_f32(const float *x, int64_t L, red_kind k, float a) {
+    switch (k) {
+    case RK_SUM: case RK_MEAN: case RK_LOGSUM:
+        return a + sn_red_sum_f32(x, L, 0);
+    case RK_SUMSQ: case RK_L2:
+        return a + sn_red_sum_f32(x, L, 1);
+    case RK_L1:
+        return a + sn_red_sum_f32(x, L, 2);
+    case RK_MAX: {
+        float m = L ? sn_red_max_f32(x, L, false) : a;
+        return (m > a || isnan(m)) ? m : a;
+    }
+    case RK_MIN: {
+        float m = L ? sn_red_max_f32(x, L, true) : a;
+        return (m < a || isnan(m)) ? m : a;
+    }
+    default:
+        return a; /* not used: other kinds take the generic engine */
+    }
+}
+
+/* acc[i] = acc[i] (op) x[i] for i < n. */
+static inline void red_col_f32(float *acc, const float *x, int64_t n, red_kind k) {
+    float t[SN_RED_LANES];
+    int64_t i = 0;
+#define RED_COL_BLOCK(EXPR)                                         \
+    for (; i + SN_RED_LANES <= n; i += SN_RED_LANES) {              \
+        for (int j = 0; j < SN_RED_LANES; j++) {                    \
+            float a = acc[i + j], v = x[i + j];                     \
+            t[j] = EXPR;                                            \
+        }                                                           \
+        memcpy(acc + i, t, sizeof t);                               \
+    }                                                               \
+    for (; i < n; i++) {                                            \
+        float a = acc[i], v = x[i];                                 \
+        acc[i] = EXPR;                                              \
+    }
+    switch (k) {
+    case RK_SUM: case RK_MEAN: case RK_LOGSUM:
+        RED_COL_BLOCK(a + v)
+        break;
+    case RK_SUMSQ: case RK_L2:
+        RED_COL_BLOCK(a + v * v)
+        break;
+    case RK_L1:
+        RED_COL_BLOCK(a + fabsf(v))
+        break;
+    case RK_MAX:
+        RED_COL_BLOCK(((v > a) | (v != v)) ? v : a)
+        break;
+    case RK_MIN:
+        RED_COL_BLOCK(((v < a) | (v != v)) ? v : a)
+        break;
+    default:
+        break;
+    }
+#undef RED_COL_BLOCK
+}
+
+typedef struct red_job {
+    const float *x;
+    float *acc;
+    int64_t R, L; /* [kept R, reduced L] rows, or [reduced R, kept L] columns */
+    red_kind k;
+} red_job;
+
+static void red_rows_job(void *arg, int64_t b, int64_t e) {
+    const red_job *j = arg;
+    for (int64_t r = b; r < e; r++)
+        j->acc[r] = red_row_f32(j->x + r * j->L, j->L, j->k, j->acc[r]);
+}
+
+static void red_cols_job(void *arg, int64_t b, int64_t e) {
+    const red_job *j = arg;
+    for (int64_t r = 0; r < j->R; r++)
+        red_col_f32(j->acc + b, j->x + r * j->L + b, e - b, j->k);
+}
+
+static bool red_f32_fast_kind(red_kind k) {
+    return k != RK_PROD && k != RK_LSE;
+}
+
+/* Same contract as the RED_ENGINE functions, for float32 input. */
+static void red_f32_fast(const void *xv, float *acc, const float *shift, const red_plan *p,
+                         red_kind k, sn_pool *pool) {
+    if (!red_f32_fast_kind(k)) {
+        red_f32(xv, acc, shift, p, k);
+        return;
+    }
+    const float *x = xv;
+    const int nd = p->nd;
+    red_job j = {x, acc, 0, p->dims[nd - 1], k};
+    if (nd == 2 && !p->red[0] && p->red[1]) {
+        j.R = p->dims[0];
+        sn_pool_for(pool, j.R, sn_imax(1, 32768 / sn_imax(1, j.L)), red_rows_job, &j);
+        return;
+    }
+    if ((nd == 2 && p->red[0] && !p->red[1]) || (nd == 1 && !p->red[0])) {
+        j.R = nd == 2 ? p->dims[0] : 1;
+        sn_pool_for(pool, j.L, sn_imax(256, 32768 / sn_imax(1, j.R)), red_cols_job, &j);
+        return;
+    }
+    const int64_t L = p->dims[nd - 1];
+    const bool inner_red = p->red[nd - 1];
+    int64_t idx[SN_MAX_RANK] = {0};
+    int64_t o = 0;
+    const int64_t n_rows = L ? p->n_in / L : 0;
+    for (int64_t r = 0; r < n_rows; r++) {
+        if (inner_red)
+            acc[o] = red_row_f32(x + r * L, L, k, acc[o]);
+        else
+            red_col_f32(acc + o, x + r * L, L, k);
+        red_plan_next(p, idx, &o);
+    }
+}
+
+/* ======================================================================
  * Reduce* ops
  * ====================================================================== */
 
@@ -461,19 +583,23 @@ static int red_run_plan(sn_kctx *c, red_kind k, const sn_tensor *x, const red_pl
         return SNUG_OK;
     switch (red_class_of(x->dtype, k)) {
     case RC_FLOAT: {
-        red_fn_float f = x->dtype == SN_F32 ? red_f32 : x->dtype == SN_F16 ? red_f16 : red_bf16;
+        red_fn_float f = x->dtype == SN_F16 ? red_f16 : red_bf16;
         float *acc = c->ws;
         float *shift = (float *)((char *)c->ws + sn_red_align((size_t)n * 8));
         if (k == RK_LSE) {
             red_init_float(shift, n, RK_MAX);
-            if (p->n_in)
+            if (p->n_in && x->dtype == SN_F32)
+                red_f32_fast(x->data, shift, NULL, p, RK_MAX, c->pool);
+            else if (p->n_in)
                 f(x->data, shift, NULL, p, RK_MAX);
             for (int64_t i = 0; i < n; i++)
                 if (!isfinite(shift[i]))
                     shift[i] = 0.0f;
         }
         red_init_float(acc, n, k);
-        if (p->n_in)
+        if (p->n_in && x->dtype == SN_F32)
+            red_f32_fast(x->data, acc, shift, p, k, c->pool);
+        else if (p->n_in)
             f(x->data, acc, shift, p, k);
         if (x->dtype == SN_F32) {
             float *yo = y->data;
@@ -790,6 +916,29 @@ static int arg_run(sn_kctx *c) {
         return SNUG_OK;
     if (L == 0)
         return sn_kfail(c->err, n, SNUG_ERR_INVALID_ARG, "reduction over an empty axis");
+    if (x->dtype == SN_F32 && inner == 1) {
+        /* rows: the extreme value with the vector kernel, then its index */
+        const float *xs = x->data;
+        int64_t *y = c->out[0]->data;
+        for (int64_t o = 0; o < outer; o++) {
+            const float *xr = xs + o * L;
+            float m = sn_red_max_f32(xr, L, !is_max);
+            int64_t bi = 0;
+            if (isnan(m)) {
+                while (bi < L - 1 && !isnan(xr[bi]))
+                    bi++;
+            } else if (last) {
+                bi = L - 1;
+                while (bi > 0 && xr[bi] != m)
+                    bi--;
+            } else {
+                while (bi < L - 1 && xr[bi] != m)
+                    bi++;
+            }
+            y[o] = bi;
+        }
+        return SNUG_OK;
+    }
     void (*f)(const void *, int64_t *, int64_t, int64_t, int64_t, bool, bool);
     switch (x->dtype) {
     case SN_F32: f = arg_f32; break;

@@ -61,6 +61,113 @@ static inline void sn_red_stf(sn_dtype t, void *d, int64_t i, float v) {
     }
 }
 
+/* ---- float32 row kernels ------------------------------------------------
+ * Written with independent lanes so that the compiler vectorizes them at -O2
+ * without reassociating a single accumulator. */
+
+#define SN_RED_LANES 16
+
+static inline float sn_red_lanes_sum(const float *acc) {
+    float s8[8];
+    for (int j = 0; j < 8; j++)
+        s8[j] = acc[j] + acc[j + 8];
+    return ((s8[0] + s8[4]) + (s8[1] + s8[5])) + ((s8[2] + s8[6]) + (s8[3] + s8[7]));
+}
+
+/* Sum of x[i] (sq: of x[i]^2; ab: of |x[i]|). */
+static inline float sn_red_sum_f32(const float *x, int64_t n, int mode) {
+    float acc[SN_RED_LANES] = {0};
+    int64_t i = 0;
+    if (mode == 0) {
+        for (; i + SN_RED_LANES <= n; i += SN_RED_LANES)
+            for (int j = 0; j < SN_RED_LANES; j++)
+                acc[j] += x[i + j];
+    } else if (mode == 1) {
+        for (; i + SN_RED_LANES <= n; i += SN_RED_LANES)
+            for (int j = 0; j < SN_RED_LANES; j++)
+                acc[j] += x[i + j] * x[i + j];
+    } else {
+        for (; i + SN_RED_LANES <= n; i += SN_RED_LANES)
+            for (int j = 0; j < SN_RED_LANES; j++)
+                acc[j] += fabsf(x[i + j]);
+    }
+    float s = sn_red_lanes_sum(acc);
+    for (; i < n; i++)
+        s += mode == 0 ? x[i] : mode == 1 ? x[i] * x[i] : fabsf(x[i]);
+    return s;
+}
+
+/* Max (or min) of x[0..n), n >= 1; NaN if any element is NaN. */
+static inline float sn_red_max_f32(const float *x, int64_t n, bool is_min) {
+    float acc[SN_RED_LANES];
+    int nan[SN_RED_LANES] = {0};
+    for (int j = 0; j < SN_RED_LANES; j++)
+        acc[j] = x[0];
+    int64_t i = 0;
+    if (is_min) {
+        for (; i + SN_RED_LANES <= n; i += SN_RED_LANES)
+            for (int j = 0; j < SN_RED_LANES; j++) {
+                float v = x[i + j];
+                acc[j] = v < acc[j] ? v : acc[j];
+                nan[j] |= v != v;
+            }
+    } else {
+        for (; i + SN_RED_LANES <= n; i += SN_RED_LANES)
+            for (int j = 0; j < SN_RED_LANES; j++) {
+                float v = x[i + j];
+                acc[j] = v > acc[j] ? v : acc[j];
+                nan[j] |= v != v;
+            }
+    }
+    float m = acc[0];
+    int any_nan = nan[0];
+    for (int j = 1; j < SN_RED_LANES; j++) {
+        m = is_min ? (acc[j] < m ? acc[j] : m) : (acc[j] > m ? acc[j] : m);
+        any_nan |= nan[j];
+    }
+    for (; i < n; i++) {
+        float v = x[i];
+        m = is_min ? (v < m ? v : m) : (v > m ? v : m);
+        any_nan |= v != v;
+    }
+    return any_nan ? NAN : m;
+}
+
+/* exp(x) for float32, branch-free so loops over it vectorize: 2^n * e^r
+ * with |r| <= ln2/2 and a degree-7 Taylor polynomial (relative error about
+ * 1e-7). Inputs are clamped to [-87, 88] with integer compares on the bits
+ * (float compares would keep GCC from if-converting at -O2): e^-87 ~ 1.6e-38
+ * stands in for smaller results, including exp(-inf). NaN is not
+ * preserved: callers check for it. */
+static inline float sn_red_expf(float x) {
+    union { float f; int32_t i; uint32_t u; } v = {.f = x}, sc;
+    const int32_t lo = (int32_t)0xC2AE0000u; /* -87.0f */
+    const int32_t hi = 0x42B00000;           /* 88.0f */
+    /* negative floats: a larger magnitude has larger (closer to 0) bits;
+     * selects by mask, which GCC if-converts where ?: on floats it won't */
+    int32_t b = v.i;
+    int32_t m = -((b < 0) & (b > lo));
+    b = (b & ~m) | (lo & m);
+    m = -(b > hi);
+    b = (b & ~m) | (hi & m);
+    v.i = b;
+    float xc = v.f;
+    float t = xc * 1.44269504088896341f;
+    float nf = (t + 12582912.0f) - 12582912.0f; /* round to nearest */
+    float r = xc - nf * 0.693145751953125f;
+    r = r - nf * 1.42860682030941723e-6f;
+    float p = 1.0f / 5040.0f;
+    p = p * r + 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    sc.u = (uint32_t)((int32_t)nf + 127) << 23;
+    return p * sc.f;
+}
+
 /* Rounds a workspace size up so that sub-arrays stay 16-byte aligned. */
 static inline size_t sn_red_align(size_t n) { return (n + 15) & ~(size_t)15; }
 

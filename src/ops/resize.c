@@ -426,8 +426,7 @@ static int resize_prepare(sn_prep_ctx *c) {
         total += align16((size_t)(out * n) * sizeof(int64_t)) +
                  align16((size_t)(out * n) * sizeof(double)) + align16((size_t)out);
     }
-    c->workspace = total;
-    return SNUG_OK;
+    return sk_ws_declare(c, total);
 }
 
 static inline double load_el(sn_dtype t, const void *d, int64_t i) {
@@ -479,6 +478,14 @@ static int resize_run(sn_kctx *c) {
     }
     /* tap tables in the workspace */
     rz_axis ax[SN_MAX_RANK];
+    size_t need = 16;
+    for (int a = 0; a < r; a++) {
+        int64_t out = y->dims[a], nb = taps_bound(&p, x->dims[a], out);
+        need += align16((size_t)(out * nb) * sizeof(int64_t)) +
+                align16((size_t)(out * nb) * sizeof(double)) + align16((size_t)out);
+    }
+    if (!sk_ws_fits(c, need))
+        return KFAIL(SNUG_ERR_INTERNAL, "workspace from prepare is too small for these shapes");
     char *ws = c->ws;
     for (int a = 0; a < r; a++) {
         int64_t in = x->dims[a], out = y->dims[a];
@@ -581,7 +588,7 @@ static int resize_run(sn_kctx *c) {
 }
 
 const sn_op_def sn_ops_resize[] = {
-    {"", "Resize", 10, resize_infer, resize_prepare, resize_run, NULL, 0},
-    {"", "Upsample", 7, resize_infer, resize_prepare, resize_run, NULL, 0},
+    {"", "Resize", 10, resize_infer, resize_prepare, resize_run, sk_ws_free, 0},
+    {"", "Upsample", 7, resize_infer, resize_prepare, resize_run, sk_ws_free, 0},
     {0},
 };

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "ops/gemm.h"
 #include "ops/op.h"
 
 enum { RNN_SIMPLE, RNN_GRU, RNN_LSTM };
@@ -250,7 +251,8 @@ typedef struct rnn_dims {
 } rnn_dims;
 
 typedef struct rnn_ws {
-    size_t wt, rt, xw, gates, h, cell, tmp; /* float offsets */
+    size_t rt, xw, gates, h, cell, tmp;     /* float offsets */
+    size_t gemm, gemm_bytes;                 /* sn_sgemm_ws scratch for X * W^T */
     size_t lens;                             /* int64[B] sequence lengths */
     size_t conv;                             /* start of conversion buffers */
     size_t total;                            /* floats */
@@ -278,7 +280,6 @@ static size_t rnn_conv_floats(int n_in, const sn_tensor *const *in, int n_out, c
 
 static void rnn_ws_layout(const rnn_cfg *cfg, const rnn_dims *d, size_t conv, rnn_ws *w) {
     size_t acc = 0;
-    w->wt = add_sz(&acc, (size_t)(d->I * d->GH));
     w->rt = add_sz(&acc, (size_t)(d->H * d->GH));
     w->xw = add_sz(&acc, (size_t)(d->S * d->B * d->GH));
     w->gates = add_sz(&acc, (size_t)(d->B * d->GH));
@@ -286,6 +287,8 @@ static void rnn_ws_layout(const rnn_cfg *cfg, const rnn_dims *d, size_t conv, rn
     w->cell = add_sz(&acc, cfg->kind == RNN_LSTM ? (size_t)(d->B * d->H) : 0);
     w->tmp = add_sz(&acc, cfg->kind == RNN_GRU ? (size_t)(d->B * d->H) : 0);
     w->lens = add_sz(&acc, (size_t)(2 * d->B));
+    w->gemm_bytes = sn_sgemm_workspace(d->S * d->B, d->GH, d->I, SN_GEMM_PREP_THREADS);
+    w->gemm = add_sz(&acc, (w->gemm_bytes + sizeof(float) - 1) / sizeof(float));
     w->conv = add_sz(&acc, conv);
     w->total = acc;
 }
@@ -313,19 +316,34 @@ static int rnn_prepare(sn_prep_ctx *c, int kind) {
 /* ---- math ------------------------------------------------------------------ */
 
 /* C[M,N] += A[M,K] * Bt[K,N] (row-major, leading dims given). The inner
- * loop runs over N so it vectorizes. */
-static void sgemm_acc(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *Bt,
-                      int64_t ldb, float *C, int64_t ldc) {
-    for (int64_t i = 0; i < M; i++) {
-        float *restrict ci = C + i * ldc;
-        const float *ai = A + i * lda;
-        for (int64_t k = 0; k < K; k++) {
+ * loop runs over N so it vectorizes; large products split N over the pool. */
+typedef struct mm_args {
+    int64_t M, K, lda, ldb, ldc;
+    const float *A, *Bt;
+    float *C;
+} mm_args;
+
+static void mm_cols(void *arg, int64_t j0, int64_t j1) {
+    const mm_args *m = arg;
+    for (int64_t i = 0; i < m->M; i++) {
+        float *restrict ci = m->C + i * m->ldc;
+        const float *ai = m->A + i * m->lda;
+        for (int64_t k = 0; k < m->K; k++) {
             const float a = ai[k];
-            const float *restrict bk = Bt + k * ldb;
-            for (int64_t j = 0; j < N; j++)
+            const float *restrict bk = m->Bt + k * m->ldb;
+            for (int64_t j = j0; j < j1; j++)
                 ci[j] += a * bk[j];
         }
     }
+}
+
+static void sgemm_acc(sn_pool *pool, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                      const float *Bt, int64_t ldb, float *C, int64_t ldc) {
+    mm_args m = {M, K, lda, ldb, ldc, A, Bt, C};
+    if (pool && M * N * K >= ((int64_t)1 << 17))
+        sn_pool_for(pool, N, 64, mm_cols, &m);
+    else
+        mm_cols(&m, 0, N);
 }
 
 static void act_apply(const rnn_act *a, float *x, int64_t n) {
@@ -401,22 +419,19 @@ static inline int64_t xrow(const rnn_cfg *cfg, const rnn_dims *d, int64_t t, int
 }
 
 static void rnn_direction(const rnn_cfg *cfg, const rnn_dims *d, const rnn_io *io, int dir, float *ws,
-                          const rnn_ws *w) {
+                          const rnn_ws *w, sn_pool *pool) {
     const int64_t S = d->S, B = d->B, I = d->I, H = d->H, GH = d->GH, D = cfg->D;
     const bool reverse = cfg->reverse_only || dir == 1;
     const rnn_act *act = cfg->act[dir];
-    float *Wt = ws + w->wt, *Rt = ws + w->rt, *XW = ws + w->xw, *gates = ws + w->gates;
+    float *Rt = ws + w->rt, *XW = ws + w->xw, *gates = ws + w->gates;
     float *h = ws + w->h, *cell = ws + w->cell, *tmp = ws + w->tmp;
     const float *Wd = io->W + dir * GH * I, *Rd = io->R + dir * GH * H;
     const float *Wb = io->Bias ? io->Bias + dir * 2 * GH : NULL, *Rb = Wb ? Wb + GH : NULL;
 
-    /* Transposed weights: Wt[I,GH], Rt[H,GH]. */
-    for (int64_t g = 0; g < GH; g++) {
-        for (int64_t k = 0; k < I; k++)
-            Wt[k * GH + g] = Wd[g * I + k];
+    /* Rt[H,GH] = R^T, so the per-step product runs along contiguous rows. */
+    for (int64_t g = 0; g < GH; g++)
         for (int64_t k = 0; k < H; k++)
             Rt[k * GH + g] = Rd[g * H + k];
-    }
     /* XW = biases + X * W^T for all steps; R's bias of GRU's h gate is only
      * folded in when it is not applied inside the reset product. */
     const int64_t rows = S * B;
@@ -432,7 +447,8 @@ static void rnn_direction(const rnn_cfg *cfg, const rnn_dims *d, const rnn_io *i
             xr[g] = v;
         }
     }
-    sgemm_acc(rows, GH, I, io->X, I, Wt, GH, XW, GH);
+    if (rows > 0 && GH > 0)
+        sn_sgemm_ws(0, 1, rows, GH, I, 1.0f, io->X, I, Wd, I, 1.0f, XW, GH, pool, ws + w->gemm, w->gemm_bytes);
 
     /* Initial state. */
     for (int64_t b = 0; b < B; b++) {
@@ -451,13 +467,13 @@ static void rnn_direction(const rnn_cfg *cfg, const rnn_dims *d, const rnn_io *i
         const int64_t ncols = cfg->kind == RNN_GRU ? 2 * H : GH;
         for (int64_t b = 0; b < B; b++)
             memcpy(gates + b * GH, XW + xrow(cfg, d, t, b) * GH, (size_t)GH * sizeof(float));
-        sgemm_acc(B, ncols, H, h, H, Rt, GH, gates, GH);
+        sgemm_acc(pool, B, ncols, H, h, H, Rt, GH, gates, GH);
         if (cfg->kind == RNN_GRU && cfg->lbr) {
             /* tmp = h * Rh^T + Rbh, later scaled by r. */
             for (int64_t b = 0; b < B; b++)
                 for (int64_t j = 0; j < H; j++)
                     tmp[b * H + j] = Rb ? Rb[2 * H + j] : 0.0f;
-            sgemm_acc(B, H, H, h, H, Rt + 2 * H, GH, tmp, H);
+            sgemm_acc(pool, B, H, H, h, H, Rt + 2 * H, GH, tmp, H);
         }
         for (int64_t b = 0; b < B; b++) {
             const bool valid = t < io->lens[b];
@@ -479,7 +495,7 @@ static void rnn_direction(const rnn_cfg *cfg, const rnn_dims *d, const rnn_io *i
                         float *tb = tmp + b * H;
                         for (int64_t j = 0; j < H; j++)
                             tb[j] = r[j] * hb[j];
-                        sgemm_acc(1, H, H, tb, H, Rt + 2 * H, GH, hh, H);
+                        sgemm_acc(pool, 1, H, H, tb, H, Rt + 2 * H, GH, hh, H);
                     }
                     clip_apply(cfg, hh, H);
                     act_apply(&act[1], hh, H);
@@ -545,7 +561,9 @@ static int rnn_run(sn_kctx *c, int kind) {
     const sn_dtype dt = X->dtype;
     rnn_ws w;
     rnn_ws_layout(&cfg, &d, dt == SN_F32 ? 0 : rnn_conv_floats(c->n_in, c->in, c->n_out, (const sn_tensor *const *)c->out), &w);
-    if (w.total && !c->ws)
+    if (d.B == 0 || d.H == 0)
+        return SNUG_OK; /* every output is empty */
+    if (!c->ws)
         return sn_kfail(c->err, c->node, SNUG_ERR_INTERNAL, "workspace missing");
     float *ws = c->ws;
 
@@ -587,7 +605,7 @@ static int rnn_run(sn_kctx *c, int kind) {
         *outs[o] = dt == SN_F32 ? t->data : ws + add_sz(&conv, (size_t)sn_tensor_numel(t));
     }
     for (int dir = 0; dir < cfg.D; dir++)
-        rnn_direction(&cfg, &d, &io, dir, ws, &w);
+        rnn_direction(&cfg, &d, &io, dir, ws, &w, c->pool);
     if (dt != SN_F32)
         for (int o = 0; o < c->n_out && o < (kind == RNN_LSTM ? 3 : 2); o++) {
             sn_tensor *t = c->out[o];
@@ -610,11 +628,12 @@ static int rnn_run_simple(sn_kctx *c) { return rnn_run(c, RNN_SIMPLE); }
 static int rnn_run_gru(sn_kctx *c) { return rnn_run(c, RNN_GRU); }
 static int rnn_run_lstm(sn_kctx *c) { return rnn_run(c, RNN_LSTM); }
 
-/* Opsets 7 and 14 differ only by the layout attribute (absent = 0) and the
- * accepted types, so one def per op serves both. */
+/* The opsets differ only by attributes that default to the old behaviour
+ * (layout 14, linear_before_reset 3, output_sequence gone in 7), so one def
+ * per op serves all. */
 const sn_op_def sn_ops_rnn[] = {
-    {"", "RNN", 7, rnn_infer_simple, rnn_prepare_simple, rnn_run_simple, NULL, 0},
-    {"", "GRU", 7, rnn_infer_gru, rnn_prepare_gru, rnn_run_gru, NULL, 0},
-    {"", "LSTM", 7, rnn_infer_lstm, rnn_prepare_lstm, rnn_run_lstm, NULL, 0},
+    {"", "RNN", 1, rnn_infer_simple, rnn_prepare_simple, rnn_run_simple, NULL, 0},
+    {"", "GRU", 1, rnn_infer_gru, rnn_prepare_gru, rnn_run_gru, NULL, 0},
+    {"", "LSTM", 1, rnn_infer_lstm, rnn_prepare_lstm, rnn_run_lstm, NULL, 0},
     {0},
 };

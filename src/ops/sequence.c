@@ -183,7 +183,7 @@ static int split_run(sn_kctx *c) {
             return c->err->code;
         it->data = o;
         const uint8_t *src = x->data;
-        for (int64_t a = 0; a < outer; a++)
+        for (int64_t a = 0; a < outer && sizes[i] * inner > 0; a++)
             memcpy(o + (size_t)(a * sizes[i] * inner) * es, src + (size_t)((a * dim + off) * inner) * es,
                    (size_t)(sizes[i] * inner) * es);
         off += sizes[i];
@@ -236,7 +236,7 @@ static int concat_run(sn_kctx *c) {
     for (int64_t i = 0; i < s->n_items; i++) {
         int64_t len = new_axis ? 1 : items[i].dims[axis];
         const uint8_t *src = items[i].data;
-        for (int64_t a = 0; a < outer; a++)
+        for (int64_t a = 0; a < outer && len * inner > 0; a++)
             memcpy(out + (size_t)((a * total + off) * inner) * es, src + (size_t)(a * len * inner) * es,
                    (size_t)(len * inner) * es);
         off += len;

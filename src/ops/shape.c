@@ -836,50 +836,56 @@ static int pad_run(sn_kctx *c) {
         memcpy(y->data, x->data, es);
         return SNUG_OK;
     }
-    int64_t xs[SN_MAX_RANK];
+    /* negative pads crop first; the modes then work on the cropped box
+     * (origin co[d], size cd[d]) */
+    int64_t xs[SN_MAX_RANK], co[SN_MAX_RANK], cd[SN_MAX_RANK], pb[SN_MAX_RANK];
     sn_strides(r, x->dims, xs);
+    for (int d = 0; d < r; d++) {
+        co[d] = sn_imax(-p.pb[d], 0);
+        cd[d] = x->dims[d] - co[d] - sn_imax(-p.pe[d], 0);
+        pb[d] = sn_imax(p.pb[d], 0);
+        if (cd[d] <= 0 && p.mode != PAD_CONSTANT)
+            return KFAIL(SNUG_ERR_SHAPE, "axis %d is empty after cropping; mode needs data", d);
+    }
     int64_t idx[SN_MAX_RANK] = {0};
-    int64_t olast = y->dims[r - 1], dlast = x->dims[r - 1], pbl = p.pb[r - 1];
+    int64_t olast = y->dims[r - 1], dlast = sn_imax(cd[r - 1], 0), pbl = pb[r - 1];
     char *o = y->data;
     const char *xd = x->data;
     int64_t rows = n / olast;
     for (int64_t row = 0; row < rows; row++) {
         /* source row offset, or constant fill */
         bool fill = false;
-        int64_t off = 0;
+        int64_t off = co[r - 1];
         for (int d = 0; d < r - 1; d++) {
-            int64_t i = idx[d] - p.pb[d];
-            if (i < 0 || i >= x->dims[d]) {
+            int64_t i = idx[d] - pb[d];
+            if (i < 0 || i >= cd[d]) {
                 if (p.mode == PAD_CONSTANT) {
                     fill = true;
                     break;
                 }
-                i = pad_src(p.mode, i, x->dims[d]);
+                i = pad_src(p.mode, i, cd[d]);
             }
-            off += i * xs[d];
+            off += (co[d] + i) * xs[d];
         }
         if (fill || dlast == 0) {
             for (int64_t k = 0; k < olast; k++)
                 memcpy(o + (size_t)k * es, cval, es);
         } else {
             const char *src = xd + (size_t)off * es;
-            /* the part that maps straight into the row */
-            int64_t k0 = sn_imax(0, pbl), k1 = sn_imin(olast, pbl + dlast);
-            for (int64_t k = 0; k < k0 && k < olast; k++) {
-                int64_t i = k - pbl;
+            /* [k0, k1) maps straight into the row */
+            int64_t k0 = sn_imin(pbl, olast), k1 = sn_imin(olast, pbl + dlast);
+            for (int64_t k = 0; k < olast; k++) {
+                if (k == k0 && k1 > k0) {
+                    memcpy(o + (size_t)k0 * es, src + (size_t)(k0 - pbl) * es,
+                           (size_t)(k1 - k0) * es);
+                    k = k1 - 1;
+                    continue;
+                }
                 if (p.mode == PAD_CONSTANT)
                     memcpy(o + (size_t)k * es, cval, es);
                 else
-                    memcpy(o + (size_t)k * es, src + (size_t)pad_src(p.mode, i, dlast) * es, es);
-            }
-            if (k1 > k0)
-                memcpy(o + (size_t)k0 * es, src + (size_t)(k0 - pbl) * es, (size_t)(k1 - k0) * es);
-            for (int64_t k = sn_imax(k1, k0); k < olast; k++) {
-                int64_t i = k - pbl;
-                if (p.mode == PAD_CONSTANT)
-                    memcpy(o + (size_t)k * es, cval, es);
-                else
-                    memcpy(o + (size_t)k * es, src + (size_t)pad_src(p.mode, i, dlast) * es, es);
+                    memcpy(o + (size_t)k * es, src + (size_t)pad_src(p.mode, k - pbl, dlast) * es,
+                           es);
             }
         }
         o += (size_t)olast * es;
@@ -965,8 +971,9 @@ static int expand_infer(sn_infer_ctx *c) {
             return KFAIL(SNUG_ERR_INVALID_ARG, "negative dim %lld in shape", (long long)shp[i]);
     int r;
     int64_t od[SN_MAX_RANK];
-    if (sn_broadcast_shape(x->rank, x->dims, n, shp, &r, od, c->err))
-        return sn_err_prefix(c->err, "Expand node '%s'", c->node->p->name);
+    sn_err e = {0};
+    if (sn_broadcast_shape(x->rank, x->dims, n, shp, &r, od, &e))
+        return KFAIL(SNUG_ERR_SHAPE, "%s", e.msg);
     sk_set_out(c->out[0], x->dtype, r, od);
     return SNUG_OK;
 }

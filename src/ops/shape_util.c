@@ -22,7 +22,79 @@ int sk_read_ints(const sn_node *node, sn_err *err, const sn_tensor *t, const cha
     return 1;
 }
 
+int sk_ws_declare(sn_prep_ctx *c, size_t bytes) {
+    sk_ws_state *s = c->state ? c->state : sn_malloc(sizeof *s);
+    if (!s)
+        return sn_kfail(c->err, c->node, SNUG_ERR_OOM, "out of memory");
+    s->bytes = bytes;
+    c->state = s;
+    c->workspace = bytes;
+    return SNUG_OK;
+}
+
+void sk_ws_free(void *state) { sn_free(state); }
+
 #define SK_MAXR (2 * SN_MAX_RANK)
+
+/* Tiled copy for sk_copy_strided: d/s are the merged dims and source byte
+ * strides, axis k has source stride es, the last axis is strided. */
+static void tiled_copy(void *dst, const void *src, int r, const int64_t *d, const int64_t *s,
+                       int k, size_t es) {
+    enum { TB = 16 };
+    int64_t ost[SK_MAXR]; /* dense output strides in bytes */
+    int64_t acc = (int64_t)es;
+    for (int i = r - 1; i >= 0; i--) {
+        ost[i] = acc;
+        acc *= d[i];
+    }
+    int64_t nk = d[k], nl = d[r - 1], sl = s[r - 1], ok = ost[k];
+    int64_t idx[SK_MAXR] = {0};
+    const char *ib = src;
+    char *ob = dst;
+    for (;;) {
+        for (int64_t k0 = 0; k0 < nk; k0 += TB)
+            for (int64_t l0 = 0; l0 < nl; l0 += TB) {
+                int64_t k1 = k0 + TB < nk ? k0 + TB : nk, l1 = l0 + TB < nl ? l0 + TB : nl;
+                for (int64_t kk = k0; kk < k1; kk++) {
+                    char *op = ob + kk * ok;
+                    const char *ip = ib + kk * (int64_t)es;
+                    switch (es) {
+                    case 4:
+                        for (int64_t l = l0; l < l1; l++)
+                            memcpy(op + l * 4, ip + l * sl, 4);
+                        break;
+                    case 2:
+                        for (int64_t l = l0; l < l1; l++)
+                            memcpy(op + l * 2, ip + l * sl, 2);
+                        break;
+                    case 8:
+                        for (int64_t l = l0; l < l1; l++)
+                            memcpy(op + l * 8, ip + l * sl, 8);
+                        break;
+                    default:
+                        for (int64_t l = l0; l < l1; l++)
+                            op[l] = ip[l * sl];
+                        break;
+                    }
+                }
+            }
+        /* next position over the other axes */
+        int a = r - 2;
+        for (; a >= 0; a--) {
+            if (a == k)
+                continue;
+            ib += s[a];
+            ob += ost[a];
+            if (++idx[a] < d[a])
+                break;
+            ib -= s[a] * d[a];
+            ob -= ost[a] * d[a];
+            idx[a] = 0;
+        }
+        if (a < 0)
+            break;
+    }
+}
 
 void sk_copy_strided(void *dst, const void *src, int rank, const int64_t *dims,
                      const int64_t *bstride, size_t es) {
@@ -48,6 +120,18 @@ void sk_copy_strided(void *dst, const void *src, int rank, const int64_t *dims,
     if (r == 0) {
         memcpy(o, base, es);
         return;
+    }
+    /* a transpose whose source-contiguous axis k is not innermost: copy
+     * tiles of (k, last) so that reads and writes both stay in cache */
+    if (r >= 2 && s[r - 1] != (int64_t)es && (es == 4 || es == 2 || es == 8 || es == 1)) {
+        int k = -1;
+        for (int i = 0; i < r - 1; i++)
+            if (s[i] == (int64_t)es)
+                k = i;
+        if (k >= 0 && d[k] >= 8 && d[r - 1] >= 8) {
+            tiled_copy(dst, src, r, d, s, k, es);
+            return;
+        }
     }
     /* inner run: a contiguous chunk (memcpy) or a strided row */
     int64_t inner = d[r - 1], ist = s[r - 1];

@@ -42,4 +42,19 @@ static inline int64_t sk_prod(const int64_t *dims, int a, int b) {
     return p;
 }
 
+/* Per-node state of kernels that size a workspace in prepare: run checks
+ * that its actual need fits what prepare declared (shapes may have changed
+ * without the caller noticing). */
+typedef struct sk_ws_state {
+    size_t bytes;
+} sk_ws_state;
+/* Sets c->workspace = bytes and c->state to a new sk_ws_state. */
+int sk_ws_declare(sn_prep_ctx *c, size_t bytes);
+void sk_ws_free(void *state);
+/* True when need bytes fit the workspace declared for this node. */
+static inline bool sk_ws_fits(const sn_kctx *c, size_t need) {
+    const sk_ws_state *s = c->state;
+    return s && c->ws && need <= s->bytes;
+}
+
 #endif

@@ -123,8 +123,13 @@ static int dft_args_get(const sn_node *node, int n_in, const sn_tensor *const *i
     if (node->opset >= 20) {
         axis = -2;
         const sn_tensor *at = opt_in(in, n_in, 2);
-        if (at && !scalar_i64(at, &axis))
-            return sn_kfail(err, node, SNUG_ERR_UNSUPPORTED, "axis input must be a known integer scalar");
+        if (at && !scalar_i64(at, &axis)) {
+            if (at->data || !sn_dtype_is_int(at->dtype))
+                return sn_kfail(err, node, SNUG_ERR_TYPE, "axis must be an integer scalar");
+            a->axis = -1; /* known at run time */
+            a->n_known = false;
+            return SNUG_OK;
+        }
     } else {
         axis = sn_attr_int(node, "axis", 1);
     }
@@ -173,6 +178,12 @@ static int dft_infer(sn_infer_ctx *c) {
     dft_args a;
     SN_TRY(dft_args_get(c->node, c->n_in, c->in, &a, c->err));
     sn_tensor_set_shape(o, x->rank, x->dims);
+    if (a.axis < 0) {
+        for (int i = 0; i < x->rank - 1; i++)
+            o->dims[i] = SN_DIM_UNKNOWN;
+        o->dims[x->rank - 1] = a.inverse && a.onesided ? 1 : 2;
+        return SNUG_OK;
+    }
     int64_t len = SN_DIM_UNKNOWN;
     if (a.n_known)
         len = a.inverse ? a.n : a.onesided ? a.n / 2 + 1 : a.n;
@@ -204,6 +215,8 @@ static int dft_run(sn_kctx *c) {
     sn_tensor *y = c->out[0];
     dft_args a;
     SN_TRY(dft_args_get(c->node, c->n_in, c->in, &a, c->err));
+    if (a.axis < 0 || !a.n_known)
+        return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "axis or dft_length unknown at run time");
     if (sn_tensor_numel(y) == 0)
         return SNUG_OK;
     const int64_t n = a.n;

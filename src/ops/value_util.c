@@ -16,7 +16,7 @@ static size_t string_bytes(const sn_tensor *t) {
  * their bytes copied into pool. */
 static void copy_elems(const sn_tensor *src, sn_tensor *dst, char *pool) {
     size_t nb = sn_tensor_nbytes(src);
-    if (nb)
+    if (nb && src->data)
         memcpy(dst->data, src->data, nb);
     if (src->dtype == SN_STRING) {
         int64_t k = sn_tensor_numel(src);

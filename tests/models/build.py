@@ -268,6 +268,8 @@ def plan(presets: list[str], styles: list[str] | None) -> list[tuple[str, str]]:
         for s in (styles or C.DEFAULT_STYLES[p]):
             if s not in C.STYLES + C.EXTRA_STYLES:
                 raise SystemExit(f"unknown style {s}; one of {', '.join(C.STYLES + C.EXTRA_STYLES)}")
+            if s == "genai-q41" and p != C.REAL:
+                raise SystemExit("genai-q41 re-encodes the GGUF's own quantization: only for " + C.REAL)
             todo.append((p, s))
         if p == C.REAL and styles is None:
             todo.append((p, "tokenizer"))

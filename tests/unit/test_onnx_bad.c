@@ -377,7 +377,7 @@ static void test_corpus(void) {
     void *buf;
     size_t len;
     if (sn_file_read(STORIES, &buf, &len, &err) == 0) {
-        corpus(buf, len, NULL, 300);
+        corpus(buf, len, NULL, 1000);
         sn_free(buf);
     } else {
         CHECK_RC(1, 0, err, NULL);

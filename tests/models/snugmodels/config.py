@@ -100,9 +100,9 @@ ALL_PRESETS = [REAL] + list(PRESETS)
 
 # Styles: how a model is written. The *-noname / *-extdata variants are the same graph.
 STYLES = ["optimum", "optimum-noname", "optimum-extdata", "genai", "onnxscript"]
-EXTRA_STYLES = ["genai-acc0", "genai-fp32"]  # benchmarks / conversion checks
+EXTRA_STYLES = ["genai-acc0", "genai-fp32", "genai-q41"]  # benchmarks / conversion checks; q41: real model only
 DEFAULT_STYLES = {
-    REAL: STYLES,
+    REAL: STYLES + ["genai-q41"],
     "tiny": STYLES + ["genai-acc0", "genai-fp32"],
     "smollm2-360m": ["optimum", "genai", "genai-acc0"],
     "tinyllama-1.1b": ["optimum-extdata", "genai", "genai-acc0"],

@@ -205,16 +205,52 @@ class _Standard:
 # --------------------------------------------------------------------------- genai
 
 
+def gguf_to_nbits(raw) -> tuple[int, np.ndarray, np.ndarray, np.ndarray | None]:
+    """Re-encode GGUF blocks losslessly as MatMulNBits (block 32): Q4_1 (d*q + m) as
+    4 bits with float zero points -m/d; Q8_0 (d*q, q int8) as 8 bits with the default
+    zero point 128. Returns (bits, B, scales, zero_points or None)."""
+    kind, codes, d, m = raw
+    n, k = codes.shape
+    kb = k // 32
+    if kind == "q4_1":
+        q = codes.reshape(n, kb, 32).copy()
+        scale = d.copy()
+        flat = scale == 0.0
+        zp = np.where(flat, 0.0, -m / np.where(flat, 1.0, d)).astype(np.float32)
+        # a constant block (d == 0) is m everywhere: code 1, zero point 0, scale m
+        q[flat] = 1
+        scale[flat] = m[flat]
+        b = (q[:, :, 0::2] | (q[:, :, 1::2] << 4)).astype(np.uint8)
+        return 4, b, scale.reshape(-1).astype(np.float32), zp.reshape(-1)
+    if kind == "q8_0":
+        b = (codes.astype(np.int16) + 128).astype(np.uint8).reshape(n, kb, 32)
+        return 8, b, d.reshape(-1).astype(np.float32), None
+    raise ValueError(kind)
+
+
 class _Genai:
-    def __init__(self, cfg: LlmConfig, w: Weights, quant: bool, accuracy_level: int, block: int):
+    def __init__(self, cfg: LlmConfig, w: Weights, quant: bool, accuracy_level: int, block: int,
+                 from_gguf: bool = False):
         self.cfg, self.w = cfg, w
         self.quant, self.acc, self.block = quant, accuracy_level, block
+        self.from_gguf = from_gguf
         self.g = Graph(GenaiNaming())
 
-    def linear(self, x: str, w_hf: np.ndarray, outputs=None) -> str:
+    def linear(self, x: str, w_hf: np.ndarray, key: str = "", outputs=None) -> str:
         """MatMul (fp32) or MatMulNBits; the node is named in the current scope."""
         g = self.g
         base = g.naming.node_name(g._scope, "MatMul", 0).lstrip("/").replace("/", ".")
+        if self.from_gguf:
+            raw = self.w.gguf_quant.get(key)
+            if raw is None:
+                raise ValueError(f"no GGUF quantization for {key}")
+            bits, b, scales, zp = gguf_to_nbits(raw)
+            n, k = w_hf.shape
+            ins = [x, g.initializer(base + ".qweight", b), g.initializer(base + ".scales", scales)]
+            if zp is not None:
+                ins.append(g.initializer(base + ".qzeros", zp))
+            return g.op("MatMulNBits", ins, domain="com.microsoft", name_op="MatMulNBits", outputs=outputs,
+                        K=k, N=n, bits=bits, block_size=32, accuracy_level=self.acc)
         w_kn = np.ascontiguousarray(w_hf.T)
         k, n = w_kn.shape
         if not self.quant:
@@ -267,11 +303,11 @@ class _Genai:
                                                      f"{pre}.input_layernorm.weight")
                 with g.scope("attn"):
                     with g.scope("q_proj"):
-                        q = self.linear(x, lw.q)
+                        q = self.linear(x, lw.q, f"layers.{i}.q")
                     with g.scope("k_proj"):
-                        k = self.linear(x, lw.k)
+                        k = self.linear(x, lw.k, f"layers.{i}.k")
                     with g.scope("v_proj"):
-                        v = self.linear(x, lw.v)
+                        v = self.linear(x, lw.v, f"layers.{i}.v")
                     attn = g.op("GroupQueryAttention",
                                 [q, k, v, past[i][0], past[i][1], seqlens_k, total, cos_name, sin_name],
                                 domain="com.microsoft",
@@ -279,24 +315,24 @@ class _Genai:
                                 num_heads=nh, kv_num_heads=kvh, do_rotary=1, rotary_interleaved=0,
                                 local_window_size=-1, scale=float(np.float32(1.0 / np.sqrt(hd))))[0]
                     with g.scope("o_proj"):
-                        o = self.linear(attn, lw.o)
+                        o = self.linear(attn, lw.o, f"layers.{i}.o")
                 with g.scope("post_attention_layernorm"):
                     x, residual = self.skip_norm(o, residual, lw.post_norm, f"{pre}.post_attention_layernorm.weight")
                 with g.scope("mlp"):
                     with g.scope("gate_proj"):
-                        gate = self.linear(x, lw.gate)
+                        gate = self.linear(x, lw.gate, f"layers.{i}.gate")
                     with g.scope("up_proj"):
-                        up = self.linear(x, lw.up)
+                        up = self.linear(x, lw.up, f"layers.{i}.up")
                     with g.scope("act_fn"):
                         act = g.op("Mul", [gate, g.op("Sigmoid", [gate])])
                     prod = g.op("Mul", [act, up])
                     with g.scope("down_proj"):
-                        mlp_out = self.linear(prod, lw.down)
+                        mlp_out = self.linear(prod, lw.down, f"layers.{i}.down")
         L = cfg.layers
         with g.scope("model", f"layers.{L}", "final_norm_layernorm"):
             x, _ = self.skip_norm(mlp_out, residual, w.final_norm, f"model.layers.{L}.final_norm_layernorm.weight")
         with g.scope("lm_head"):
-            self.linear(x, w.lm_head, outputs=["logits"])
+            self.linear(x, w.lm_head, "lm_head", outputs=["logits"])
         g.output("logits", FLOAT, [b, s, cfg.vocab])
         for i in range(cfg.layers):
             g.output(f"present.{i}.key", FLOAT, [b, kvh, t, hd])
@@ -321,12 +357,16 @@ def write_model(cfg: LlmConfig, w: Weights, style: str, path: str, accuracy_leve
             opsets, ir, producer = {"": 18}, 10, ("pytorch", "2.7.0")
     elif base == "genai":
         quant = style != "genai-fp32"
-        acc = 0 if style == "genai-acc0" else accuracy_level
-        g = _Genai(cfg, w, quant=quant, accuracy_level=acc, block=block).build()
+        acc = 0 if style in ("genai-acc0", "genai-q41") else accuracy_level
+        g = _Genai(cfg, w, quant=quant, accuracy_level=acc, block=block,
+                   from_gguf=(style == "genai-q41")).build()
         opsets, ir, producer = {"": 21, "com.microsoft": 1}, 10, ("onnxruntime-genai", "0.8.0")
     else:
         raise ValueError(f"unknown style {style}")
-    if base == "genai" and style != "genai-fp32":
+    if style == "genai-q41":
+        extra = {"accuracy_level": acc, "block_size": 32, "bits": "4 (Q4_1 layers, float zero points), "
+                 "8 (lm_head from the Q8_0 embedding)"}
+    elif base == "genai" and style != "genai-fp32":
         extra = {"accuracy_level": acc, "block_size": block, "bits": 4}
     else:
         extra = {}

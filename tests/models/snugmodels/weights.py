@@ -28,6 +28,10 @@ class Weights:
     layers: list[LayerWeights]
     final_norm: np.ndarray   # [H]
     lm_head: np.ndarray      # [V, H]; the same array as embed when tied
+    # GGUF block quantization of a weight, when the source had one, keyed like
+    # "layers.3.q" / "lm_head": (kind, codes uint8/int8 [out, in], d f32 [out, in/32],
+    # m f32 [out, in/32] or None); value = d*q (+ m). Rows already un-permuted.
+    gguf_quant: dict = dataclasses.field(default_factory=dict)
 
 
 def random_weights(cfg: LlmConfig) -> Weights:
@@ -101,6 +105,34 @@ def _unpermute_rope(w: np.ndarray, n_head: int) -> np.ndarray:
     return w.reshape(n_head, hd // 2, 2, cols).swapaxes(1, 2).reshape(rows, cols)
 
 
+def _raw_blocks(t) -> tuple | None:
+    """Codes and block constants of a Q4_1 / Q8_0 tensor (32 values per block)."""
+    import gguf
+    rows = int(t.data.shape[0])
+    if t.tensor_type == gguf.GGMLQuantizationType.Q4_1:
+        blk = np.asarray(t.data, dtype=np.uint8).reshape(rows, -1, 20)
+        d = blk[:, :, 0:2].copy().view(np.float16)[:, :, 0].astype(np.float32)
+        m = blk[:, :, 2:4].copy().view(np.float16)[:, :, 0].astype(np.float32)
+        qs = blk[:, :, 4:20]
+        codes = np.concatenate([qs & 0x0F, qs >> 4], axis=2).reshape(rows, -1)
+        return ("q4_1", codes.astype(np.uint8), d, m)
+    if t.tensor_type == gguf.GGMLQuantizationType.Q8_0:
+        blk = np.asarray(t.data, dtype=np.uint8).reshape(rows, -1, 34)
+        d = blk[:, :, 0:2].copy().view(np.float16)[:, :, 0].astype(np.float32)
+        codes = blk[:, :, 2:34].copy().view(np.int8).reshape(rows, -1)
+        return ("q8_0", codes, d, None)
+    return None
+
+
+def _raw_dequant(raw) -> np.ndarray:
+    kind, codes, d, m = raw
+    rows, n = codes.shape
+    v = codes.reshape(rows, -1, 32).astype(np.float32) * d[:, :, None]
+    if m is not None:
+        v += m[:, :, None]
+    return v.reshape(rows, n)
+
+
 def read_gguf(path: str) -> tuple[LlmConfig, Weights, GgufTokenizer, dict]:
     """Read a llama-architecture GGUF: config, dequantized fp32 weights, tokenizer."""
     import gguf
@@ -144,21 +176,40 @@ def read_gguf(path: str) -> tuple[LlmConfig, Weights, GgufTokenizer, dict]:
         shape = tuple(int(d) for d in reversed(list(t.shape)))
         return np.ascontiguousarray(w.reshape(shape).astype(np.float32, copy=False))
 
+    quant: dict = {}
+
+    def getq(name: str, key: str, rope_heads: int = 0) -> np.ndarray:
+        """Dequantized weight; its raw blocks are kept in `quant` (checked against
+        gguf's own dequantization)."""
+        w = get(name)
+        raw = _raw_blocks(tensors[name])
+        if raw is not None:
+            if not np.array_equal(_raw_dequant(raw), w):
+                raise ValueError(f"{name}: block parsing disagrees with gguf.dequantize")
+            if rope_heads:
+                kind, codes, d, m = raw
+                raw = (kind, _unpermute_rope(codes, rope_heads), _unpermute_rope(d, rope_heads),
+                       None if m is None else _unpermute_rope(m, rope_heads))
+            quant[key] = raw
+        return _unpermute_rope(w, rope_heads) if rope_heads else w
+
     layers = []
     for li in range(cfg.layers):
-        p = f"blk.{li}."
+        p, k = f"blk.{li}.", f"layers.{li}."
         layers.append(LayerWeights(
             input_norm=get(p + "attn_norm.weight"),
-            q=_unpermute_rope(get(p + "attn_q.weight"), heads),
-            k=_unpermute_rope(get(p + "attn_k.weight"), kv_heads),
-            v=get(p + "attn_v.weight"), o=get(p + "attn_output.weight"),
+            q=getq(p + "attn_q.weight", k + "q", heads),
+            k=getq(p + "attn_k.weight", k + "k", kv_heads),
+            v=getq(p + "attn_v.weight", k + "v"), o=getq(p + "attn_output.weight", k + "o"),
             post_norm=get(p + "ffn_norm.weight"),
-            gate=get(p + "ffn_gate.weight"), up=get(p + "ffn_up.weight"),
-            down=get(p + "ffn_down.weight")))
-    embed = get("token_embd.weight")
-    lm_head = embed if tie else get("output.weight")
+            gate=getq(p + "ffn_gate.weight", k + "gate"), up=getq(p + "ffn_up.weight", k + "up"),
+            down=getq(p + "ffn_down.weight", k + "down")))
+    embed = getq("token_embd.weight", "embed")
+    lm_head = embed if tie else getq("output.weight", "lm_head")
+    if tie and "embed" in quant:
+        quant["lm_head"] = quant["embed"]
     weights = Weights(embed=embed, layers=layers, final_norm=get("output_norm.weight"),
-                      lm_head=lm_head)
+                      lm_head=lm_head, gguf_quant=quant)
     tt = reader.fields["tokenizer.ggml.token_type"]
     token_types = [int(tt.parts[i][0]) for i in tt.data]
 

@@ -1,0 +1,380 @@
+/* Inner kernels of the LLM operators; see llm_kernels.h. The fast versions
+ * are plain loops written with independent lanes so GCC vectorizes them at
+ * -O2; the _ref versions are the obvious scalar code. */
+#include <math.h>
+#include <string.h>
+
+#include "ops/llm_kernels.h"
+
+#define LANES 8
+
+/* ---- dtype staging ------------------------------------------------------ */
+
+bool llm_is_real(sn_dtype t) {
+    return t == SN_F32 || t == SN_F16 || t == SN_BF16 || t == SN_F64;
+}
+
+void llm_to_f32(sn_dtype t, const void *src, float *dst, int64_t n) {
+    switch (t) {
+    case SN_F32:
+        if ((const void *)dst != src)
+            memmove(dst, src, (size_t)n * sizeof(float));
+        break;
+    case SN_F16:
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = sn_f16_to_f32(((const uint16_t *)src)[i]);
+        break;
+    case SN_BF16:
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = sn_bf16_to_f32(((const uint16_t *)src)[i]);
+        break;
+    case SN_F64:
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = (float)((const double *)src)[i];
+        break;
+    default:
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = (float)sn_load_f64(t, src, (size_t)i);
+        break;
+    }
+}
+
+void llm_from_f32(sn_dtype t, const float *src, void *dst, int64_t n) {
+    switch (t) {
+    case SN_F32:
+        if ((void *)src != dst)
+            memmove(dst, src, (size_t)n * sizeof(float));
+        break;
+    case SN_F16:
+        for (int64_t i = 0; i < n; i++)
+            ((uint16_t *)dst)[i] = sn_f32_to_f16(src[i]);
+        break;
+    case SN_BF16:
+        for (int64_t i = 0; i < n; i++)
+            ((uint16_t *)dst)[i] = sn_f32_to_bf16(src[i]);
+        break;
+    case SN_F64:
+        for (int64_t i = 0; i < n; i++)
+            ((double *)dst)[i] = src[i];
+        break;
+    default:
+        for (int64_t i = 0; i < n; i++)
+            sn_store_f64(t, dst, (size_t)i, src[i]);
+        break;
+    }
+}
+
+/* ---- reductions --------------------------------------------------------- */
+
+static inline float lanes_sum(const float *acc) {
+    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+float llm_dot(const float *a, const float *b, int64_t n) {
+    float acc[LANES] = {0};
+    int64_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int j = 0; j < LANES; j++)
+            acc[j] += a[i + j] * b[i + j];
+    float s = lanes_sum(acc);
+    for (; i < n; i++)
+        s += a[i] * b[i];
+    return s;
+}
+
+float llm_dot_ref(const float *a, const float *b, int64_t n) {
+    double s = 0;
+    for (int64_t i = 0; i < n; i++)
+        s += (double)a[i] * b[i];
+    return (float)s;
+}
+
+/* ---- block quantization ------------------------------------------------- */
+
+static inline int q_code(const uint8_t *blob, int bits, int64_t i) {
+    int64_t bit = i * bits;
+    return (blob[bit >> 3] >> (bit & 7)) & ((1 << bits) - 1);
+}
+
+void llm_q_dequant_ref(const uint8_t *blob, int bits, int64_t len, float scale, float zp,
+                       float *out) {
+    for (int64_t i = 0; i < len; i++)
+        out[i] = ((float)q_code(blob, bits, i) - zp) * scale;
+}
+
+void llm_q_dequant(const uint8_t *blob, int bits, int64_t len, float scale, float zp,
+                   float *out) {
+    int64_t i = 0;
+    if (bits == 4) {
+        for (; i + 2 <= len; i += 2) {
+            uint8_t b = blob[i >> 1];
+            out[i] = ((float)(b & 15) - zp) * scale;
+            out[i + 1] = ((float)(b >> 4) - zp) * scale;
+        }
+    } else if (bits == 8) {
+        for (; i < len; i++)
+            out[i] = ((float)blob[i] - zp) * scale;
+    } else if (bits == 2) {
+        for (; i + 4 <= len; i += 4) {
+            uint8_t b = blob[i >> 2];
+            out[i] = ((float)(b & 3) - zp) * scale;
+            out[i + 1] = ((float)((b >> 2) & 3) - zp) * scale;
+            out[i + 2] = ((float)((b >> 4) & 3) - zp) * scale;
+            out[i + 3] = ((float)(b >> 6) - zp) * scale;
+        }
+    }
+    for (; i < len; i++)
+        out[i] = ((float)q_code(blob, bits, i) - zp) * scale;
+}
+
+void llm_q_codes(const uint8_t *blob, int bits, int64_t len, int zp, int16_t *out) {
+    int64_t i = 0;
+    if (bits == 4) {
+        for (; i + 2 <= len; i += 2) {
+            uint8_t b = blob[i >> 1];
+            out[i] = (int16_t)((b & 15) - zp);
+            out[i + 1] = (int16_t)((b >> 4) - zp);
+        }
+    } else if (bits == 8) {
+        for (; i < len; i++)
+            out[i] = (int16_t)(blob[i] - zp);
+    }
+    for (; i < len; i++)
+        out[i] = (int16_t)(q_code(blob, bits, i) - zp);
+}
+
+float llm_q8_quantize(const float *x, int64_t len, int8_t *q) {
+    float amax = 0;
+    for (int64_t i = 0; i < len; i++) {
+        float a = fabsf(x[i]);
+        amax = a > amax ? a : amax;
+    }
+    float scale = amax / 127.0f;
+    float inv = amax != 0.0f ? 127.0f / amax : 0.0f;
+    for (int64_t i = 0; i < len; i++) {
+        float r = nearbyintf(x[i] * inv);
+        r = r > 127.0f ? 127.0f : r < -127.0f ? -127.0f : r;
+        q[i] = (int8_t)r;
+    }
+    return scale;
+}
+
+int32_t llm_dot_i8_i16(const int8_t *a, const int16_t *b, int64_t n) {
+    int32_t s = 0;
+    for (int64_t i = 0; i < n; i++)
+        s += (int32_t)a[i] * b[i];
+    return s;
+}
+
+/* ---- normalization rows ------------------------------------------------- */
+
+static float sumsq(const float *x, int64_t n) {
+    return llm_dot(x, x, n);
+}
+
+float llm_rms_row(const float *x, const float *gamma, float eps, int64_t n, float *y) {
+    float inv = 1.0f / sqrtf(sumsq(x, n) / (float)n + eps);
+    if (gamma)
+        for (int64_t i = 0; i < n; i++)
+            y[i] = x[i] * inv * gamma[i];
+    else
+        for (int64_t i = 0; i < n; i++)
+            y[i] = x[i] * inv;
+    return inv;
+}
+
+float llm_rms_row_ref(const float *x, const float *gamma, float eps, int64_t n, float *y) {
+    double ss = 0;
+    for (int64_t i = 0; i < n; i++)
+        ss += (double)x[i] * x[i];
+    double inv = 1.0 / sqrt(ss / (double)n + eps);
+    for (int64_t i = 0; i < n; i++)
+        y[i] = (float)(x[i] * inv * (gamma ? gamma[i] : 1.0f));
+    return (float)inv;
+}
+
+float llm_ln_row(const float *x, const float *gamma, const float *beta, float eps, int64_t n,
+                 float *y, float *inv_std) {
+    float acc[LANES] = {0};
+    int64_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int j = 0; j < LANES; j++)
+            acc[j] += x[i + j];
+    float s = lanes_sum(acc);
+    for (; i < n; i++)
+        s += x[i];
+    float mean = s / (float)n;
+    float acc2[LANES] = {0};
+    for (i = 0; i + LANES <= n; i += LANES)
+        for (int j = 0; j < LANES; j++) {
+            float d = x[i + j] - mean;
+            acc2[j] += d * d;
+        }
+    float v = lanes_sum(acc2);
+    for (; i < n; i++)
+        v += (x[i] - mean) * (x[i] - mean);
+    float inv = 1.0f / sqrtf(v / (float)n + eps);
+    for (i = 0; i < n; i++) {
+        float t = (x[i] - mean) * inv;
+        if (gamma)
+            t *= gamma[i];
+        if (beta)
+            t += beta[i];
+        y[i] = t;
+    }
+    *inv_std = inv;
+    return mean;
+}
+
+float llm_ln_row_ref(const float *x, const float *gamma, const float *beta, float eps, int64_t n,
+                     float *y, float *inv_std) {
+    double s = 0, v = 0;
+    for (int64_t i = 0; i < n; i++)
+        s += x[i];
+    double mean = s / (double)n;
+    for (int64_t i = 0; i < n; i++)
+        v += (x[i] - mean) * (x[i] - mean);
+    double inv = 1.0 / sqrt(v / (double)n + eps);
+    for (int64_t i = 0; i < n; i++)
+        y[i] = (float)((x[i] - mean) * inv * (gamma ? gamma[i] : 1.0f) + (beta ? beta[i] : 0.0f));
+    *inv_std = (float)inv;
+    return (float)mean;
+}
+
+/* ---- rotary ------------------------------------------------------------- */
+
+void llm_rope(const float *x, float *y, const float *cos, const float *sin, int64_t rot_dim,
+              int64_t head, int interleaved) {
+    int64_t half = rot_dim / 2;
+    if (interleaved) {
+        for (int64_t i = 0; i < half; i++) {
+            float a = x[2 * i], b = x[2 * i + 1];
+            y[2 * i] = a * cos[i] - b * sin[i];
+            y[2 * i + 1] = a * sin[i] + b * cos[i];
+        }
+    } else {
+        for (int64_t i = 0; i < half; i++) {
+            float a = x[i], b = x[i + half];
+            y[i] = a * cos[i] - b * sin[i];
+            y[i + half] = a * sin[i] + b * cos[i];
+        }
+    }
+    if (x != y && head > rot_dim)
+        memcpy(y + rot_dim, x + rot_dim, (size_t)(head - rot_dim) * sizeof(float));
+}
+
+void llm_rope_ref(const float *x, float *y, const float *cos, const float *sin, int64_t rot_dim,
+                  int64_t head, int interleaved) {
+    int64_t half = rot_dim / 2;
+    for (int64_t i = 0; i < half; i++) {
+        int64_t i1 = interleaved ? 2 * i : i, i2 = interleaved ? 2 * i + 1 : i + half;
+        double a = x[i1], b = x[i2];
+        y[i1] = (float)(a * cos[i] - b * sin[i]);
+        y[i2] = (float)(a * sin[i] + b * cos[i]);
+    }
+    for (int64_t i = rot_dim; i < head; i++)
+        y[i] = x[i];
+}
+
+/* ---- attention row ------------------------------------------------------ */
+
+#define ATTN_CHUNK 64
+
+/* Score of key j through softcap and biases; writes qk_out per mode. */
+static inline float attn_score(const llm_attn_row *r, int64_t j, float dot) {
+    float s = dot * r->scale;
+    if (r->qk_out && r->qk_mode == 0)
+        r->qk_out[j] = s;
+    if (r->softcap > 0 && !r->softcap_after_bias)
+        s = r->softcap * tanhf(s / r->softcap);
+    if (r->qk_out && r->qk_mode == 1)
+        r->qk_out[j] = s;
+    if (r->bias1)
+        s += j < r->bias1_len ? r->bias1[j] : -INFINITY;
+    if (r->bias2)
+        s += r->bias2[j];
+    if (r->softcap > 0 && r->softcap_after_bias)
+        s = r->softcap * tanhf(s / r->softcap);
+    if (r->qk_out && r->qk_mode >= 2)
+        r->qk_out[j] = s;
+    return s;
+}
+
+static void attn_finish(const llm_attn_row *r, const float *acc, float m, float l) {
+    if (r->sink) {
+        /* the sink logit joins the softmax denominator only */
+        float nm = m > r->sink_val ? m : r->sink_val;
+        float a = m == -INFINITY ? 0.0f : expf(m - nm);
+        l = l * a + expf(r->sink_val - nm);
+        for (int64_t d = 0; d < r->Hv; d++)
+            r->y[d] = acc[d] * a / l;
+        m = nm;
+    } else if (m == -INFINITY || !(l > 0)) {
+        float fill = r->zero_if_masked ? 0.0f : NAN;
+        for (int64_t d = 0; d < r->Hv; d++)
+            r->y[d] = fill;
+    } else {
+        float inv = 1.0f / l;
+        for (int64_t d = 0; d < r->Hv; d++)
+            r->y[d] = acc[d] * inv;
+    }
+    if (r->qk_out && r->qk_mode == 3) {
+        bool dead = m == -INFINITY || !(l > 0);
+        for (int64_t j = r->lo; j < r->hi; j++)
+            r->qk_out[j] = dead ? (r->zero_if_masked ? 0.0f : NAN) : expf(r->qk_out[j] - m) / l;
+    }
+}
+
+void llm_attn_row_run(const llm_attn_row *r, float *acc) {
+    float sc[ATTN_CHUNK];
+    float m = -INFINITY, l = 0;
+    for (int64_t d = 0; d < r->Hv; d++)
+        acc[d] = 0;
+    for (int64_t c0 = r->lo; c0 < r->hi; c0 += ATTN_CHUNK) {
+        int64_t n = sn_imin(ATTN_CHUNK, r->hi - c0);
+        float cm = -INFINITY;
+        for (int64_t t = 0; t < n; t++) {
+            int64_t j = c0 + t;
+            sc[t] = attn_score(r, j, llm_dot(r->q, r->k + j * r->k_stride, r->H));
+            cm = sc[t] > cm ? sc[t] : cm;
+        }
+        if (cm == -INFINITY)
+            continue;
+        float nm = m > cm ? m : cm;
+        if (nm != m) {
+            float a = m == -INFINITY ? 0.0f : expf(m - nm);
+            l *= a;
+            for (int64_t d = 0; d < r->Hv; d++)
+                acc[d] *= a;
+            m = nm;
+        }
+        for (int64_t t = 0; t < n; t++) {
+            float p = expf(sc[t] - m);
+            const float *v = r->v + (c0 + t) * r->v_stride;
+            l += p;
+            for (int64_t d = 0; d < r->Hv; d++)
+                acc[d] += p * v[d];
+        }
+    }
+    attn_finish(r, acc, m, l);
+}
+
+void llm_attn_row_ref(const llm_attn_row *r, float *scores) {
+    float m = -INFINITY;
+    for (int64_t j = r->lo; j < r->hi; j++) {
+        scores[j] = attn_score(r, j, llm_dot_ref(r->q, r->k + j * r->k_stride, r->H));
+        m = scores[j] > m ? scores[j] : m;
+    }
+    double l = 0;
+    if (m != -INFINITY)
+        for (int64_t j = r->lo; j < r->hi; j++)
+            l += exp((double)scores[j] - m);
+    for (int64_t d = 0; d < r->Hv; d++) {
+        double s = 0;
+        if (m != -INFINITY)
+            for (int64_t j = r->lo; j < r->hi; j++)
+                s += exp((double)scores[j] - m) * r->v[j * r->v_stride + d];
+        r->y[d] = (float)s; /* unnormalized: finished below */
+    }
+    attn_finish(r, r->y, m, (float)l); /* normalizes the sums in place */
+}

@@ -1,0 +1,91 @@
+/* Inner kernels of the LLM operators (src/ops/contrib.c, llm_matmulnbits.c,
+ * llm_attention.c). Each fast kernel has a plain scalar reference next to it
+ * (suffix _ref) that tests/unit/test_llm_kernels.c checks it against; a
+ * later SIMD pass replaces the fast bodies, not the callers. */
+#ifndef SN_OPS_LLM_KERNELS_H
+#define SN_OPS_LLM_KERNELS_H
+
+#include "core/core.h"
+
+/* ---- dtype staging: float16/bfloat16/double tensors are computed in float */
+
+/* True for the float types the LLM kernels accept (f32, f16, bf16, f64). */
+bool llm_is_real(sn_dtype t);
+void llm_to_f32(sn_dtype t, const void *src, float *dst, int64_t n);
+void llm_from_f32(sn_dtype t, const float *src, void *dst, int64_t n);
+
+/* ---- reductions -------------------------------------------------------- */
+
+float llm_dot(const float *a, const float *b, int64_t n);
+float llm_dot_ref(const float *a, const float *b, int64_t n);
+
+/* ---- block quantization (MatMulNBits) ----------------------------------
+ * A block holds up to block_size codes of `bits` bits packed low-first into
+ * bytes. Dequantized value = (code - zp) * scale. */
+
+/* Dequantizes the first len codes of blob into out. bits: 2, 4 or 8. */
+void llm_q_dequant(const uint8_t *blob, int bits, int64_t len, float scale, float zp, float *out);
+void llm_q_dequant_ref(const uint8_t *blob, int bits, int64_t len, float scale, float zp,
+                       float *out);
+/* Codes minus an integer zero point as int8-range ints (for the int8 path;
+ * 8-bit codes minus zp may exceed int8, hence int16). */
+void llm_q_codes(const uint8_t *blob, int bits, int64_t len, int zp, int16_t *out);
+/* Symmetric int8 quantization of x[0..len) (scale = max|x| / 127; codes
+ * rounded to nearest even); returns the scale. */
+float llm_q8_quantize(const float *x, int64_t len, int8_t *q);
+int32_t llm_dot_i8_i16(const int8_t *a, const int16_t *b, int64_t n);
+
+/* ---- normalization rows -------------------------------------------------- */
+
+/* y = x * inv_rms * gamma (gamma may be NULL: 1); returns inv_rms. */
+float llm_rms_row(const float *x, const float *gamma, float eps, int64_t n, float *y);
+float llm_rms_row_ref(const float *x, const float *gamma, float eps, int64_t n, float *y);
+/* y = (x - mean) * inv_std * gamma + beta (gamma/beta may be NULL);
+ * returns mean, *inv_std set. */
+float llm_ln_row(const float *x, const float *gamma, const float *beta, float eps, int64_t n,
+                 float *y, float *inv_std);
+float llm_ln_row_ref(const float *x, const float *gamma, const float *beta, float eps, int64_t n,
+                     float *y, float *inv_std);
+
+/* ---- rotary embedding ---------------------------------------------------
+ * Rotates the first rot_dim values of one head vector x[0..head) by the
+ * angles whose cos/sin are cos[0..rot_dim/2), sin[...]; the rest is copied.
+ * interleaved: pairs (x[2i], x[2i+1]); else (x[i], x[i + rot_dim/2]).
+ * x and y may be the same. */
+void llm_rope(const float *x, float *y, const float *cos, const float *sin, int64_t rot_dim,
+              int64_t head, int interleaved);
+void llm_rope_ref(const float *x, float *y, const float *cos, const float *sin, int64_t rot_dim,
+                  int64_t head, int interleaved);
+
+/* ---- attention ----------------------------------------------------------
+ * One query row against keys [lo, hi) of one head: scores = scale * q.k,
+ * optional softcap, additive biases, softmax (online, in chunks, so no
+ * scratch proportional to the key count), then y = sum p_j v_j. */
+
+typedef struct llm_attn_row {
+    const float *q;        /* [H] */
+    const float *k;        /* key j at k + j * k_stride, [H] each */
+    const float *v;        /* value j at v + j * v_stride, [Hv] each */
+    int64_t k_stride, v_stride;
+    int64_t H, Hv;
+    int64_t lo, hi;        /* keys attended: [lo, hi) */
+    float scale;
+    float softcap;         /* > 0: s = softcap * tanh(s / softcap) */
+    int softcap_after_bias;
+    const float *bias1;    /* additive bias indexed by key j (may be NULL) */
+    const float *bias2;
+    int64_t bias1_len;     /* keys >= this get -inf from bias1 (padding) */
+    float *qk_out;         /* if non-NULL: scores written per key j (see qk_mode) */
+    int qk_mode;           /* 0 raw q.k*scale, 1 after softcap, 2 with bias, 3 probabilities */
+    int sink;              /* smooth softmax: extra logit sink_val in the denominator */
+    float sink_val;
+    int zero_if_masked;    /* all keys at -inf: output zeros (else NaN like the math) */
+    float *y;              /* [Hv] */
+} llm_attn_row;
+
+/* acc: Hv floats of scratch. */
+void llm_attn_row_run(const llm_attn_row *r, float *acc);
+/* Two-pass reference (scores in a buffer of hi floats). */
+void llm_attn_row_ref(const llm_attn_row *r, float *scores);
+
+#endif

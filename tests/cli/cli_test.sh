@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# End-to-end checks of the snug CLI: help texts, info and run on the
+# stories260K fixture, and clear errors (exit status 1 or 2 with a message,
+# never a crash) on bad input.
+set -uo pipefail
+snug=$1
+fix=../shared/fixtures/stories260K/stories260K_kv.onnx
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0; passes=0
+ok() { passes=$((passes + 1)); }
+bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# expect STATUS PATTERN -- command...: runs it, checks exit status and that
+# stdout+stderr match the pattern.
+expect() {
+  local want=$1 pat=$2; shift 3
+  local out rc
+  out=$("$@" 2>&1); rc=$?
+  if [ "$rc" != "$want" ]; then bad "$* -> exit $rc, want $want: $(echo "$out" | head -3)"; return; fi
+  if ! grep -qE -- "$pat" <<<"$out"; then bad "$* -> output lacks /$pat/: $(echo "$out" | head -3)"; return; fi
+  ok
+}
+
+expect 0 "usage: snug COMMAND" -- "$snug" --help
+expect 2 "usage: snug COMMAND" -- "$snug"
+expect 2 "unknown command" -- "$snug" frobnicate
+expect 0 "usage: snug info" -- "$snug" info --help
+expect 0 "usage: snug run" -- "$snug" run --help
+expect 0 "usage: snug ops" -- "$snug" ops --help
+expect 0 "MatMul" -- "$snug" ops
+expect 0 "parameters 297170" -- "$snug" info "$fix"
+expect 0 "past_sequence_length" -- "$snug" info "$fix"
+expect 1 "No such file|cannot open" -- "$snug" info "$tmp/missing.onnx"
+expect 2 "missing MODEL" -- "$snug" run
+expect 2 "unknown option" -- "$snug" run "$fix" --bogus
+expect 2 "NAME=FILE" -- "$snug" run "$fix" --input foo
+expect 1 "no input of that name" -- "$snug" run "$fix" --input nope=x.npy
+expect 1 "no symbolic dim of that name" -- "$snug" run "$fix" --dim nope=3
+expect 2 "non-negative integer" -- "$snug" run "$fix" --dim sequence_length=-3
+expect 0 "logits +float32 +\[1,4,512\]" -- "$snug" run "$fix" --dim sequence_length=4 --dim past_sequence_length=0
+expect 0 "present.4.value +float32 +\[1,4,7,8\]" -- "$snug" run "$fix" --dim sequence_length=2 --dim past_sequence_length=5
+# Outputs round-trip: written .pb files feed the next run as inputs.
+expect 0 "wrote 11 outputs" -- "$snug" run "$fix" --dim sequence_length=3 --dim past_sequence_length=0 --output-dir "$tmp/out"
+args=()
+for l in 0 1 2 3 4; do
+  args+=(--input "past_key_values.$l.key=$tmp/out/output_$((1 + 2 * l)).pb")
+  args+=(--input "past_key_values.$l.value=$tmp/out/output_$((2 + 2 * l)).pb")
+done
+expect 0 "present.0.key +float32 +\[1,4,4,8\]" -- "$snug" run "$fix" --dim sequence_length=1 "${args[@]}"
+# Wrong input file type or shape: a clear error.
+expect 1 "input 'past_key_values.0.key'" -- "$snug" run "$fix" --input "past_key_values.0.key=$tmp/out/output_0.pb"
+printf 'garbage' > "$tmp/bad.pb"
+expect 1 "input 'input_ids' from" -- "$snug" run "$fix" --input "input_ids=$tmp/bad.pb"
+# Broken model files: an error naming the problem, never a crash.
+head -c 5000 "$fix" > "$tmp/trunc.onnx"
+expect 1 "snug info: .*trunc.onnx: " -- "$snug" info "$tmp/trunc.onnx"
+: > "$tmp/empty.onnx"
+expect 1 "snug info: " -- "$snug" info "$tmp/empty.onnx"
+echo "cli: $passes passed, $fails failed"
+[ "$fails" = 0 ]
