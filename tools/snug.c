@@ -264,12 +264,14 @@ static const char k_run_help[] =
     "                      [0,10), bools alternating\n"
     "  --output-dir DIR    write output i to DIR/output_<i>.pb (created if missing)\n"
     "  --threads N         worker threads (default: all cores)\n"
-    "  --repeat N          run N times and report the time per run\n";
+    "  --repeat N          run N times and report the time per run\n"
+    "  --verbose           also print the execution plan's figures (nodes folded /\n"
+    "                      static / dynamic, arena size against its lower bound)\n";
 
 static int cmd_run(int argc, char **argv) {
     const char *path = NULL, *input_dir = NULL, *output_dir = NULL, *threads = NULL;
     kv inputs[256], dims[64];
-    int n_inputs = 0, n_dims = 0, repeat = 1;
+    int n_inputs = 0, n_dims = 0, repeat = 1, verbose = 0;
     uint64_t seed = 1;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -299,6 +301,8 @@ static int cmd_run(int argc, char **argv) {
         } else if (!strcmp(a, "--seed") && val) {
             seed = strtoull(val, NULL, 10);
             i++;
+        } else if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) {
+            verbose = 1;
         } else if (!strcmp(a, "--repeat") && val) {
             repeat = atoi(val);
             if (repeat < 1)
@@ -441,6 +445,16 @@ static int cmd_run(int argc, char **argv) {
         for (int i = 0; i < g->n_outputs; i++)
             summarize(g->values[g->outputs[i]].name, &out[i]);
         printf("time       %.3f ms per run (%d run%s)\n", ms, repeat, repeat > 1 ? "s" : "");
+    }
+    if (verbose) {
+        const sn_exec_stats *st = sn_exec_get_stats(s->exec);
+        char a[64], l[64], f[64];
+        human_bytes((double)st->arena_bytes, a, sizeof a);
+        human_bytes((double)st->lower_bound, l, sizeof l);
+        human_bytes((double)st->folded_bytes, f, sizeof f);
+        fprintf(stderr,
+                "plan       %d node(s) folded (%s), %d static, %d dynamic; arena %s (lower bound %s); %d plan(s) made\n",
+                st->n_folded, f, st->n_static, st->n_dynamic, a, l, st->n_plans);
     }
     status = 0;
 done:

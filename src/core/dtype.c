@@ -140,9 +140,14 @@ uint8_t sn_f32_to_f8(sn_dtype t, float f, bool saturate) {
     uint8_t sign = signbit(f) ? 0x80 : 0;
     float a = fabsf(f);
     if (a > maxv) {
-        if (saturate || !(inf || isinf(a)) )
-            return (saturate || !inf) ? (uint8_t)(sign | maxc) : (uint8_t)(sign | 0x7c);
-        return (uint8_t)(sign | 0x7c);
+        /* ONNX: saturate clamps finite values to the largest finite value
+         * (E5M2 keeps infinities); otherwise overflow is NaN, or infinity for
+         * E5M2, the one variant that has it. */
+        if (saturate && !(inf && isinf(a)))
+            return (uint8_t)(sign | maxc);
+        if (inf)
+            return (uint8_t)(sign | 0x7c);
+        return fnuz ? 0x80 : (uint8_t)(sign | 0x7f);
     }
     /* Nearest code, ties to even code, by search over the monotonic codes. */
     uint8_t best = 0;

@@ -461,7 +461,11 @@ static int run_dynamic(sn_exec *ex, const sn_node *n, sn_err *err) {
             sn_tensor *t = ex->argout[j];
             if (!t)
                 continue;
-            if (t->kind != SN_KIND_TENSOR || !sn_tensor_shape_known(t) || !sn_dtype_valid(t->dtype)) {
+            if (t->kind != SN_KIND_TENSOR) {
+                t->data = NULL; /* sequences and optionals: the kernel emits them */
+                continue;
+            }
+            if (!sn_tensor_shape_known(t) || !sn_dtype_valid(t->dtype)) {
                 char b[128];
                 return sn_kfail(err, n, SNUG_ERR_INTERNAL, "output %d has no concrete shape at run time (%s)",
                                 j, sn_shape_str(t, b, sizeof b));

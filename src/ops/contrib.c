@@ -156,7 +156,7 @@ static int norm_infer(sn_infer_ctx *c) {
     }
     if (x->rank == 0)
         return KFAIL(SNUG_ERR_SHAPE, "input must have rank >= 1");
-    int axis;
+    int axis = 0;
     SN_TRY(norm_axis(c, x, &axis));
     int64_t n = prod(x->dims, axis, x->rank), gn = numel(g);
     if (n >= 0 && gn >= 0 && gn != n && gn != 1)

@@ -289,6 +289,8 @@ static inline float attn_score(const llm_attn_row *r, int64_t j, float dot) {
         s = r->softcap * tanhf(s / r->softcap);
     if (r->qk_out && r->qk_mode == 1)
         r->qk_out[j] = s;
+    if (j < r->mask_lo || j >= r->mask_hi)
+        s += -INFINITY;
     if (r->bias1)
         s += j < r->bias1_len ? r->bias1[j] : -INFINITY;
     if (r->bias2)

@@ -68,7 +68,8 @@ typedef struct llm_attn_row {
     const float *v;        /* value j at v + j * v_stride, [Hv] each */
     int64_t k_stride, v_stride;
     int64_t H, Hv;
-    int64_t lo, hi;        /* keys attended: [lo, hi) */
+    int64_t lo, hi;        /* keys computed: [lo, hi) (work outside is skipped) */
+    int64_t mask_lo, mask_hi; /* keys outside [mask_lo, mask_hi) get -inf (still scored) */
     float scale;
     float softcap;         /* > 0: s = softcap * tanh(s / softcap) */
     int softcap_after_bias;

@@ -424,15 +424,36 @@ static int ein_run(sn_kctx *c) {
     for (int64_t o = 0; o < onum; o++) {
         double acc = 0;
         if (snum > 0) {
+            /* odometer over the summed labels but the last; the last one
+             * (size S) is a strided inner loop */
+            int last = sp.sum_n - 1;
+            int64_t S = last >= 0 ? sp.size[sp.sum_lab[last]] : 1;
+            int64_t ist[EIN_MAX_OPS] = {0};
+            for (int k = 0; k < K && last >= 0; k++)
+                ist[k] = str[k][sp.sum_lab[last]];
             int64_t off[EIN_MAX_OPS];
             memcpy(off, ooff, sizeof off);
             memset(sidx, 0, sizeof sidx);
-            for (int64_t s = 0; s < snum; s++) {
-                double p = 1;
-                for (int k = 0; k < K; k++)
-                    p *= ein_ld(dt, c->in[k]->data, off[k]);
-                acc += p;
-                for (int i = sp.sum_n - 1; i >= 0; i--) {
+            for (int64_t s = 0; s < snum; s += S) {
+                if (K == 2 && dt == SN_F32) {
+                    const float *a = (const float *)c->in[0]->data + off[0];
+                    const float *b = (const float *)c->in[1]->data + off[1];
+                    for (int64_t t = 0; t < S; t++)
+                        acc += (double)a[t * ist[0]] * b[t * ist[1]];
+                } else if (K == 2 && dt == SN_F64) {
+                    const double *a = (const double *)c->in[0]->data + off[0];
+                    const double *b = (const double *)c->in[1]->data + off[1];
+                    for (int64_t t = 0; t < S; t++)
+                        acc += a[t * ist[0]] * b[t * ist[1]];
+                } else {
+                    for (int64_t t = 0; t < S; t++) {
+                        double p = 1;
+                        for (int k = 0; k < K; k++)
+                            p *= ein_ld(dt, c->in[k]->data, off[k] + t * ist[k]);
+                        acc += p;
+                    }
+                }
+                for (int i = last - 1; i >= 0; i--) {
                     int l = sp.sum_lab[i];
                     for (int k = 0; k < K; k++)
                         off[k] += str[k][l];

@@ -323,6 +323,9 @@ static int gridsample_infer(sn_infer_ctx *c) {
         return sn_kfail(c->err, c->node, SNUG_ERR_UNSUPPORTED, "only 2-D sampling (X [N,C,H,W], grid [N,H,W,2]) is supported");
     if (g->rank == 4 && sn_dim_known(g->dims[3]) && g->dims[3] != 2)
         return sn_kfail(c->err, c->node, SNUG_ERR_SHAPE, "grid's last dim must be 2");
+    if (x->rank == 4 && g->rank == 4 && sn_dim_known(x->dims[0]) && sn_dim_known(g->dims[0]) && x->dims[0] != g->dims[0])
+        return sn_kfail(c->err, c->node, SNUG_ERR_SHAPE, "grid batch %lld differs from X batch %lld",
+                        (long long)g->dims[0], (long long)x->dims[0]);
     sn_tensor *o = c->out[0];
     o->kind = SN_KIND_TENSOR;
     o->dtype = x->dtype;

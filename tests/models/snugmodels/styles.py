@@ -249,8 +249,10 @@ class _Genai:
             ins = [x, g.initializer(base + ".qweight", b), g.initializer(base + ".scales", scales)]
             if zp is not None:
                 ins.append(g.initializer(base + ".qzeros", zp))
+            # ORT's CPU kernel for 8 bits is a slow reference loop unless accuracy_level
+            # is 4 (int8 activations, as llama.cpp's q8 dot products): the head uses 4.
             return g.op("MatMulNBits", ins, domain="com.microsoft", name_op="MatMulNBits", outputs=outputs,
-                        K=k, N=n, bits=bits, block_size=32, accuracy_level=self.acc)
+                        K=k, N=n, bits=bits, block_size=32, accuracy_level=4 if bits == 8 else self.acc)
         w_kn = np.ascontiguousarray(w_hf.T)
         k, n = w_kn.shape
         if not self.quant:
@@ -364,8 +366,8 @@ def write_model(cfg: LlmConfig, w: Weights, style: str, path: str, accuracy_leve
     else:
         raise ValueError(f"unknown style {style}")
     if style == "genai-q41":
-        extra = {"accuracy_level": acc, "block_size": 32, "bits": "4 (Q4_1 layers, float zero points), "
-                 "8 (lm_head from the Q8_0 embedding)"}
+        extra = {"accuracy_level": "0 (4-bit layers), 4 (8-bit head)", "block_size": 32,
+                 "bits": "4 (Q4_1 layers, float zero points), 8 (lm_head from the Q8_0 embedding)"}
     elif base == "genai" and style != "genai-fp32":
         extra = {"accuracy_level": acc, "block_size": block, "bits": 4}
     else:

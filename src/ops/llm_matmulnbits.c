@@ -1,0 +1,364 @@
+/* MatMulNBits (com.microsoft): Y[..., N] = A[..., K] x dequant(B)^T + bias.
+ *
+ *   A       [..., K]                 float32 / float16 / bfloat16
+ *   B       [N, k_blocks, blob]      uint8, codes packed low bits first along K
+ *   scales  [N * k_blocks]           A's type
+ *   zero_points (optional)           uint8 packed [N, ceil(k_blocks*bits/8)],
+ *                                    or A's type [N * k_blocks]; default 2^(bits-1)
+ *   g_idx   (deprecated, must be absent), bias [N] (optional)
+ *
+ * Three paths:
+ *   - M < MNB_GEMM_MIN_M (decode): per output column, each block is
+ *     dequantized into a small buffer and dotted with every row of A
+ *     (parallel over columns);
+ *   - larger M (prefill): panels of columns are dequantized into the
+ *     workspace and multiplied with sn_sgemm_ws;
+ *   - accuracy_level 4 with integer zero points: A is quantized to int8 per
+ *     block (symmetric, like ONNX Runtime's MLAS CompInt8) and blocks are
+ *     dotted in integers, so results match ORT's int8 path.
+ * Non-float32 tensors are staged to float32 in the workspace. */
+#include <string.h>
+
+#include "ops/gemm.h"
+#include "ops/llm_kernels.h"
+#include "ops/llm_ops.h"
+
+#define KFAIL(code, ...) sn_kfail(c->err, c->node, code, __VA_ARGS__)
+#define MNB_GEMM_MIN_M 4
+#define MNB_PANEL 256 /* columns per dequantized panel (prefill) */
+#define MNB_SLOTS 64  /* work slots of the column-parallel paths */
+
+typedef struct mnb_geom {
+    int64_t M, K, N, bits, bs, kb, blob;
+    int zp_kind;  /* 0 none, 1 packed uint8, 2 float */
+    bool empty;   /* B has a zero dim: Y = bias (or 0) */
+    bool int8;    /* accuracy_level 4 path */
+    bool gemm;    /* prefill path */
+} mnb_geom;
+
+static int mnb_geom_of(const sn_node *node, int n_in, const sn_tensor *const *in, bool shapes,
+                       mnb_geom *g, sn_err *err) {
+    memset(g, 0, sizeof *g);
+    g->K = sn_attr_int(node, "K", -1);
+    g->N = sn_attr_int(node, "N", -1);
+    g->bits = sn_attr_int(node, "bits", 4);
+    g->bs = sn_attr_int(node, "block_size", -1);
+    if (g->K < 0 || g->N < 0)
+        return sn_kfail(err, node, SNUG_ERR_INVALID_ARG, "attributes K and N are required");
+    if (g->bits != 2 && g->bits != 4 && g->bits != 8)
+        return sn_kfail(err, node, SNUG_ERR_UNSUPPORTED, "bits=%lld is not supported (2, 4, 8)",
+                        (long long)g->bits);
+    if (g->bs < 16 || (g->bs & (g->bs - 1)))
+        return sn_kfail(err, node, SNUG_ERR_INVALID_ARG,
+                        "block_size %lld must be a power of two >= 16", (long long)g->bs);
+    if (sn_attr_int(node, "weight_prepacked", 0) != 0)
+        return sn_kfail(err, node, SNUG_ERR_UNSUPPORTED, "prepacked weights are not supported");
+    g->kb = (g->K + g->bs - 1) / g->bs;
+    g->blob = g->bs * g->bits / 8;
+    const sn_tensor *a = in[0], *b = in[1], *sc = in[2];
+    if (!(a->dtype == SN_F32 || a->dtype == SN_F16 || a->dtype == SN_BF16))
+        return sn_kfail(err, node, SNUG_ERR_TYPE, "A must be float, float16 or bfloat16, got %s",
+                        sn_dtype_name(a->dtype));
+    if (b->dtype != SN_U8)
+        return sn_kfail(err, node, SNUG_ERR_TYPE, "B must be uint8, got %s",
+                        sn_dtype_name(b->dtype));
+    if (sc->dtype != a->dtype)
+        return sn_kfail(err, node, SNUG_ERR_TYPE, "scales type %s differs from A's %s",
+                        sn_dtype_name(sc->dtype), sn_dtype_name(a->dtype));
+    if (llm_has(n_in, in, 4))
+        return sn_kfail(err, node, SNUG_ERR_UNSUPPORTED, "g_idx is not supported");
+    if (llm_has(n_in, in, 3)) {
+        sn_dtype zt = in[3]->dtype;
+        if (zt == SN_U8)
+            g->zp_kind = 1;
+        else if (zt == a->dtype)
+            g->zp_kind = 2;
+        else
+            return sn_kfail(err, node, SNUG_ERR_TYPE, "zero_points type %s not supported",
+                            sn_dtype_name(zt));
+    }
+    if (llm_has(n_in, in, 5) && in[5]->dtype != a->dtype)
+        return sn_kfail(err, node, SNUG_ERR_TYPE, "bias type differs from A's");
+    if (a->rank < 1)
+        return sn_kfail(err, node, SNUG_ERR_SHAPE, "A must have rank >= 1");
+    if (!shapes)
+        return SNUG_OK;
+    if (a->dims[a->rank - 1] != g->K)
+        return sn_kfail(err, node, SNUG_ERR_SHAPE, "A's last dim %lld differs from K=%lld",
+                        (long long)a->dims[a->rank - 1], (long long)g->K);
+    g->M = 1;
+    for (int i = 0; i < a->rank - 1; i++)
+        g->M *= a->dims[i];
+    int64_t bn = sn_tensor_numel(b);
+    g->empty = bn == 0 || g->N == 0 || g->K == 0;
+    if (!g->empty) {
+        if (bn != g->N * g->kb * g->blob)
+            return sn_kfail(err, node, SNUG_ERR_SHAPE,
+                            "B has %lld bytes, expected N*k_blocks*blob = %lld", (long long)bn,
+                            (long long)(g->N * g->kb * g->blob));
+        if (sn_tensor_numel(sc) != g->N * g->kb)
+            return sn_kfail(err, node, SNUG_ERR_SHAPE, "scales has %lld values, expected %lld",
+                            (long long)sn_tensor_numel(sc), (long long)(g->N * g->kb));
+        if (g->zp_kind) {
+            int64_t want = g->zp_kind == 1 ? g->N * ((g->kb * g->bits + 7) / 8) : g->N * g->kb;
+            if (sn_tensor_numel(in[3]) != want)
+                return sn_kfail(err, node, SNUG_ERR_SHAPE,
+                                "zero_points has %lld values, expected %lld",
+                                (long long)sn_tensor_numel(in[3]), (long long)want);
+        }
+    }
+    if (llm_has(n_in, in, 5) && sn_tensor_numel(in[5]) != g->N)
+        return sn_kfail(err, node, SNUG_ERR_SHAPE, "bias has %lld values, expected N=%lld",
+                        (long long)sn_tensor_numel(in[5]), (long long)g->N);
+    g->int8 = sn_attr_int(node, "accuracy_level", 0) == 4 && g->zp_kind != 2 &&
+              (g->bits == 4 || g->bits == 8);
+    g->gemm = !g->int8 && g->M >= MNB_GEMM_MIN_M;
+    return SNUG_OK;
+}
+
+int llm_mnb_infer(sn_infer_ctx *c) {
+    mnb_geom g;
+    const sn_tensor *a = c->in[0];
+    SN_TRY(mnb_geom_of(c->node, c->n_in, c->in, false, &g, c->err));
+    if (a->rank == SN_RANK_UNKNOWN) {
+        llm_set_out(c->out[0], a->dtype, SN_RANK_UNKNOWN, NULL);
+        return SNUG_OK;
+    }
+    if (a->dims[a->rank - 1] >= 0 && a->dims[a->rank - 1] != g.K)
+        return KFAIL(SNUG_ERR_SHAPE, "A's last dim %lld differs from K=%lld",
+                     (long long)a->dims[a->rank - 1], (long long)g.K);
+    int64_t d[SN_MAX_RANK];
+    memcpy(d, a->dims, sizeof(int64_t) * (size_t)a->rank);
+    d[a->rank - 1] = g.N;
+    llm_set_out(c->out[0], a->dtype, a->rank, d);
+    return SNUG_OK;
+}
+
+/* Workspace layout (each part 64-byte aligned). */
+typedef struct mnb_ws {
+    size_t a, y, sc, zp, bias; /* float32 staging (0 when not needed) */
+    size_t qa, sa;             /* int8 path: quantized A, its block scales */
+    size_t slot;               /* per slot: block buffer */
+    size_t panel, gemm;        /* prefill path */
+    size_t total;
+} mnb_ws;
+
+static void mnb_ws_layout(const mnb_geom *g, sn_dtype dt, mnb_ws *w) {
+    memset(w, 0, sizeof *w);
+    bool stage = dt != SN_F32;
+    size_t f = sizeof(float);
+    if (stage) {
+        w->a = llm_al((size_t)(g->M * g->K) * f);
+        w->y = llm_al((size_t)(g->M * g->N) * f);
+        w->sc = llm_al((size_t)(g->N * g->kb) * f);
+        w->zp = g->zp_kind == 2 ? llm_al((size_t)(g->N * g->kb) * f) : 0;
+        w->bias = llm_al((size_t)g->N * f);
+    }
+    if (g->int8) {
+        w->qa = llm_al((size_t)(g->M * g->kb * g->bs));
+        w->sa = llm_al((size_t)(g->M * g->kb) * f);
+    }
+    if (g->gemm) {
+        int64_t nb = sn_imin(g->N, MNB_PANEL);
+        w->panel = llm_al((size_t)(nb * g->K) * f);
+        w->gemm = llm_al(sn_sgemm_workspace(g->M, nb, g->K, SN_GEMM_PREP_THREADS));
+    } else {
+        w->slot = MNB_SLOTS * llm_al((size_t)g->bs * f);
+    }
+    w->total = w->a + w->y + w->sc + w->zp + w->bias + w->qa + w->sa + w->slot + w->panel +
+               w->gemm;
+}
+
+int llm_mnb_prepare(sn_prep_ctx *c) {
+    mnb_geom g;
+    SN_TRY(mnb_geom_of(c->node, c->n_in, c->in, true, &g, c->err));
+    mnb_ws w;
+    mnb_ws_layout(&g, c->in[0]->dtype, &w);
+    c->workspace = w.total;
+    return SNUG_OK;
+}
+
+typedef struct mnb_job {
+    const mnb_geom *g;
+    const float *a;       /* [M, K] */
+    float *y;             /* [M, N], accumulated into (zeroed first) */
+    const uint8_t *b;     /* [N, kb, blob] */
+    const float *sc;      /* [N, kb] */
+    const uint8_t *zp8;   /* packed, row stride zp_stride */
+    int64_t zp_stride;
+    const float *zpf;     /* [N, kb] */
+    const int8_t *qa;     /* int8 path: [M, kb * bs] */
+    const float *sa;      /* [M, kb] */
+    char *slots;          /* MNB_SLOTS buffers of slot_bytes */
+    size_t slot_bytes;
+    float *panel;         /* prefill: [nb, K] */
+    int64_t n0;           /* prefill: first column of the panel */
+} mnb_job;
+
+static inline float mnb_zp(const mnb_job *j, int64_t n, int64_t blk) {
+    const mnb_geom *g = j->g;
+    if (j->zp8) {
+        int64_t bit = blk * g->bits;
+        return (float)((j->zp8[n * j->zp_stride + (bit >> 3)] >> (bit & 7)) &
+                       ((1 << g->bits) - 1));
+    }
+    if (j->zpf)
+        return j->zpf[n * g->kb + blk];
+    return (float)(1 << (g->bits - 1));
+}
+
+/* Columns [n0, n1): float path, every row of A. */
+static void mnb_cols_f32(const mnb_job *j, int64_t n0, int64_t n1, float *buf) {
+    const mnb_geom *g = j->g;
+    for (int64_t n = n0; n < n1; n++) {
+        const uint8_t *bcol = j->b + n * g->kb * g->blob;
+        for (int64_t blk = 0; blk < g->kb; blk++) {
+            int64_t k0 = blk * g->bs, len = sn_imin(g->bs, g->K - k0);
+            llm_q_dequant(bcol + blk * g->blob, (int)g->bits, len, j->sc[n * g->kb + blk],
+                          mnb_zp(j, n, blk), buf);
+            for (int64_t m = 0; m < g->M; m++)
+                j->y[m * g->N + n] += llm_dot(j->a + m * g->K + k0, buf, len);
+        }
+    }
+}
+
+/* Columns [n0, n1): int8 path. */
+static void mnb_cols_i8(const mnb_job *j, int64_t n0, int64_t n1, int16_t *codes) {
+    const mnb_geom *g = j->g;
+    int64_t kp = g->kb * g->bs;
+    for (int64_t n = n0; n < n1; n++) {
+        const uint8_t *bcol = j->b + n * g->kb * g->blob;
+        for (int64_t blk = 0; blk < g->kb; blk++) {
+            int64_t k0 = blk * g->bs, len = sn_imin(g->bs, g->K - k0);
+            llm_q_codes(bcol + blk * g->blob, (int)g->bits, len, (int)mnb_zp(j, n, blk), codes);
+            float sb = j->sc[n * g->kb + blk];
+            for (int64_t m = 0; m < g->M; m++) {
+                int32_t d = llm_dot_i8_i16(j->qa + m * kp + k0, codes, len);
+                j->y[m * g->N + n] += j->sa[m * g->kb + blk] * sb * (float)d;
+            }
+        }
+    }
+}
+
+static void mnb_slot_task(void *arg, int64_t s0, int64_t s1) {
+    const mnb_job *j = arg;
+    int64_t N = j->g->N;
+    for (int64_t s = s0; s < s1; s++) {
+        int64_t n0 = s * N / MNB_SLOTS, n1 = (s + 1) * N / MNB_SLOTS;
+        void *buf = j->slots + (size_t)s * j->slot_bytes;
+        if (j->g->int8)
+            mnb_cols_i8(j, n0, n1, buf);
+        else
+            mnb_cols_f32(j, n0, n1, buf);
+    }
+}
+
+/* Prefill: dequantizes panel columns [j->n0 + c0, j->n0 + c1) into rows of j->panel. */
+static void mnb_panel_task(void *arg, int64_t c0, int64_t c1) {
+    const mnb_job *j = arg;
+    const mnb_geom *g = j->g;
+    for (int64_t c = c0; c < c1; c++) {
+        int64_t n = j->n0 + c;
+        const uint8_t *bcol = j->b + n * g->kb * g->blob;
+        for (int64_t blk = 0; blk < g->kb; blk++) {
+            int64_t k0 = blk * g->bs, len = sn_imin(g->bs, g->K - k0);
+            llm_q_dequant(bcol + blk * g->blob, (int)g->bits, len, j->sc[n * g->kb + blk],
+                          mnb_zp(j, n, blk), j->panel + c * g->K + k0);
+        }
+    }
+}
+
+static void mnb_quantize_a(void *arg, int64_t m0, int64_t m1) {
+    const mnb_job *j = arg;
+    const mnb_geom *g = j->g;
+    int64_t kp = g->kb * g->bs;
+    for (int64_t m = m0; m < m1; m++)
+        for (int64_t blk = 0; blk < g->kb; blk++) {
+            int64_t k0 = blk * g->bs, len = sn_imin(g->bs, g->K - k0);
+            ((float *)j->sa)[m * g->kb + blk] =
+                llm_q8_quantize(j->a + m * g->K + k0, len, (int8_t *)j->qa + m * kp + k0);
+        }
+}
+
+int llm_mnb_run(sn_kctx *c) {
+    mnb_geom g;
+    SN_TRY(mnb_geom_of(c->node, c->n_in, c->in, true, &g, c->err));
+    const sn_tensor *A = c->in[0];
+    sn_tensor *Y = c->out[0];
+    sn_dtype dt = A->dtype;
+    mnb_ws w;
+    mnb_ws_layout(&g, dt, &w);
+    char *p = c->ws;
+    float *a = dt == SN_F32 ? A->data : (float *)p;
+    p += w.a;
+    float *y = dt == SN_F32 ? Y->data : (float *)p;
+    p += w.y;
+    const sn_tensor *bias_t = llm_has(c->n_in, c->in, 5) ? c->in[5] : NULL;
+    const float *bias = NULL;
+    if (bias_t) {
+        if (dt == SN_F32) {
+            bias = bias_t->data;
+        } else {
+            llm_to_f32(dt, bias_t->data, (float *)(p + w.sc + w.zp), g.N);
+            bias = (const float *)(p + w.sc + w.zp);
+        }
+    }
+    if (g.M * g.N == 0)
+        return SNUG_OK;
+    if (g.empty) {
+        for (int64_t m = 0; m < g.M; m++)
+            for (int64_t n = 0; n < g.N; n++)
+                y[m * g.N + n] = bias ? bias[n] : 0.0f;
+        goto out;
+    }
+    mnb_job j = {.g = &g, .a = a, .y = y, .b = c->in[1]->data};
+    if (dt == SN_F32) {
+        j.sc = c->in[2]->data;
+        if (g.zp_kind == 2)
+            j.zpf = c->in[3]->data;
+    } else {
+        llm_to_f32(dt, A->data, a, g.M * g.K);
+        llm_to_f32(dt, c->in[2]->data, (float *)p, g.N * g.kb);
+        j.sc = (const float *)p;
+        if (g.zp_kind == 2) {
+            llm_to_f32(dt, c->in[3]->data, (float *)(p + w.sc), g.N * g.kb);
+            j.zpf = (const float *)(p + w.sc);
+        }
+    }
+    p += w.sc + w.zp + w.bias;
+    if (g.zp_kind == 1) {
+        j.zp8 = c->in[3]->data;
+        j.zp_stride = (g.kb * g.bits + 7) / 8;
+    }
+    j.qa = (const int8_t *)p;
+    p += w.qa;
+    j.sa = (const float *)p;
+    p += w.sa;
+    if (g.gemm) {
+        j.panel = (float *)p;
+        void *gws = p + w.panel;
+        int64_t nbmax = sn_imin(g.N, MNB_PANEL);
+        for (int64_t n0 = 0; n0 < g.N; n0 += nbmax) {
+            int64_t nb = sn_imin(nbmax, g.N - n0);
+            j.n0 = n0;
+            sn_pool_for(c->pool, nb, 8, mnb_panel_task, &j);
+            sn_sgemm_ws(0, 1, g.M, nb, g.K, 1.0f, a, g.K, j.panel, g.K, 0.0f, y + n0, g.N,
+                        c->pool, gws, sn_sgemm_workspace(g.M, nb, g.K, SN_GEMM_PREP_THREADS));
+        }
+    } else {
+        memset(y, 0, (size_t)(g.M * g.N) * sizeof(float));
+        if (g.int8)
+            sn_pool_for(c->pool, g.M, 1, mnb_quantize_a, &j);
+        j.slots = p;
+        j.slot_bytes = llm_al((size_t)g.bs * sizeof(float));
+        sn_pool_for(c->pool, MNB_SLOTS, 1, mnb_slot_task, &j);
+    }
+    if (bias)
+        for (int64_t m = 0; m < g.M; m++)
+            for (int64_t n = 0; n < g.N; n++)
+                y[m * g.N + n] += bias[n];
+out:
+    if (dt != SN_F32)
+        llm_from_f32(dt, y, Y->data, g.M * g.N);
+    return SNUG_OK;
+}
