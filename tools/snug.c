@@ -268,6 +268,72 @@ static const char k_run_help[] =
     "  --verbose           also print the execution plan's figures (nodes folded /\n"
     "                      static / dynamic, arena size against its lower bound)\n";
 
+/* Evaluates a dim_param such as "past_sequence_length + sequence_length"
+ * (names, integers, + - *) with the --dim bindings; false if a name is
+ * unbound or the text is not such an expression. */
+typedef struct dimexpr {
+    const char *p;
+    const kv *dims;
+    const int64_t *vals;
+    int n;
+} dimexpr;
+
+static void dx_space(dimexpr *e) {
+    while (*e->p == ' ')
+        e->p++;
+}
+
+static bool dx_factor(dimexpr *e, int64_t *out) {
+    dx_space(e);
+    if (*e->p >= '0' && *e->p <= '9') {
+        char *end;
+        *out = strtoll(e->p, &end, 10);
+        e->p = end;
+        return true;
+    }
+    const char *b = e->p;
+    while (*e->p && *e->p != ' ' && *e->p != '+' && *e->p != '-' && *e->p != '*')
+        e->p++;
+    size_t len = (size_t)(e->p - b);
+    for (int i = 0; len && i < e->n; i++)
+        if (strlen(e->dims[i].key) == len && !strncmp(e->dims[i].key, b, len)) {
+            *out = e->vals[i];
+            return true;
+        }
+    return false;
+}
+
+static bool dx_term(dimexpr *e, int64_t *out) {
+    if (!dx_factor(e, out))
+        return false;
+    for (;;) {
+        dx_space(e);
+        if (*e->p != '*')
+            return true;
+        e->p++;
+        int64_t r;
+        if (!dx_factor(e, &r))
+            return false;
+        *out *= r;
+    }
+}
+
+static bool dim_eval(const char *text, const kv *dims, const int64_t *vals, int n, int64_t *out) {
+    dimexpr e = {text, dims, vals, n};
+    if (!dx_term(&e, out))
+        return false;
+    for (;;) {
+        dx_space(&e);
+        if (!*e.p)
+            return *out >= 0;
+        char op = *e.p++;
+        int64_t r;
+        if ((op != '+' && op != '-') || !dx_term(&e, &r))
+            return false;
+        *out = op == '+' ? *out + r : *out - r;
+    }
+}
+
 static int cmd_run(int argc, char **argv) {
     const char *path = NULL, *input_dir = NULL, *output_dir = NULL, *threads = NULL;
     kv inputs[256], dims[64];
@@ -404,12 +470,7 @@ static int cmd_run(int argc, char **argv) {
                 continue;
             int64_t val = 1;
             const char *nm = d->dims[k] <= SN_DIM_SYM(0) ? g->syms[SN_DIM_SYM_ID(d->dims[k])] : NULL;
-            bool bound = false;
-            for (int b = 0; nm && b < n_dims; b++)
-                if (!strcmp(dims[b].key, nm)) {
-                    val = dimv[b];
-                    bound = true;
-                }
+            bool bound = nm && dim_eval(nm, dims, dimv, n_dims, &val);
             if (!bound)
                 fprintf(stderr, "snug run: note: input '%s' dim %d (%s) not bound, using 1 (--dim NAME=VALUE)\n",
                         v->name, k, nm ? nm : "?");

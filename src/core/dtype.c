@@ -140,10 +140,10 @@ uint8_t sn_f32_to_f8(sn_dtype t, float f, bool saturate) {
     uint8_t sign = signbit(f) ? 0x80 : 0;
     float a = fabsf(f);
     if (a > maxv) {
-        /* ONNX: saturate clamps finite values to the largest finite value
-         * (E5M2 keeps infinities); otherwise overflow is NaN, or infinity for
-         * E5M2, the one variant that has it. */
-        if (saturate && !(inf && isinf(a)))
+        /* ONNX: saturate clamps to the largest finite value (infinities
+         * too); otherwise overflow is NaN, or infinity for E5M2, the one
+         * variant that has it. */
+        if (saturate)
             return (uint8_t)(sign | maxc);
         if (inf)
             return (uint8_t)(sign | 0x7c);

@@ -582,6 +582,37 @@ int sn_exec_run(sn_exec *ex, const sn_tensor *inputs, sn_tensor *outputs, sn_err
     return SNUG_OK;
 }
 
+int sn_exec_plan(sn_exec *ex, const sn_tensor *inputs, sn_err *err) {
+    const sn_graph *g = ex->g;
+    for (int i = 0; i < g->n_inputs; i++) {
+        ex->vals[g->inputs[i]] = inputs[i];
+        ex->vals[g->inputs[i]].data = NULL;
+    }
+    int k = 0;
+    for (int v = 0; v < g->n_values; v++)
+        if (g->values[v].flags & (SN_VAL_INPUT | SN_VAL_OUTER))
+            ex->sig[k++] = ex->vals[v];
+    ex->n_sig = k;
+    return make_plan(ex, err);
+}
+
+const sn_tensor *sn_exec_value_info(const sn_exec *ex, int v) { return &ex->vals[v]; }
+
+sn_storage sn_exec_value_storage(const sn_exec *ex, int v, size_t *offset) {
+    static const sn_storage map[] = {
+        [VK_NONE] = SN_STORE_NONE,   [VK_CONST] = SN_STORE_CONST, [VK_FOLDED] = SN_STORE_FOLDED,
+        [VK_INPUT] = SN_STORE_INPUT, [VK_ARENA] = SN_STORE_ARENA, [VK_VIEW] = SN_STORE_VIEW,
+        [VK_DYN] = SN_STORE_DYNAMIC,
+    };
+    if (offset)
+        *offset = ex->vkind[v] == VK_ARENA ? ex->voff[v] : 0;
+    return map[ex->vkind[v]];
+}
+
+size_t sn_exec_node_workspace(const sn_exec *ex, int i) { return ex->nmode[i] == NM_STATIC ? ex->nws[i] : 0; }
+bool sn_exec_node_folded(const sn_exec *ex, int i) { return ex->nmode[i] == NM_FOLDED; }
+bool sn_exec_node_dynamic(const sn_exec *ex, int i) { return ex->nmode[i] == NM_DYNAMIC; }
+
 /* ---- kernel services --------------------------------------------------- */
 
 void *sn_kctx_alloc_output(sn_kctx *c, int i, sn_dtype dtype, int rank, const int64_t *dims) {

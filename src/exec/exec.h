@@ -31,6 +31,32 @@ int sn_exec_run(sn_exec *ex, const sn_tensor *inputs, sn_tensor *outputs, sn_err
 
 const sn_exec_stats *sn_exec_get_stats(const sn_exec *ex);
 
+/* Plans for the given input shapes without running (inputs[i] need kind,
+ * dtype and shape; data is ignored). The plan is kept and reused by a run
+ * with the same shapes. */
+int sn_exec_plan(sn_exec *ex, const sn_tensor *inputs, sn_err *err);
+
+/* How a value is stored in the current plan. */
+typedef enum sn_storage {
+    SN_STORE_NONE = 0,
+    SN_STORE_CONST,   /* initializer (in the model file) */
+    SN_STORE_FOLDED,  /* computed at plan time */
+    SN_STORE_INPUT,   /* graph input or outer-scope value */
+    SN_STORE_ARENA,   /* planned slot in the arena */
+    SN_STORE_VIEW,    /* alias of another value's bytes */
+    SN_STORE_DYNAMIC, /* shape known only at run time */
+} sn_storage;
+
+/* The planned info (kind, dtype, shape) of value v, its storage, and for
+ * SN_STORE_ARENA its offset. */
+const sn_tensor *sn_exec_value_info(const sn_exec *ex, int v);
+sn_storage sn_exec_value_storage(const sn_exec *ex, int v, size_t *offset);
+/* Workspace bytes node i declared in prepare (0 if none or dynamic). */
+size_t sn_exec_node_workspace(const sn_exec *ex, int i);
+/* True when node i was folded at plan time / runs with run-time shapes. */
+bool sn_exec_node_folded(const sn_exec *ex, int i);
+bool sn_exec_node_dynamic(const sn_exec *ex, int i);
+
 /* For control-flow kernels: runs subgraph k of the current node with the
  * given inputs bound to the subgraph's inputs in order. *outs receives the
  * subgraph's n outputs, valid until the next call for the same subgraph. */

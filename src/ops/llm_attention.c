@@ -122,7 +122,7 @@ static void attn_rows_task(void *arg, int64_t s0, int64_t s1) {
             }
             if (row.qk_out) {
                 /* keys outside the computed range */
-                float fill = j->qk_mode == 3 ? 0.0f : -INFINITY;
+                float fill = j->qk_mode == LLM_QK_PROBS ? 0.0f : -INFINITY;
                 for (int64_t t = 0; t < row.lo; t++)
                     row.qk_out[t] = fill;
                 for (int64_t t = row.hi; t < j->Lk; t++)
@@ -1048,12 +1048,20 @@ int llm_sdpa_run(sn_kctx *c) {
     int mode = (int)sn_attr_int(c->node, "qk_matmul_output_mode", 0);
     if (mode < 0 || mode > 3)
         return KFAIL(SNUG_ERR_INVALID_ARG, "qk_matmul_output_mode %d out of range", mode);
+    /* Opsets 23-24 (as ONNX 1.19 tests them) apply softcap after the mask,
+     * with mode 1 = after the mask and 2 = after softcap; opset 25 caps
+     * first, with mode 1 = after softcap and 2 = after the mask. */
+    bool v25 = c->node->opset >= 25;
+    int qk_mode = mode == 0   ? LLM_QK_RAW
+                  : mode == 3 ? LLM_QK_PROBS
+                  : (mode == 1) == v25 ? LLM_QK_CAPPED
+                                       : LLM_QK_BIASED;
     attn_job j = {
         .B = B, .Nq = Nq, .Nkv = Nkv, .S = S, .H = H, .Hv = Hv, .q = qh, .k = kh, .v = vh,
         .Lk = T, .y = y, .y_bsnh = g.three_d,
         .scale = scale != 0.0f ? scale : 1.0f / sqrtf((float)H),
-        .softcap = sn_attr_float(c->node, "softcap", 0.0f), .zero_if_masked = 1,
-        .qk = fb[4], .qk_mode = mode, .setup = sd_setup, .op = &o,
+        .softcap = sn_attr_float(c->node, "softcap", 0.0f), .softcap_after_bias = !v25,
+        .zero_if_masked = 1, .qk = fb[4], .qk_mode = qk_mode, .setup = sd_setup, .op = &o,
     };
     attn_run_rows(&j, c->pool, &w);
     flush_out(c->out[0], y);

@@ -283,22 +283,31 @@ void llm_rope_ref(const float *x, float *y, const float *cos, const float *sin, 
 /* Score of key j through softcap and biases; writes qk_out per mode. */
 static inline float attn_score(const llm_attn_row *r, int64_t j, float dot) {
     float s = dot * r->scale;
-    if (r->qk_out && r->qk_mode == 0)
-        r->qk_out[j] = s;
-    if (r->softcap > 0 && !r->softcap_after_bias)
-        s = r->softcap * tanhf(s / r->softcap);
-    if (r->qk_out && r->qk_mode == 1)
-        r->qk_out[j] = s;
+    float *qo = r->qk_out;
+    if (qo && r->qk_mode == LLM_QK_RAW)
+        qo[j] = s;
+    if (!r->softcap_after_bias) {
+        if (r->softcap > 0)
+            s = r->softcap * tanhf(s / r->softcap);
+        if (qo && r->qk_mode == LLM_QK_CAPPED)
+            qo[j] = s;
+    }
     if (j < r->mask_lo || j >= r->mask_hi)
         s += -INFINITY;
     if (r->bias1)
         s += j < r->bias1_len ? r->bias1[j] : -INFINITY;
     if (r->bias2)
         s += r->bias2[j];
-    if (r->softcap > 0 && r->softcap_after_bias)
-        s = r->softcap * tanhf(s / r->softcap);
-    if (r->qk_out && r->qk_mode >= 2)
-        r->qk_out[j] = s;
+    if (qo && r->qk_mode == LLM_QK_BIASED)
+        qo[j] = s;
+    if (r->softcap_after_bias) {
+        if (r->softcap > 0)
+            s = r->softcap * tanhf(s / r->softcap);
+        if (qo && r->qk_mode == LLM_QK_CAPPED)
+            qo[j] = s;
+    }
+    if (qo && r->qk_mode == LLM_QK_PROBS)
+        qo[j] = s;
     return s;
 }
 
@@ -320,7 +329,7 @@ static void attn_finish(const llm_attn_row *r, const float *acc, float m, float 
         for (int64_t d = 0; d < r->Hv; d++)
             r->y[d] = acc[d] * inv;
     }
-    if (r->qk_out && r->qk_mode == 3) {
+    if (r->qk_out && r->qk_mode == LLM_QK_PROBS) {
         bool dead = m == -INFINITY || !(l > 0);
         for (int64_t j = r->lo; j < r->hi; j++)
             r->qk_out[j] = dead ? (r->zero_if_masked ? 0.0f : NAN) : expf(r->qk_out[j] - m) / l;

@@ -62,6 +62,14 @@ void llm_rope_ref(const float *x, float *y, const float *cos, const float *sin, 
  * optional softcap, additive biases, softmax (online, in chunks, so no
  * scratch proportional to the key count), then y = sum p_j v_j. */
 
+/* What llm_attn_row.qk_out receives per key. */
+enum {
+    LLM_QK_RAW = 0,    /* scale * q.k */
+    LLM_QK_CAPPED = 1, /* after the softcap step (identity without softcap) */
+    LLM_QK_BIASED = 2, /* after masks and biases are added */
+    LLM_QK_PROBS = 3,  /* softmax probabilities */
+};
+
 typedef struct llm_attn_row {
     const float *q;        /* [H] */
     const float *k;        /* key j at k + j * k_stride, [H] each */
@@ -77,7 +85,7 @@ typedef struct llm_attn_row {
     const float *bias2;
     int64_t bias1_len;     /* keys >= this get -inf from bias1 (padding) */
     float *qk_out;         /* if non-NULL: scores written per key j (see qk_mode) */
-    int qk_mode;           /* 0 raw q.k*scale, 1 after softcap, 2 with bias, 3 probabilities */
+    int qk_mode;           /* LLM_QK_* */
     int sink;              /* smooth softmax: extra logit sink_val in the denominator */
     float sink_val;
     int zero_if_masked;    /* all keys at -inf: output zeros (else NaN like the math) */

@@ -52,6 +52,10 @@ typedef int (*sn_infer_fn)(sn_infer_ctx *c);
 typedef int (*sn_prepare_fn)(sn_prep_ctx *c);
 typedef int (*sn_run_fn)(sn_kctx *c);
 typedef void (*sn_free_fn)(void *state);
+/* Level-1 workspace estimate: bytes of scratch the kernel will need for
+ * these input/output infos, computed before any kernel state exists (same
+ * context as infer, outputs already inferred). */
+typedef size_t (*sn_estimate_fn)(const sn_infer_ctx *c);
 
 enum {
     /* run decides output shapes itself and allocates them with
@@ -81,6 +85,7 @@ typedef struct sn_op_def {
     sn_run_fn run;
     sn_free_fn free_state; /* may be NULL */
     unsigned flags;
+    sn_estimate_fn estimate; /* Level-1 workspace estimate; NULL: no scratch */
 } sn_op_def;
 
 /* Finds the def for (domain, name) at the given opset: the one with the

@@ -130,9 +130,12 @@ class Source:
                 self._loaded = (cfg, w, tok, meta)
                 log(f"{self.preset}: read and dequantized {GGUF_NAME} in {time.time() - t:.1f}s")
             else:
+                from snugmodels.tokenizer import synthetic_tokenizer
                 from snugmodels.weights import random_weights
                 cfg = C.PRESETS[self.preset]
-                self._loaded = (cfg, random_weights(cfg), None, {})
+                with open(os.path.join(HERE, "corpus.json"), encoding="utf-8") as f:
+                    _, tok = synthetic_tokenizer(cfg.vocab, json.load(f))
+                self._loaded = (cfg, random_weights(cfg), tok, {})
                 log(f"{self.preset}: random weights ({cfg.params() / 1e6:.0f}M params) in {time.time() - t:.1f}s")
         return self._loaded
 
@@ -201,9 +204,9 @@ def build_fixture(src: Source, style: str, out: str, stamp: str, accuracy_level:
     else:
         write_json(os.path.join(tmp, "config.json"), cfg.hf_config())
     chat = None
-    if tok is not None:
-        write_json(os.path.join(tmp, "tokenizer.json"), tokenizer_json(tok))
-        write_json(os.path.join(tmp, "tokenizer_config.json"), tokenizer_config(tok, cfg))
+    write_json(os.path.join(tmp, "tokenizer.json"), tokenizer_json(tok))
+    write_json(os.path.join(tmp, "tokenizer_config.json"), tokenizer_config(tok, cfg))
+    if src.gguf:
         tk = Tokenizer.from_file(os.path.join(tmp, "tokenizer.json"))
         prompts = real_prompts(tk)
         text = oracle.render_chat(tok.chat_template, oracle.CHAT_MESSAGES)

@@ -29,7 +29,7 @@ from snugmodels import oracle  # noqa: E402
 # Styles that hold identical fp32 weights and math: their oracles must agree closely.
 SAME_MATH = [("optimum", "optimum-noname", 1e-5), ("optimum", "optimum-extdata", 1e-5),
              ("optimum", "onnxscript", 1e-4), ("optimum", "genai-fp32", 1e-3),
-             ("optimum", "genai-q41", 1e-2)]
+             ("optimum", "genai-q41", 2e-2)]
 
 
 class Results:
@@ -47,7 +47,8 @@ class Results:
             print(f"ok   {name}{'  ' + note if note else ''}", flush=True)
 
 
-def check_fixture(root: str, preset: str, style: str, stamps: dict, threads: int | None) -> list[str]:
+def check_fixture(root: str, preset: str, style: str, stamps: dict, threads: int | None,
+                  prompts: int | None) -> list[str]:
     d = os.path.join(root, preset, style)
     if not os.path.isdir(d):
         return [f"{d} missing: run tests/models/fetch_and_build.sh (or build.py --preset {preset})"]
@@ -55,7 +56,9 @@ def check_fixture(root: str, preset: str, style: str, stamps: dict, threads: int
         return [f"{d} is stale (generator or versions changed): rebuild with build.py --preset {preset}"]
     if style == "tokenizer":
         return check_tokenizer(d)
-    fails, _ = oracle.check_oracle(d, threads=threads)
+    if prompts is None:  # a cheap re-run: every prompt of small models, the first of big ones
+        prompts = 3 if preset == "tiny" else 1
+    fails, _ = oracle.check_oracle(d, threads=threads, max_prompts=prompts)
     return fails
 
 
@@ -112,6 +115,8 @@ def main(argv=None) -> int:
     ap.add_argument("--cross", action="store_true", help="only the cross-style consistency checks")
     ap.add_argument("--no-stamp", action="store_true", help="do not require fixtures to be up to date")
     ap.add_argument("--threads", type=int, default=None, help="ORT intra-op threads")
+    ap.add_argument("--prompts", type=int, default=None,
+                    help="oracle prompts to re-run (default: all for tiny, 1 for bigger models)")
     a = ap.parse_args(argv)
     root = build.cache_dir()
     if a.fixture:
@@ -132,7 +137,7 @@ def main(argv=None) -> int:
         for p, s in todo:
             t = time.time()
             try:
-                fails = check_fixture(root, p, s, stamps, a.threads)
+                fails = check_fixture(root, p, s, stamps, a.threads, a.prompts)
             except Exception as e:  # a load failure is a test failure, with the reason
                 fails = [f"{type(e).__name__}: {e}"]
             res.report(f"{p}/{s}", fails, f"({time.time() - t:.1f}s)")

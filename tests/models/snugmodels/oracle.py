@@ -12,6 +12,12 @@ def session(model_path: str, threads: int | None = None):
     import onnxruntime as ort
     so = ort.SessionOptions()
     so.log_severity_level = 3
+    weights = sum(os.path.getsize(os.path.join(os.path.dirname(model_path), f))
+                  for f in os.listdir(os.path.dirname(model_path)) if f.startswith("model.onnx"))
+    if weights > (2 << 30):
+        # multi-GB fp32 models: pre-packed copies of every MatMul weight would double
+        # the memory (the oracle then runs on any 24 GB machine)
+        so.add_session_config_entry("session.disable_prepacking", "1")
     if threads:
         so.intra_op_num_threads = threads
     return ort.InferenceSession(model_path, so, providers=["CPUExecutionProvider"])
@@ -134,7 +140,7 @@ def write_oracle(model_dir: str, prompts: list[dict], chat: dict | None, tol: di
     return manifest
 
 
-def check_oracle(model_dir: str, threads: int | None = None, max_prompts: int | None = None) -> list[str]:
+def check_oracle(model_dir: str, threads: int | None = None, max_prompts: int | None = None):
     """Reload model_dir in ORT and re-run the oracle with teacher forcing. Returns a
     list of failures (empty = pass)."""
     import json

@@ -124,3 +124,72 @@ def write_json(path: str, obj) -> None:
     with open(path, "w", encoding="utf-8") as f:
         json.dump(obj, f, indent=2, ensure_ascii=False)
         f.write("\n")
+
+
+# ------------------------------------------------------ synthetic models' tokenizer
+
+SYNTH_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+CHATML_TEMPLATE = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + "
+                   "message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"
+                   "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+
+
+def _byte_symbols() -> list[str]:
+    """The 256 printable stand-ins byte-level BPE uses for bytes (GPT-2's table)."""
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAC + 1)) + list(range(0xAE, 0xFF + 1))
+    table, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            table[b] = chr(b)
+        else:
+            table[b] = chr(256 + extra)
+            extra += 1
+    return [table[b] for b in range(256)]
+
+
+def synthetic_tokenizer(vocab_size: int, texts: list[str]) -> tuple[dict, int]:
+    """A byte-level BPE tokenizer for random-weight models: 3 ChatML specials, the 256
+    byte symbols, then merges learned deterministically from `texts` (most frequent
+    pair first, ties by the pair's text) until vocab_size or no pair repeats.
+    Returns (tokenizer.json, its vocabulary size)."""
+    from tokenizers import pre_tokenizers
+
+    pre = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    words: dict[tuple[str, ...], int] = {}
+    for t in texts:
+        for piece, _ in pre.pre_tokenize_str(t):
+            key = tuple(piece)
+            words[key] = words.get(key, 0) + 1
+    vocab = {s: i for i, s in enumerate(SYNTH_SPECIALS)}
+    for s in _byte_symbols():
+        vocab[s] = len(vocab)
+    merges = []
+    while len(vocab) < vocab_size:
+        pairs: dict[tuple[str, str], int] = {}
+        for w, n in words.items():
+            for a, b in zip(w, w[1:]):
+                pairs[(a, b)] = pairs.get((a, b), 0) + n
+        if not pairs:
+            break
+        best = min(pairs, key=lambda p: (-pairs[p], p))
+        if pairs[best] < 2:
+            break
+        merged = best[0] + best[1]
+        merges.append(f"{best[0]} {best[1]}")
+        vocab.setdefault(merged, len(vocab))
+        new_words = {}
+        for w, n in words.items():
+            out, i = [], 0
+            while i < len(w):
+                if i + 1 < len(w) and (w[i], w[i + 1]) == best:
+                    out.append(merged)
+                    i += 2
+                else:
+                    out.append(w[i])
+                    i += 1
+            new_words[tuple(out)] = new_words.get(tuple(out), 0) + n
+        words = new_words
+    tok = GgufTokenizer(model="gpt2", pre="default", tokens=list(vocab), token_types=[3] * 3 + [1] * (len(vocab) - 3),
+                        merges=merges, bos_token_id=1, eos_token_id=2, unk_token_id=0, pad_token_id=0,
+                        add_bos=False, add_space_prefix=False, chat_template=CHATML_TEMPLATE)
+    return tokenizer_json(tok), tok
