@@ -526,22 +526,22 @@ static int rope_run(sn_kctx *c) {
 #define MS "com.microsoft"
 
 const sn_op_def sn_ops_contrib[] = {
-    {MS, "Gelu", 1, gelu_infer, NULL, gelu_run, NULL, SN_OP_INPLACE0},
-    {MS, "FastGelu", 1, gelu_infer, NULL, gelu_run, NULL, SN_OP_INPLACE0},
-    {MS, "QuickGelu", 1, gelu_infer, NULL, gelu_run, NULL, SN_OP_INPLACE0},
-    {MS, "BiasGelu", 1, gelu_infer, NULL, gelu_run, NULL, SN_OP_INPLACE0},
+    {MS, "Gelu", 1, gelu_infer, NULL, gelu_run, NULL, SN_OP_INPLACE0, NULL},
+    {MS, "FastGelu", 1, gelu_infer, NULL, gelu_run, NULL, SN_OP_INPLACE0, NULL},
+    {MS, "QuickGelu", 1, gelu_infer, NULL, gelu_run, NULL, SN_OP_INPLACE0, NULL},
+    {MS, "BiasGelu", 1, gelu_infer, NULL, gelu_run, NULL, SN_OP_INPLACE0, NULL},
     /* ORT registers these two in the default domain; ONNX's own
      * LayerNormalization (norm.c) takes over from opset 17. */
-    {"", "LayerNormalization", 1, norm_infer, norm_prepare, norm_run, NULL, 0},
-    {"", "SimplifiedLayerNormalization", 1, norm_infer, norm_prepare, norm_run, NULL, 0},
-    {"", "RMSNormalization", 23, norm_infer, norm_prepare, norm_run, NULL, 0},
-    {MS, "SkipLayerNormalization", 1, skip_infer, skip_prepare, skip_run, NULL, 0},
-    {MS, "SkipSimplifiedLayerNormalization", 1, skip_infer, skip_prepare, skip_run, NULL, 0},
-    {MS, "RotaryEmbedding", 1, rope_infer, rope_prepare, rope_run, NULL, 0},
-    {"", "RotaryEmbedding", 23, rope_infer, rope_prepare, rope_run, NULL, 0},
-    {MS, "MatMulNBits", 1, llm_mnb_infer, llm_mnb_prepare, llm_mnb_run, NULL, 0},
-    {MS, "GroupQueryAttention", 1, llm_gqa_infer, llm_gqa_prepare, llm_gqa_run, NULL, 0},
-    {MS, "MultiHeadAttention", 1, llm_mha_infer, llm_mha_prepare, llm_mha_run, NULL, 0},
-    {"", "Attention", 23, llm_sdpa_infer, llm_sdpa_prepare, llm_sdpa_run, NULL, 0},
+    {"", "LayerNormalization", 1, norm_infer, norm_prepare, norm_run, NULL, 0, NULL},
+    {"", "SimplifiedLayerNormalization", 1, norm_infer, norm_prepare, norm_run, NULL, 0, NULL},
+    {"", "RMSNormalization", 23, norm_infer, norm_prepare, norm_run, NULL, 0, NULL},
+    {MS, "SkipLayerNormalization", 1, skip_infer, skip_prepare, skip_run, NULL, 0, NULL},
+    {MS, "SkipSimplifiedLayerNormalization", 1, skip_infer, skip_prepare, skip_run, NULL, 0, NULL},
+    {MS, "RotaryEmbedding", 1, rope_infer, rope_prepare, rope_run, NULL, 0, NULL},
+    {"", "RotaryEmbedding", 23, rope_infer, rope_prepare, rope_run, NULL, 0, NULL},
+    {MS, "MatMulNBits", 1, llm_mnb_infer, llm_mnb_prepare, llm_mnb_run, NULL, 0, NULL},
+    {MS, "GroupQueryAttention", 1, llm_gqa_infer, llm_gqa_prepare, llm_gqa_run, NULL, 0, NULL},
+    {MS, "MultiHeadAttention", 1, llm_mha_infer, llm_mha_prepare, llm_mha_run, NULL, 0, NULL},
+    {"", "Attention", 23, llm_sdpa_infer, llm_sdpa_prepare, llm_sdpa_run, NULL, 0, NULL},
     {0},
 };

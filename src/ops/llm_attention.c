@@ -312,8 +312,8 @@ static bool gqa_setup(const attn_job *j, int64_t b, int64_t h, int64_t s, llm_at
         return false;
     int64_t hi = o->causal ? P + s + 1 : T;
     int64_t lo = 0;
-    if (o->window > 0 && hi > o->window + 1)
-        lo = hi - o->window - 1;
+    if (o->window > 0 && hi > o->window)
+        lo = hi - o->window; /* the last local_window_size keys */
     r->lo = r->mask_lo = lo;
     r->hi = r->mask_hi = hi;
     if (o->bias) {

@@ -507,10 +507,18 @@ static int det_infer(sn_infer_ctx *c) {
     return SNUG_OK;
 }
 
-static int det_prepare(sn_prep_ctx *c) {
-    const sn_tensor *x = c->in[0];
+/* One matrix in double, factored in place. */
+static size_t det_ws(const sn_tensor *x) {
+    if (x->rank < 2 || x->dims[x->rank - 1] < 0)
+        return 0;
     size_t M = (size_t)x->dims[x->rank - 1];
-    c->workspace = M * M * sizeof(double);
+    return M * M * sizeof(double);
+}
+
+static size_t det_estimate(const sn_infer_ctx *c) { return det_ws(c->in[0]); }
+
+static int det_prepare(sn_prep_ctx *c) {
+    c->workspace = det_ws(c->in[0]);
     return SNUG_OK;
 }
 
@@ -631,10 +639,10 @@ static int trilu_run(sn_kctx *c) {
 }
 
 const sn_op_def sn_ops_math[] = {
-    {"", "NegativeLogLikelihoodLoss", 12, loss_infer, NULL, loss_run, NULL, 0},
-    {"", "SoftmaxCrossEntropyLoss", 12, loss_infer, NULL, loss_run, NULL, 0},
-    {"", "Einsum", 12, ein_infer, NULL, ein_run, NULL, 0},
-    {"", "Det", 11, det_infer, det_prepare, det_run, NULL, 0},
-    {"", "Trilu", 14, trilu_infer, NULL, trilu_run, NULL, SN_OP_INPLACE0},
+    {"", "NegativeLogLikelihoodLoss", 12, loss_infer, NULL, loss_run, NULL, 0, NULL},
+    {"", "SoftmaxCrossEntropyLoss", 12, loss_infer, NULL, loss_run, NULL, 0, NULL},
+    {"", "Einsum", 12, ein_infer, NULL, ein_run, NULL, 0, NULL},
+    {"", "Det", 11, det_infer, det_prepare, det_run, NULL, 0, det_estimate},
+    {"", "Trilu", 14, trilu_infer, NULL, trilu_run, NULL, SN_OP_INPLACE0, NULL},
     {0},
 };

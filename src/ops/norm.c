@@ -61,10 +61,19 @@ static int smx_infer(sn_infer_ctx *c) {
     return SNUG_OK;
 }
 
-static int smx_prepare(sn_prep_ctx *c) {
+/* Per-column max and sum when the axis is not the innermost. */
+static size_t smx_ws(const sn_node *n, const sn_tensor *x) {
     int64_t outer, L, inner;
-    SN_TRY(smx_geom(c->node, c->in[0], &outer, &L, &inner, c->err));
-    c->workspace = inner > 1 ? 2 * sn_red_align((size_t)inner * sizeof(double)) : 0;
+    sn_err err;
+    if (x->rank == SN_RANK_UNKNOWN || smx_geom(n, x, &outer, &L, &inner, &err) != SNUG_OK)
+        return 0;
+    return inner > 1 ? 2 * sn_red_align((size_t)inner * sizeof(double)) : 0;
+}
+
+static size_t smx_estimate(const sn_infer_ctx *c) { return smx_ws(c->node, c->in[0]); }
+
+static int smx_prepare(sn_prep_ctx *c) {
+    c->workspace = smx_ws(c->node, c->in[0]);
     return SNUG_OK;
 }
 
@@ -397,7 +406,7 @@ static bool bn_training(const sn_node *n) {
 static int bn_params(const sn_node *n, const sn_tensor *const *in, int n_in, int64_t C,
                      int64_t inner, int64_t *P, sn_err *err) {
     const char *names[4] = {"scale", "B", "mean", "var"};
-    int64_t cnt = in[1] ? sn_tensor_numel(in[1]) : -1;
+    int64_t cnt = n_in > 1 && in[1] ? sn_tensor_numel(in[1]) : -1;
     *P = C;
     if (n->opset < 9 && sn_attr_int(n, "spatial", 1) == 0 && inner >= 0 && C >= 0)
         *P = C * inner;
@@ -437,11 +446,21 @@ static int bn_infer(sn_infer_ctx *c) {
     return SNUG_OK;
 }
 
+/* Affine a, b and the statistics used, per parameter. */
+static size_t bn_ws(const sn_node *n, const sn_tensor *const *in, int n_in) {
+    const sn_tensor *x = in[0];
+    int64_t P;
+    sn_err err;
+    if (x->rank < 2 || bn_params(n, in, n_in, x->dims[1], sn_red_prod(x->dims, 2, x->rank), &P,
+                                 &err) != SNUG_OK || P < 0)
+        return 0;
+    return 4 * sn_red_align((size_t)P * sizeof(double));
+}
+
+static size_t bn_estimate(const sn_infer_ctx *c) { return bn_ws(c->node, c->in, c->n_in); }
+
 static int bn_prepare(sn_prep_ctx *c) {
-    const sn_tensor *x = c->in[0];
-    int64_t C = x->dims[1], inner = sn_red_prod(x->dims, 2, x->rank), P;
-    SN_TRY(bn_params(c->node, c->in, c->n_in, C, inner, &P, c->err));
-    c->workspace = 4 * sn_red_align((size_t)P * sizeof(double));
+    c->workspace = bn_ws(c->node, c->in, c->n_in);
     return SNUG_OK;
 }
 
@@ -525,8 +544,18 @@ static int in_infer(sn_infer_ctx *c) {
     return SNUG_OK;
 }
 
-static int in_prepare(sn_prep_ctx *c) {
-    c->workspace = 2 * sn_red_align((size_t)c->in[0]->dims[1] * sizeof(double));
+/* Per-channel affine a, b of one sample (InstanceNormalization and
+ * GroupNormalization). */
+static size_t chan_ws(const sn_tensor *x) {
+    if (x->rank < 2 || x->dims[1] < 0)
+        return 0;
+    return 2 * sn_red_align((size_t)x->dims[1] * sizeof(double));
+}
+
+static size_t chan_estimate(const sn_infer_ctx *c) { return chan_ws(c->in[0]); }
+
+static int chan_prepare(sn_prep_ctx *c) {
+    c->workspace = chan_ws(c->in[0]);
     return SNUG_OK;
 }
 
@@ -737,11 +766,6 @@ static int gn_infer(sn_infer_ctx *c) {
     return SNUG_OK;
 }
 
-static int gn_prepare(sn_prep_ctx *c) {
-    c->workspace = 2 * sn_red_align((size_t)c->in[0]->dims[1] * sizeof(double));
-    return SNUG_OK;
-}
-
 static int gn_run(sn_kctx *c) {
     const sn_node *n = c->node;
     const sn_tensor *x = c->in[0], *sc = c->in[1], *bi = c->in[2];
@@ -820,13 +844,13 @@ static int lrn_run(sn_kctx *c) {
 }
 
 const sn_op_def sn_ops_norm[] = {
-    {"", "Softmax", 1, smx_infer, smx_prepare, smx_run, NULL, SN_OP_INPLACE0},
-    {"", "LogSoftmax", 1, smx_infer, smx_prepare, smx_run, NULL, SN_OP_INPLACE0},
-    {"", "Hardmax", 1, smx_infer, smx_prepare, smx_run, NULL, SN_OP_INPLACE0},
-    {"", "BatchNormalization", 1, bn_infer, bn_prepare, bn_run, NULL, SN_OP_INPLACE0},
-    {"", "InstanceNormalization", 1, in_infer, in_prepare, in_run, NULL, SN_OP_INPLACE0},
-    {"", "LayerNormalization", 17, ln_infer, NULL, ln_run, NULL, SN_OP_INPLACE0},
-    {"", "GroupNormalization", 18, gn_infer, gn_prepare, gn_run, NULL, SN_OP_INPLACE0},
-    {"", "LRN", 1, lrn_infer, NULL, lrn_run, NULL, 0},
+    {"", "Softmax", 1, smx_infer, smx_prepare, smx_run, NULL, SN_OP_INPLACE0, smx_estimate},
+    {"", "LogSoftmax", 1, smx_infer, smx_prepare, smx_run, NULL, SN_OP_INPLACE0, smx_estimate},
+    {"", "Hardmax", 1, smx_infer, smx_prepare, smx_run, NULL, SN_OP_INPLACE0, smx_estimate},
+    {"", "BatchNormalization", 1, bn_infer, bn_prepare, bn_run, NULL, SN_OP_INPLACE0, bn_estimate},
+    {"", "InstanceNormalization", 1, in_infer, chan_prepare, in_run, NULL, SN_OP_INPLACE0, chan_estimate},
+    {"", "LayerNormalization", 17, ln_infer, NULL, ln_run, NULL, SN_OP_INPLACE0, NULL},
+    {"", "GroupNormalization", 18, gn_infer, chan_prepare, gn_run, NULL, SN_OP_INPLACE0, chan_estimate},
+    {"", "LRN", 1, lrn_infer, NULL, lrn_run, NULL, 0, NULL},
     {0},
 };

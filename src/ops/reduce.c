@@ -513,12 +513,17 @@ static int red_infer(sn_infer_ctx *c) {
     return SNUG_OK;
 }
 
+/* Accumulators, and the per-output shift of LogSumExp: 2 x 8 bytes per
+ * output element (0 while the output size is not known). */
+static size_t red_ws(const sn_tensor *y) {
+    int64_t n_out = sn_tensor_numel(y);
+    return n_out < 0 ? 0 : 2 * sn_red_align((size_t)n_out * 8);
+}
+
+static size_t red_estimate(const sn_infer_ctx *c) { return red_ws(c->out[0]); }
+
 static int red_prepare(sn_prep_ctx *c) {
-    int64_t n_out = sn_tensor_numel(c->out[0]);
-    if (n_out < 0)
-        n_out = 0;
-    /* accumulators, and the per-output shift of LogSumExp */
-    c->workspace = 2 * sn_red_align((size_t)n_out * 8);
+    c->workspace = red_ws(c->out[0]);
     return SNUG_OK;
 }
 
@@ -752,13 +757,21 @@ static int mvn_infer(sn_infer_ctx *c) {
     return SNUG_OK;
 }
 
-static int mvn_prepare(sn_prep_ctx *c) {
-    const sn_tensor *x = c->in[0];
+/* Sum and sum of squares per reduced group (0 while shapes are unknown). */
+static size_t mvn_ws(const sn_node *n, const sn_tensor *x) {
     bool mask[SN_MAX_RANK];
-    SN_TRY(mvn_mask(c->node, x, mask, c->err));
+    sn_err err;
+    if (!sn_tensor_shape_known(x) || mvn_mask(n, x, mask, &err) != SNUG_OK)
+        return 0;
     red_plan p;
     red_plan_make(&p, x->rank, x->dims, mask);
-    c->workspace = 2 * sn_red_align((size_t)p.n_out * sizeof(double));
+    return 2 * sn_red_align((size_t)p.n_out * sizeof(double));
+}
+
+static size_t mvn_estimate(const sn_infer_ctx *c) { return mvn_ws(c->node, c->in[0]); }
+
+static int mvn_prepare(sn_prep_ctx *c) {
+    c->workspace = mvn_ws(c->node, c->in[0]);
     return SNUG_OK;
 }
 
@@ -1142,13 +1155,19 @@ static int topk_infer(sn_infer_ctx *c) {
     return SNUG_OK;
 }
 
-static int topk_prepare(sn_prep_ctx *c) {
-    const sn_tensor *x = c->in[0];
+/* Two index arrays and the keys, 8 bytes each per element of the axis. */
+static size_t topk_ws(const sn_node *n, const sn_tensor *x) {
     int a;
-    if (!sn_axis_norm(sn_attr_int(c->node, "axis", -1), x->rank, &a))
-        return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "axis out of range");
-    size_t L = (size_t)x->dims[a];
-    c->workspace = 3 * sn_red_align(L * 8);
+    if (x->rank == SN_RANK_UNKNOWN || !sn_axis_norm(sn_attr_int(n, "axis", -1), x->rank, &a) ||
+        x->dims[a] < 0)
+        return 0;
+    return 3 * sn_red_align((size_t)x->dims[a] * 8);
+}
+
+static size_t topk_estimate(const sn_infer_ctx *c) { return topk_ws(c->node, c->in[0]); }
+
+static int topk_prepare(sn_prep_ctx *c) {
+    c->workspace = topk_ws(c->node, c->in[0]);
     return SNUG_OK;
 }
 
@@ -1235,20 +1254,20 @@ static int topk_run(sn_kctx *c) {
 }
 
 const sn_op_def sn_ops_reduce[] = {
-    {"", "ReduceSum", 1, red_infer, red_prepare, red_run, NULL, 0},
-    {"", "ReduceMean", 1, red_infer, red_prepare, red_run, NULL, 0},
-    {"", "ReduceMax", 1, red_infer, red_prepare, red_run, NULL, 0},
-    {"", "ReduceMin", 1, red_infer, red_prepare, red_run, NULL, 0},
-    {"", "ReduceProd", 1, red_infer, red_prepare, red_run, NULL, 0},
-    {"", "ReduceL1", 1, red_infer, red_prepare, red_run, NULL, 0},
-    {"", "ReduceL2", 1, red_infer, red_prepare, red_run, NULL, 0},
-    {"", "ReduceLogSum", 1, red_infer, red_prepare, red_run, NULL, 0},
-    {"", "ReduceLogSumExp", 1, red_infer, red_prepare, red_run, NULL, 0},
-    {"", "ReduceSumSquare", 1, red_infer, red_prepare, red_run, NULL, 0},
-    {"", "ArgMax", 1, arg_infer, NULL, arg_run, NULL, 0},
-    {"", "ArgMin", 1, arg_infer, NULL, arg_run, NULL, 0},
-    {"", "CumSum", 11, cumsum_infer, NULL, cumsum_run, NULL, 0},
-    {"", "TopK", 1, topk_infer, topk_prepare, topk_run, NULL, 0},
-    {"", "MeanVarianceNormalization", 9, mvn_infer, mvn_prepare, mvn_run, NULL, 0},
+    {"", "ReduceSum", 1, red_infer, red_prepare, red_run, NULL, 0, red_estimate},
+    {"", "ReduceMean", 1, red_infer, red_prepare, red_run, NULL, 0, red_estimate},
+    {"", "ReduceMax", 1, red_infer, red_prepare, red_run, NULL, 0, red_estimate},
+    {"", "ReduceMin", 1, red_infer, red_prepare, red_run, NULL, 0, red_estimate},
+    {"", "ReduceProd", 1, red_infer, red_prepare, red_run, NULL, 0, red_estimate},
+    {"", "ReduceL1", 1, red_infer, red_prepare, red_run, NULL, 0, red_estimate},
+    {"", "ReduceL2", 1, red_infer, red_prepare, red_run, NULL, 0, red_estimate},
+    {"", "ReduceLogSum", 1, red_infer, red_prepare, red_run, NULL, 0, red_estimate},
+    {"", "ReduceLogSumExp", 1, red_infer, red_prepare, red_run, NULL, 0, red_estimate},
+    {"", "ReduceSumSquare", 1, red_infer, red_prepare, red_run, NULL, 0, red_estimate},
+    {"", "ArgMax", 1, arg_infer, NULL, arg_run, NULL, 0, NULL},
+    {"", "ArgMin", 1, arg_infer, NULL, arg_run, NULL, 0, NULL},
+    {"", "CumSum", 11, cumsum_infer, NULL, cumsum_run, NULL, 0, NULL},
+    {"", "TopK", 1, topk_infer, topk_prepare, topk_run, NULL, 0, topk_estimate},
+    {"", "MeanVarianceNormalization", 9, mvn_infer, mvn_prepare, mvn_run, NULL, 0, mvn_estimate},
     {0},
 };
