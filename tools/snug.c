@@ -7,14 +7,16 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "cli.h"
 #include "exec/session.h"
 #include "onnx/model.h"
 #include "ops/op.h"
 
-static void die_usage(const char *cmd, const char *msg) {
+void cli_die_usage(const char *cmd, const char *msg) {
     fprintf(stderr, "snug %s: %s (see 'snug %s --help')\n", cmd, msg, cmd);
     exit(2);
 }
+#define die_usage cli_die_usage
 
 /* ---- snug info ----------------------------------------------------------- */
 
@@ -76,7 +78,7 @@ static int cmp_count(const void *a, const void *b) {
     return x->n != y->n ? y->n - x->n : strcmp(x->op, y->op);
 }
 
-static void human_bytes(double b, char *buf, size_t cap) {
+void cli_human_bytes(double b, char *buf, size_t cap) {
     const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
     int i = 0;
     while (b >= 1024 && i < 4) {
@@ -137,7 +139,7 @@ static int cmd_info(int argc, char **argv) {
         params += n > 0 ? n : 0;
     }
     char wb[64];
-    human_bytes((double)m->weight_bytes, wb, sizeof wb);
+    cli_human_bytes((double)m->weight_bytes, wb, sizeof wb);
     printf("parameters %lld (%d initializers)\n", (long long)params, m->graph->n_init);
     printf("weights    %llu bytes (%s)\n", (unsigned long long)m->weight_bytes, wb);
     opcount h[512];
@@ -510,9 +512,9 @@ static int cmd_run(int argc, char **argv) {
     if (verbose) {
         const sn_exec_stats *st = sn_exec_get_stats(s->exec);
         char a[64], l[64], f[64];
-        human_bytes((double)st->arena_bytes, a, sizeof a);
-        human_bytes((double)st->lower_bound, l, sizeof l);
-        human_bytes((double)st->folded_bytes, f, sizeof f);
+        cli_human_bytes((double)st->arena_bytes, a, sizeof a);
+        cli_human_bytes((double)st->lower_bound, l, sizeof l);
+        cli_human_bytes((double)st->folded_bytes, f, sizeof f);
         fprintf(stderr,
                 "plan       %d node(s) folded (%s), %d static, %d dynamic; arena %s (lower bound %s); %d plan(s) made\n",
                 st->n_folded, f, st->n_static, st->n_dynamic, a, l, st->n_plans);

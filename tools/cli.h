@@ -1,0 +1,12 @@
+/* Shared by the CLI's command files (tools/snug_*.c). */
+#ifndef SNUG_TOOLS_CLI_H
+#define SNUG_TOOLS_CLI_H
+
+#include <stddef.h>
+
+/* Prints "snug CMD: MSG (see 'snug CMD --help')" and exits with status 2. */
+void cli_die_usage(const char *cmd, const char *msg);
+/* "1.23 MiB"-style sizes. */
+void cli_human_bytes(double bytes, char *buf, size_t cap);
+
+#endif
