@@ -33,7 +33,9 @@ static int loss_reduction(const sn_node *n, loss_red *r, sn_err *err) {
 static int loss_infer(sn_infer_ctx *c) {
     const sn_node *n = c->node;
     bool sce = !strcmp(n->p->op_type, "SoftmaxCrossEntropyLoss");
-    const sn_tensor *x = c->in[0];
+    const sn_tensor *x = c->n_in > 0 ? c->in[0] : NULL;
+    if (!x)
+        return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "missing input");
     const sn_tensor *t = sn_red_has(c, 1) ? c->in[1] : NULL;
     const sn_tensor *w = sn_red_has(c, 2) ? c->in[2] : NULL;
     loss_red red;
@@ -356,7 +358,7 @@ static int ein_parse(const sn_node *n, int n_in, const sn_tensor *const *in, ein
 
 static int ein_infer(sn_infer_ctx *c) {
     const sn_node *n = c->node;
-    sn_dtype dt = c->in[0] ? c->in[0]->dtype : SN_UNDEFINED;
+    sn_dtype dt = c->n_in > 0 && c->in[0] ? c->in[0]->dtype : SN_UNDEFINED;
     for (int k = 0; k < c->n_in; k++) {
         if (!c->in[k])
             return sn_kfail(c->err, n, SNUG_ERR_INVALID_ARG, "input %d missing", k);
@@ -486,7 +488,9 @@ static int ein_run(sn_kctx *c) {
  * ====================================================================== */
 
 static int det_infer(sn_infer_ctx *c) {
-    const sn_tensor *x = c->in[0];
+    const sn_tensor *x = c->n_in > 0 ? c->in[0] : NULL;
+    if (!x)
+        return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "missing input");
     if (!sn_red_is_real(x->dtype))
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "unsupported input type %s",
                         sn_dtype_name(x->dtype));
@@ -584,7 +588,9 @@ static int trilu_k(const sn_node *n, const sn_tensor *kt, int64_t *k, bool *know
 }
 
 static int trilu_infer(sn_infer_ctx *c) {
-    const sn_tensor *x = c->in[0];
+    const sn_tensor *x = c->n_in > 0 ? c->in[0] : NULL;
+    if (!x)
+        return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "missing input");
     if (x->dtype == SN_U4 || x->dtype == SN_I4 || x->dtype == SN_UNDEFINED)
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "unsupported input type %s",
                         sn_dtype_name(x->dtype));

@@ -49,7 +49,9 @@ static int smx_geom(const sn_node *n, const sn_tensor *x, int64_t *outer, int64_
 }
 
 static int smx_infer(sn_infer_ctx *c) {
-    const sn_tensor *x = c->in[0];
+    const sn_tensor *x = c->n_in > 0 ? c->in[0] : NULL;
+    if (!x)
+        return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "missing input");
     if (!sn_red_is_real(x->dtype))
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "unsupported input type %s",
                         sn_dtype_name(x->dtype));
@@ -419,7 +421,9 @@ static int bn_params(const sn_node *n, const sn_tensor *const *in, int n_in, int
 
 static int bn_infer(sn_infer_ctx *c) {
     const sn_node *n = c->node;
-    const sn_tensor *x = c->in[0];
+    const sn_tensor *x = c->n_in > 0 ? c->in[0] : NULL;
+    if (!x)
+        return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "missing input");
     if (!sn_red_is_real(x->dtype))
         return sn_kfail(c->err, n, SNUG_ERR_TYPE, "unsupported input type %s",
                         sn_dtype_name(x->dtype));
@@ -528,7 +532,9 @@ static int bn_run(sn_kctx *c) {
 
 static int in_infer(sn_infer_ctx *c) {
     const sn_node *n = c->node;
-    const sn_tensor *x = c->in[0];
+    const sn_tensor *x = c->n_in > 0 ? c->in[0] : NULL;
+    if (!x)
+        return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "missing input");
     if (!sn_red_is_real(x->dtype))
         return sn_kfail(c->err, n, SNUG_ERR_TYPE, "unsupported input type %s",
                         sn_dtype_name(x->dtype));
@@ -620,7 +626,9 @@ static int ln_check_bcast(const sn_node *n, const sn_tensor *x, int axis, const 
 
 static int ln_infer(sn_infer_ctx *c) {
     const sn_node *n = c->node;
-    const sn_tensor *x = c->in[0];
+    const sn_tensor *x = c->n_in > 0 ? c->in[0] : NULL;
+    if (!x)
+        return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "missing input");
     if (!sn_red_is_real(x->dtype))
         return sn_kfail(c->err, n, SNUG_ERR_TYPE, "unsupported input type %s",
                         sn_dtype_name(x->dtype));
@@ -732,7 +740,9 @@ static int ln_run(sn_kctx *c) {
 
 static int gn_check(const sn_infer_ctx *c, int64_t *G) {
     const sn_node *n = c->node;
-    const sn_tensor *x = c->in[0];
+    const sn_tensor *x = c->n_in > 0 ? c->in[0] : NULL;
+    if (!x)
+        return sn_kfail(c->err, n, SNUG_ERR_INVALID_ARG, "missing input");
     *G = sn_attr_int(n, "num_groups", -1);
     if (*G <= 0)
         return sn_kfail(c->err, n, SNUG_ERR_INVALID_ARG, "num_groups must be positive");
@@ -804,7 +814,9 @@ static int gn_run(sn_kctx *c) {
 
 static int lrn_infer(sn_infer_ctx *c) {
     const sn_node *n = c->node;
-    const sn_tensor *x = c->in[0];
+    const sn_tensor *x = c->n_in > 0 ? c->in[0] : NULL;
+    if (!x)
+        return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "missing input");
     if (!sn_red_is_real(x->dtype))
         return sn_kfail(c->err, n, SNUG_ERR_TYPE, "unsupported input type %s",
                         sn_dtype_name(x->dtype));

@@ -474,7 +474,7 @@ static bool red_axes_from_input(const sn_node *n, red_kind k) {
 static int red_infer(sn_infer_ctx *c) {
     const sn_node *n = c->node;
     red_kind k = red_kind_of(n);
-    const sn_tensor *x = c->in[0];
+    const sn_tensor *x = c->n_in > 0 ? c->in[0] : NULL;
     if (!x)
         return sn_kfail(c->err, n, SNUG_ERR_INVALID_ARG, "missing input");
     if (red_class_of(x->dtype, k) == RC_BAD)
@@ -745,7 +745,9 @@ static int mvn_mask(const sn_node *n, const sn_tensor *x, bool *mask, sn_err *er
 }
 
 static int mvn_infer(sn_infer_ctx *c) {
-    const sn_tensor *x = c->in[0];
+    const sn_tensor *x = c->n_in > 0 ? c->in[0] : NULL;
+    if (!x)
+        return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "missing input");
     if (!sn_red_is_real(x->dtype))
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "unsupported input type %s",
                         sn_dtype_name(x->dtype));
@@ -849,7 +851,9 @@ static bool arg_type_ok(sn_dtype t) {
 
 static int arg_infer(sn_infer_ctx *c) {
     const sn_node *n = c->node;
-    const sn_tensor *x = c->in[0];
+    const sn_tensor *x = c->n_in > 0 ? c->in[0] : NULL;
+    if (!x)
+        return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "missing input");
     if (!arg_type_ok(x->dtype))
         return sn_kfail(c->err, n, SNUG_ERR_TYPE, "unsupported input type %s",
                         sn_dtype_name(x->dtype));
@@ -997,7 +1001,9 @@ static int cumsum_axis(const sn_node *n, const sn_tensor *x, const sn_tensor *at
 }
 
 static int cumsum_infer(sn_infer_ctx *c) {
-    const sn_tensor *x = c->in[0];
+    const sn_tensor *x = c->n_in > 0 ? c->in[0] : NULL;
+    if (!x)
+        return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "missing input");
     switch (x->dtype) {
     case SN_F32: case SN_F64: case SN_F16: case SN_BF16:
     case SN_I32: case SN_I64: case SN_U32: case SN_U64:
@@ -1123,7 +1129,9 @@ static int topk_k(const sn_node *n, const sn_tensor *const *in, int n_in, int64_
 
 static int topk_infer(sn_infer_ctx *c) {
     const sn_node *n = c->node;
-    const sn_tensor *x = c->in[0];
+    const sn_tensor *x = c->n_in > 0 ? c->in[0] : NULL;
+    if (!x)
+        return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "missing input");
     if (!arg_type_ok(x->dtype))
         return sn_kfail(c->err, n, SNUG_ERR_TYPE, "unsupported input type %s",
                         sn_dtype_name(x->dtype));

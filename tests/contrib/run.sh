@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# CTest driver for the LLM-op cases: (re)generates them with ONNX Runtime when
+# missing or when gen_cases.py changed (stamped by its hash), then runs the
+# conformance runner over them.
+#   run.sh RUNNER
+set -euo pipefail
+runner=$1
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+out="${SNUG_CACHE:-$HOME/.cache/snug}/contrib-cases"
+py="${SNUG_VENV:-$HOME/.cache/snug/venv}/bin/python"
+[[ -x "$py" ]] || py=/root/.cache/snug-venv/bin/python
+if [[ ! -x "$py" ]] || ! "$py" -c 'import onnxruntime' 2>/dev/null; then
+  echo "run.sh: no Python with onnxruntime (run scripts/venv.sh)" >&2
+  exit 1
+fi
+want="$(sha256sum < "$here/gen_cases.py" | cut -d' ' -f1) $("$py" -c 'import onnxruntime as o; print(o.__version__)')"
+stamp="$out/.stamp"
+if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
+  rm -rf "$out"
+  mkdir -p "$out"
+  "$py" "$here/gen_cases.py" --out "$out"
+  echo "$want" > "$stamp"
+fi
+exec "$runner" --rtol 1e-3 --atol 1e-4 "$out"
