@@ -25,13 +25,24 @@ log() { echo "venv.sh: $*" >&2; }
 stamp="$venv/.snug-requirements"
 hashes=()
 for r in "${reqs[@]}"; do hashes+=("$(sha256sum < "$r" | cut -d' ' -f1)"); done
-up_to_date=1
-if [[ -x "$venv/bin/python" && -f "$stamp" ]] && "$venv/bin/python" -c 'import sys' 2>/dev/null; then
-  for h in "${hashes[@]}"; do grep -qx "$h" "$stamp" || up_to_date=0; done
-else
-  up_to_date=0
+up_to_date() {
+  [[ -x "$venv/bin/python" && -f "$stamp" ]] || return 1
+  local h
+  for h in "${hashes[@]}"; do grep -qx "$h" "$stamp" || return 1; done
+  "$venv/bin/python" -c 'import sys' 2>/dev/null
+}
+if up_to_date; then
+  echo "$venv"
+  exit 0
 fi
-if [[ $up_to_date -eq 1 ]]; then
+
+# Tests run in parallel may all get here: one installs, the others wait for it.
+mkdir -p "$(dirname "$venv")"
+exec 9>"$venv.lock"
+if command -v flock >/dev/null 2>&1; then
+  flock 9
+fi
+if up_to_date; then
   echo "$venv"
   exit 0
 fi

@@ -248,7 +248,7 @@ static int make_plan(sn_exec *ex, sn_err *err) {
     const sn_graph *g = ex->g;
     int rc = SNUG_OK;
     sn_block *blocks = NULL;
-    int *bval = NULL, *last = NULL;
+    int *bval = NULL, *last = NULL, *share = NULL;
     plan_release(ex);
     int n_plans = ex->stats.n_plans + 1;
     memset(&ex->stats, 0, sizeof ex->stats);
@@ -366,9 +366,10 @@ static int make_plan(sn_exec *ex, sn_err *err) {
     }
     /* Lifetimes: a view keeps its source alive as long as itself. */
     last = sn_malloc(sizeof *last * ((size_t)g->n_values + 1));
+    share = sn_malloc(sizeof *share * ((size_t)g->n_values + 1));
     blocks = sn_malloc(sizeof *blocks * ((size_t)g->n_values + (size_t)g->n_nodes + 1));
     bval = sn_malloc(sizeof *bval * ((size_t)g->n_values + (size_t)g->n_nodes + 1));
-    if (!last || !blocks || !bval) {
+    if (!last || !share || !blocks || !bval) {
         rc = sn_errf(err, SNUG_ERR_OOM, "out of memory");
         goto done;
     }
@@ -388,9 +389,28 @@ static int make_plan(sn_exec *ex, sn_err *err) {
             if (last[v] > last[r])
                 last[r] = last[v];
     }
+    /* In place: an element-wise output takes over its input's block when the
+     * input dies at that node (share[v] = the value whose block v uses). */
+    for (int v = 0; v < g->n_values; v++)
+        share[v] = v;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const sn_node *n = &g->nodes[i];
+        if (ex->nmode[i] != NM_STATIC || !(n->op->flags & SN_OP_INPLACE0) || n->n_in < 1 || n->n_out < 1)
+            continue;
+        int a = n->in[0], o = n->out[0];
+        if (a < 0 || o < 0 || ex->vkind[a] != VK_ARENA || ex->vkind[o] != VK_ARENA || last[a] != i ||
+            (g->values[a].flags & SN_VAL_OUTPUT) || ex->vals[a].dtype != ex->vals[o].dtype ||
+            sn_tensor_nbytes(&ex->vals[a]) != sn_tensor_nbytes(&ex->vals[o]))
+            continue;
+        int r = share[a];
+        share[o] = r;
+        if (last[o] > last[r])
+            last[r] = last[o];
+        ex->stats.n_inplace++;
+    }
     int nb = 0;
     for (int v = 0; v < g->n_values; v++) {
-        if (ex->vkind[v] != VK_ARENA)
+        if (ex->vkind[v] != VK_ARENA || share[v] != v)
             continue;
         blocks[nb] = (sn_block){sn_tensor_nbytes(&ex->vals[v]), g->values[v].producer, last[v], 0};
         bval[nb++] = v;
@@ -415,18 +435,22 @@ static int make_plan(sn_exec *ex, sn_err *err) {
         ex->arena_cap = total;
     }
     for (int k = 0; k < nb; k++) {
-        if (bval[k] >= 0) {
+        if (bval[k] >= 0)
             ex->voff[bval[k]] = blocks[k].offset;
-            ex->vals[bval[k]].data = ex->arena + blocks[k].offset;
-        } else {
+        else
             ex->nws_off[-1 - bval[k]] = blocks[k].offset;
-        }
     }
+    for (int v = 0; v < g->n_values; v++)
+        if (ex->vkind[v] == VK_ARENA) {
+            ex->voff[v] = ex->voff[share[v]];
+            ex->vals[v].data = ex->arena + ex->voff[v];
+        }
     ex->stats.arena_bytes = total;
     ex->stats.lower_bound = lower;
     ex->planned = true;
 done:
     sn_free(last);
+    sn_free(share);
     sn_free(blocks);
     sn_free(bval);
     if (rc != SNUG_OK)

@@ -17,6 +17,7 @@ typedef struct sn_exec_stats {
     size_t lower_bound;      /* largest total of planned tensors alive at one step */
     size_t folded_bytes;     /* constant-folded values */
     int n_static, n_dynamic, n_folded; /* nodes by mode in the current plan */
+    int n_inplace;           /* static nodes whose output reuses input 0's block */
     int n_plans;             /* how many times a plan was made */
 } sn_exec_stats;
 

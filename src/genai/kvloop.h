@@ -1,0 +1,59 @@
+/* The LLM step driver: prefill a prompt, then decode one token at a time,
+ * carrying the model's present.N.key/value outputs into the next step's
+ * past_key_values.N.key/value inputs.
+ *
+ * It drives the two export conventions by input name:
+ *   optimum: input_ids, attention_mask, position_ids (optional),
+ *            past_key_values.N.key/value [1, kv_heads, past, head_dim]
+ *            -> logits [1, S, vocab], present.N.key/value [1, kv_heads, past+S, head_dim]
+ *   genai:   the same names without position_ids; the mask width drives GQA.
+ * Batch 1; the attention mask is all ones.
+ *
+ * The KV cache lives in buffers the driver owns, sized for max_ctx tokens.
+ * Today each step copies present into them; when the planner keeps the KV
+ * cache persistent this becomes internal, the API stays. */
+#ifndef SN_GENAI_KVLOOP_H
+#define SN_GENAI_KVLOOP_H
+
+#include "exec/session.h"
+
+typedef struct sn_kvloop sn_kvloop;
+
+/* What the driver found in the model. */
+typedef struct sn_kvloop_info {
+    int n_layers;         /* past_key_values.N pairs */
+    int64_t kv_heads;     /* dim 1 of the past inputs */
+    int64_t head_dim;     /* dim 3 of the past inputs */
+    int64_t vocab;        /* last dim of logits (known after the first step if symbolic) */
+    int64_t max_ctx;
+    bool has_position_ids;
+    size_t kv_bytes;      /* bytes the driver holds for the KV cache */
+} sn_kvloop_info;
+
+/* s is borrowed and must outlive the loop; the loop runs s->exec. Fails with
+ * a message naming the input when the model is not an LLM of a known
+ * convention (missing input_ids or logits, an unknown input, a past input
+ * without a matching present output, KV dims that are not concrete). */
+int sn_kvloop_new(sn_session *s, int64_t max_ctx, sn_kvloop **out, sn_err *err);
+void sn_kvloop_free(sn_kvloop *l); /* accepts NULL */
+
+/* Runs the n prompt tokens ids[0..n) after what is already in the cache.
+ * *logits (may be NULL) receives [n, vocab] floats: the logits of every
+ * position, valid until the next step, reset or free. */
+int sn_kvloop_prefill(sn_kvloop *l, const int64_t *ids, int64_t n, const float **logits, sn_err *err);
+
+/* One decode step: feeds id, *logits (may be NULL) receives [vocab] floats
+ * with the same lifetime as above. */
+int sn_kvloop_decode(sn_kvloop *l, int64_t id, const float **logits, sn_err *err);
+
+/* Forgets the cached tokens (the buffers stay). */
+void sn_kvloop_reset(sn_kvloop *l);
+
+/* Tokens in the cache. */
+int64_t sn_kvloop_pos(const sn_kvloop *l);
+const sn_kvloop_info *sn_kvloop_get_info(const sn_kvloop *l);
+
+/* Index of the largest of n floats (the first on ties). */
+int64_t sn_argmax_f32(const float *x, int64_t n);
+
+#endif
