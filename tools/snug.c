@@ -537,6 +537,7 @@ static const char k_help[] =
     "commands:\n"
     "  info MODEL      inputs, outputs, opsets, op histogram, parameters, weight bytes\n"
     "  run MODEL       one inference with inputs from files or generated\n"
+    "  bench MODEL     LLM prefill and decode tokens/s, time to first token, peak RSS\n"
     "  ops             the operators this build implements\n";
 
 static int cmd_ops(int argc, char **argv) {
@@ -566,6 +567,7 @@ int main(int argc, char **argv) {
         return cmd_run(argc - 2, argv + 2);
     if (!strcmp(argv[1], "ops"))
         return cmd_ops(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "bench")) { int cmd_bench(int, char **); return cmd_bench(argc - 2, argv + 2); }
     fprintf(stderr, "snug: unknown command '%s'\n\n%s", argv[1], k_help);
     return 2;
 }

@@ -31,6 +31,7 @@ struct sn_exec {
     size_t *nws_off;         /* owned [n_nodes]: workspace offset in the arena */
     struct sn_exec **sub;    /* owned [sum of n_sub]: child executors, created lazily */
     int *sub_base;           /* owned [n_nodes]: index of node i's first child in sub */
+    void **init_copy;        /* owned [n_values]: aligned copies of misaligned initializers */
     uint8_t *arena;          /* owned */
     size_t arena_cap;
     void **folded;           /* owned: blocks of folded values */
@@ -125,14 +126,31 @@ int sn_exec_new(const sn_graph *g, sn_pool *pool, const sn_logger *log, sn_exec 
     ex->argin = sn_calloc((size_t)arg, sizeof *ex->argin);
     ex->argout = sn_calloc((size_t)arg, sizeof *ex->argout);
     ex->sig = sn_calloc((size_t)g->n_values + 1, sizeof *ex->sig);
+    ex->init_copy = sn_calloc(nv, sizeof *ex->init_copy);
     if (!ex->vals || !ex->vkind || !ex->voff || !ex->valias || !ex->nmode || !ex->nstate || !ex->nws ||
-        !ex->nws_off || !ex->sub_base || !ex->sub || !ex->argin || !ex->argout || !ex->sig) {
+        !ex->nws_off || !ex->sub_base || !ex->sub || !ex->argin || !ex->argout || !ex->sig || !ex->init_copy) {
         sn_exec_free(ex);
         return sn_errf(err, SNUG_ERR_OOM, "out of memory");
     }
     for (int i = 0, b = 0; i < g->n_nodes; i++) {
         ex->sub_base[i] = b;
         b += g->nodes[i].n_sub;
+    }
+    /* Weights the loader left misaligned in the file map get one aligned
+     * copy here; the source pages are then released, so the weights are
+     * resident once. */
+    for (int v = 0; v < g->n_values; v++) {
+        const sn_init *in = g->values[v].init;
+        if (!(g->values[v].flags & SN_VAL_INIT) || !in || !sn_init_misaligned(in))
+            continue;
+        size_t nb = sn_tensor_nbytes(&in->t);
+        if (!(ex->init_copy[v] = sn_malloc(nb))) {
+            sn_exec_free(ex);
+            return sn_errf(err, SNUG_ERR_OOM, "out of memory for an aligned copy of '%s' (%zu bytes)", in->name, nb);
+        }
+        memcpy(ex->init_copy[v], in->t.data, nb);
+        ex->stats.copied_init_bytes += nb;
+        sn_model_release_bytes(g->model, in->t.data, nb);
     }
     *out = ex;
     return SNUG_OK;
@@ -164,6 +182,10 @@ void sn_exec_free(sn_exec *ex) {
     sn_free(ex->argin);
     sn_free(ex->argout);
     sn_free(ex->sig);
+    if (ex->init_copy)
+        for (int v = 0; v < ex->g->n_values; v++)
+            sn_free(ex->init_copy[v]);
+    sn_free(ex->init_copy);
     sn_free(ex->arena);
     sn_free(ex->folded);
     sn_free(ex->dyn);
@@ -251,8 +273,10 @@ static int make_plan(sn_exec *ex, sn_err *err) {
     int *bval = NULL, *last = NULL, *share = NULL;
     plan_release(ex);
     int n_plans = ex->stats.n_plans + 1;
+    size_t copied = ex->stats.copied_init_bytes;
     memset(&ex->stats, 0, sizeof ex->stats);
     ex->stats.n_plans = n_plans;
+    ex->stats.copied_init_bytes = copied;
     /* Value kinds and infos for what is known before any node. Graph-input
      * data is hidden while planning: a plan depends on shapes only. */
     for (int v = 0; v < g->n_values; v++) {
@@ -260,6 +284,8 @@ static int make_plan(sn_exec *ex, sn_err *err) {
         if (val->flags & SN_VAL_INIT) {
             ex->vkind[v] = VK_CONST;
             ex->vals[v] = val->init->t;
+            if (ex->init_copy[v])
+                ex->vals[v].data = ex->init_copy[v];
         } else if (val->flags & (SN_VAL_INPUT | SN_VAL_OUTER)) {
             ex->vkind[v] = VK_INPUT;
         } else {

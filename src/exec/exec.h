@@ -19,6 +19,7 @@ typedef struct sn_exec_stats {
     int n_static, n_dynamic, n_folded; /* nodes by mode in the current plan */
     int n_inplace;           /* static nodes whose output reuses input 0's block */
     int n_plans;             /* how many times a plan was made */
+    size_t copied_init_bytes; /* weights copied because the file left them misaligned */
 } sn_exec_stats;
 
 /* pool and log are borrowed and may be NULL. */

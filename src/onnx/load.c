@@ -394,7 +394,13 @@ int sn_ld_graph(sn_ld *c, sn_pb *r, sn_pgraph *g) {
             break;
         switch (f.num) {
         case 1: SN_TRY(bump(c, r, &f, &g->n_node, 1)); break;
-        case 5: case 15: SN_TRY(bump(c, r, &f, &g->n_init, 1)); break;
+        case 5: case 15:
+            SN_TRY(bump(c, r, &f, &g->n_init, 1));
+            /* Reading the tag mapped the file pages around it: unmap them
+             * (see place_bytes) so counting does not fill resident memory. */
+            if (c->m && f.len >= SN_ALIGN_COPY_MAX)
+                sn_model_release_bytes(c->m, f.data, f.len);
+            break;
         case 11: SN_TRY(bump(c, r, &f, &g->n_input, 1)); break;
         case 12: SN_TRY(bump(c, r, &f, &g->n_output, 1)); break;
         case 13: SN_TRY(bump(c, r, &f, &g->n_value_info, 1)); break;
@@ -428,7 +434,12 @@ int sn_ld_graph(sn_ld *c, sn_pb *r, sn_pgraph *g) {
         case 5: {
             sn_init *in = &g->inits[kin++];
             SN_TRY(sn_pb_sub(r, &f, "TensorProto", &sub));
-            SN_TRY(sn_ld_tensor(c, &sub, &in->t, in, NULL));
+            /* Large misaligned weights stay in the map (see sn_init.misaligned). */
+            int save = c->no_align_copy;
+            c->no_align_copy = 2;
+            rc = sn_ld_tensor(c, &sub, &in->t, in, NULL);
+            c->no_align_copy = save;
+            SN_TRY(rc);
             break;
         }
         case 15: {
@@ -701,6 +712,11 @@ int sn_model_load(const char *path, sn_model **out, sn_err *err) {
         rc = sn_errf(err, SNUG_ERR_IO, "cannot map model '%s': %s", path, strerror(e));
         goto fail;
     }
+    /* The parser touches only headers and small tensors; weights are read
+     * later, by the kernels that need them. Without this hint the kernel's
+     * read-around would bring most of the file into this process while the
+     * headers are walked. */
+    madvise(map, (size_t)st.st_size, MADV_RANDOM);
     pv->map = map;
     pv->map_len = (size_t)st.st_size;
     m->file_size = (uint64_t)st.st_size;

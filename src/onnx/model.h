@@ -99,6 +99,11 @@ typedef struct sn_value_info {
 /* An initializer: the tensor plus where its bytes live, for reports and
  * streaming. file_offset is the offset in the model file, or in the external
  * data file when external != 0. */
+/* Initializers below this size whose raw bytes are not aligned for their
+ * element type are copied at load; larger ones stay in the map, flagged
+ * misaligned, and get an aligned copy when a session plans them. */
+#define SN_ALIGN_COPY_MAX ((size_t)64 << 10)
+
 typedef struct sn_init {
     const char *name;
     sn_tensor t;
@@ -145,6 +150,15 @@ typedef struct sn_model {
 /* Loads path. Never copies weight bytes. On error returns a status and a
  * message naming what is wrong (with byte offsets for malformed protobuf). */
 int sn_model_load(const char *path, sn_model **out, sn_err *err);
+
+/* True when an initializer's data is not aligned for its element type (then
+ * it points into the file map; see SN_ALIGN_COPY_MAX). */
+bool sn_init_misaligned(const sn_init *in);
+/* After a caller copied [p, p+n) out of the model's file map: drops the
+ * whole pages inside it from this process's resident memory (they are read
+ * again from the file if touched). No-op for memory that is not a file map
+ * of m, e.g. a caller's buffer. */
+void sn_model_release_bytes(const sn_model *m, const void *p, size_t n);
 /* Same, from a buffer the caller keeps alive (dir used for external data;
  * may be NULL, then external data is an error). */
 int sn_model_load_buffer(const void *buf, size_t len, const char *dir,

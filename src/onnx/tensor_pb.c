@@ -34,14 +34,50 @@ static size_t need_align(sn_dtype t) {
     return s > 8 ? 8 : (s ? s : 1);
 }
 
+bool sn_init_misaligned(const sn_init *in) {
+    return in->t.data && ((uintptr_t)in->t.data & (need_align(in->t.dtype) - 1)) != 0;
+}
+
+/* The copy above read the source pages of a file map into this process;
+ * nothing reads them again, so hand the whole pages inside [p, p+n) back
+ * (they are re-read from the file if ever touched): resident memory then
+ * holds the weights once, not twice. Only for our own read-only file maps,
+ * never for a caller's buffer. */
+void sn_model_release_bytes(const sn_model *m, const void *ptr, size_t n) {
+    const struct sn_model_priv *mp = m->priv;
+    const uint8_t *p = ptr;
+    bool in_map = mp->map && p >= (const uint8_t *)mp->map && p + n <= (const uint8_t *)mp->map + mp->map_len;
+    for (int i = 0; i < mp->n_ext && !in_map; i++)
+        in_map = mp->ext[i].map && p >= (const uint8_t *)mp->ext[i].map &&
+                 p + n <= (const uint8_t *)mp->ext[i].map + mp->ext[i].size;
+    if (!in_map)
+        return;
+    /* Rounded outward: the map is read-only and never written, so dropping
+     * a neighbour's page costs at most a re-read from the page cache. */
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t b = (uintptr_t)p & ~(pg - 1), e = ((uintptr_t)p + n + pg - 1) & ~(pg - 1);
+    if (e > b)
+        madvise((void *)b, e - b, MADV_DONTNEED);
+}
+
 /* Points t->data at p, or copies when p is misaligned. */
 static int place_bytes(sn_ld *c, sn_tensor *t, const uint8_t *p, size_t n) {
     if (n == 0) {
         t->data = NULL;
         return SNUG_OK;
     }
-    if (((uintptr_t)p & (need_align(t->dtype) - 1)) == 0 || c->no_align_copy) {
+    bool aligned = ((uintptr_t)p & (need_align(t->dtype) - 1)) == 0;
+    /* no_align_copy 2 (initializers): only small tensors are copied here; a
+     * large misaligned one stays in the map and the executor makes its
+     * aligned copy when a session needs it (snug info copies nothing). */
+    if (aligned || c->no_align_copy == 1 || (c->no_align_copy == 2 && n >= SN_ALIGN_COPY_MAX)) {
         t->data = (void *)p; /* read-only map: kernels never write weights */
+        /* Reading this tensor's header mapped the page cache around it into
+         * the process (the kernel maps whole large folios, up to megabytes):
+         * unmap it again so loading leaves the weights out of resident
+         * memory until a kernel reads them. */
+        if (c->m && n >= SN_ALIGN_COPY_MAX)
+            sn_model_release_bytes(c->m, p, n);
         return SNUG_OK;
     }
     void *d = sn_arena_alloc(c->a, n, 64);
@@ -52,6 +88,7 @@ static int place_bytes(sn_ld *c, sn_tensor *t, const uint8_t *p, size_t n) {
     if (c->m) {
         c->m->priv->n_copied++;
         c->m->priv->copied_bytes += n;
+        sn_model_release_bytes(c->m, p, n);
     }
     return SNUG_OK;
 }

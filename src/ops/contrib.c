@@ -15,6 +15,7 @@
 
 #define KFAIL(code, ...) sn_kfail(c->err, c->node, code, __VA_ARGS__)
 #define CHUNK 256
+#define SN_ESTIMATE_THREADS 16
 
 static int64_t numel(const sn_tensor *t) {
     return sn_tensor_numel(t);
@@ -521,6 +522,33 @@ static int rope_run(sn_kctx *c) {
     return SNUG_OK;
 }
 
+/* ======================================================================
+ * Level-1 workspace estimate: the op's own prepare run on the inferred
+ * infos when every input shape is concrete (0 otherwise: the exact size
+ * comes from prepare once shapes are known).
+ * ====================================================================== */
+
+static size_t llm_estimate(const sn_infer_ctx *c) {
+    const sn_op_def *op = c->node->op;
+    if (!op || !op->prepare)
+        return 0;
+    for (int i = 0; i < c->n_in; i++)
+        if (c->in[i] && !sn_tensor_shape_known(c->in[i]))
+            return 0;
+    for (int i = 0; i < c->n_out; i++)
+        if (c->out[i] && !sn_tensor_shape_known(c->out[i]))
+            return 0;
+    sn_err err = {0};
+    sn_prep_ctx p = {.node = c->node, .n_in = c->n_in, .n_out = c->n_out, .in = c->in,
+                     .out = (const sn_tensor *const *)c->out, .err = &err,
+                     .n_threads = SN_ESTIMATE_THREADS};
+    if (op->prepare(&p) != SNUG_OK)
+        return 0;
+    if (p.state && op->free_state)
+        op->free_state(p.state);
+    return p.workspace;
+}
+
 /* ====================================================================== */
 
 #define MS "com.microsoft"
@@ -532,16 +560,16 @@ const sn_op_def sn_ops_contrib[] = {
     {MS, "BiasGelu", 1, gelu_infer, NULL, gelu_run, NULL, SN_OP_INPLACE0, NULL},
     /* ORT registers these two in the default domain; ONNX's own
      * LayerNormalization (norm.c) takes over from opset 17. */
-    {"", "LayerNormalization", 1, norm_infer, norm_prepare, norm_run, NULL, 0, NULL},
-    {"", "SimplifiedLayerNormalization", 1, norm_infer, norm_prepare, norm_run, NULL, 0, NULL},
-    {"", "RMSNormalization", 23, norm_infer, norm_prepare, norm_run, NULL, 0, NULL},
-    {MS, "SkipLayerNormalization", 1, skip_infer, skip_prepare, skip_run, NULL, 0, NULL},
-    {MS, "SkipSimplifiedLayerNormalization", 1, skip_infer, skip_prepare, skip_run, NULL, 0, NULL},
-    {MS, "RotaryEmbedding", 1, rope_infer, rope_prepare, rope_run, NULL, 0, NULL},
-    {"", "RotaryEmbedding", 23, rope_infer, rope_prepare, rope_run, NULL, 0, NULL},
-    {MS, "MatMulNBits", 1, llm_mnb_infer, llm_mnb_prepare, llm_mnb_run, NULL, 0, NULL},
-    {MS, "GroupQueryAttention", 1, llm_gqa_infer, llm_gqa_prepare, llm_gqa_run, NULL, 0, NULL},
-    {MS, "MultiHeadAttention", 1, llm_mha_infer, llm_mha_prepare, llm_mha_run, NULL, 0, NULL},
-    {"", "Attention", 23, llm_sdpa_infer, llm_sdpa_prepare, llm_sdpa_run, NULL, 0, NULL},
+    {"", "LayerNormalization", 1, norm_infer, norm_prepare, norm_run, NULL, 0, llm_estimate},
+    {"", "SimplifiedLayerNormalization", 1, norm_infer, norm_prepare, norm_run, NULL, 0, llm_estimate},
+    {"", "RMSNormalization", 23, norm_infer, norm_prepare, norm_run, NULL, 0, llm_estimate},
+    {MS, "SkipLayerNormalization", 1, skip_infer, skip_prepare, skip_run, NULL, 0, llm_estimate},
+    {MS, "SkipSimplifiedLayerNormalization", 1, skip_infer, skip_prepare, skip_run, NULL, 0, llm_estimate},
+    {MS, "RotaryEmbedding", 1, rope_infer, rope_prepare, rope_run, NULL, 0, llm_estimate},
+    {"", "RotaryEmbedding", 23, rope_infer, rope_prepare, rope_run, NULL, 0, llm_estimate},
+    {MS, "MatMulNBits", 1, llm_mnb_infer, llm_mnb_prepare, llm_mnb_run, NULL, 0, llm_estimate},
+    {MS, "GroupQueryAttention", 1, llm_gqa_infer, llm_gqa_prepare, llm_gqa_run, NULL, 0, llm_estimate},
+    {MS, "MultiHeadAttention", 1, llm_mha_infer, llm_mha_prepare, llm_mha_run, NULL, 0, llm_estimate},
+    {"", "Attention", 23, llm_sdpa_infer, llm_sdpa_prepare, llm_sdpa_run, NULL, 0, llm_estimate},
     {0},
 };

@@ -477,6 +477,20 @@ static int conv_run(sn_kctx *c) {
 
 static int conv_infer(sn_infer_ctx *c) { return conv_infer_common(c, false); }
 
+/* Level 1: the figure prepare will declare, from the inferred shapes. */
+static size_t conv_estimate(const sn_infer_ctx *c) {
+    if (c->n_in < 2 || !c->in[0] || !c->in[1] || c->in[0]->dtype != SN_F32 ||
+        !sn_tensor_shape_known(c->in[0]) || !sn_tensor_shape_known(c->in[1]))
+        return 0;
+    conv_shape s;
+    int64_t yd[SN_MAX_RANK];
+    if (conv_shape_make(c->node, NULL, c->in[0], c->in[1], false, &s, yd) != SNUG_OK)
+        return 0;
+    conv_ws w;
+    conv_ws_sizes(&s, &w);
+    return w.col_bytes + w.gemm_bytes;
+}
+
 /* ---- ConvTranspose -------------------------------------------------------------------- */
 
 static int64_t convt_chunk(const conv_shape *s) {
@@ -505,6 +519,19 @@ static int convt_prepare(sn_prep_ctx *c) {
     convt_ws_sizes(&s, &w);
     c->workspace = w.col_bytes + w.gemm_bytes;
     return SNUG_OK;
+}
+
+static size_t convt_estimate(const sn_infer_ctx *c) {
+    if (c->n_in < 2 || !c->in[0] || !c->in[1] || c->in[0]->dtype != SN_F32 ||
+        !sn_tensor_shape_known(c->in[0]) || !sn_tensor_shape_known(c->in[1]))
+        return 0;
+    conv_shape s;
+    int64_t yd[SN_MAX_RANK];
+    if (conv_shape_make(c->node, NULL, c->in[0], c->in[1], true, &s, yd) != SNUG_OK)
+        return 0;
+    conv_ws w;
+    convt_ws_sizes(&s, &w);
+    return w.col_bytes + w.gemm_bytes;
 }
 
 typedef struct col2im_job {
@@ -748,8 +775,8 @@ static int qlconv_run(sn_kctx *c) {
 }
 
 const sn_op_def sn_ops_conv[] = {
-    {"", "Conv", 1, conv_infer, conv_prepare, conv_run, NULL, 0},
-    {"", "ConvTranspose", 1, convt_infer, convt_prepare, convt_run, NULL, 0},
+    {"", "Conv", 1, conv_infer, conv_prepare, conv_run, NULL, 0, conv_estimate},
+    {"", "ConvTranspose", 1, convt_infer, convt_prepare, convt_run, NULL, 0, convt_estimate},
     {"", "ConvInteger", 10, convint_infer, NULL, convint_run, NULL, 0},
     {"", "QLinearConv", 10, qlconv_infer, NULL, qlconv_run, NULL, 0},
     {0},

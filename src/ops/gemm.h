@@ -2,9 +2,13 @@
  *   C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C
  * row-major, op(X) = X or X^T. Cache-blocked: B is packed into KC x NC
  * blocks, A into MC x KC blocks, and a register-blocked micro-kernel (chosen
- * at run time by CPU features, see gemm.c) computes MR x NR tiles. Work is
- * split over the thread pool by column blocks (and row blocks when there are
- * too few column blocks).
+ * at run time by CPU features, see gemm_f32.c) computes MR x NR tiles. Work
+ * is split over the thread pool by column blocks (and row blocks when there
+ * are too few column blocks).
+ *
+ * Skinny products are not packed: with one row of A (decode), or up to 8
+ * rows and B row-major (short prefills), B is streamed once, in place, by
+ * column ranges per thread; the product is bound by reading B.
  *
  * beta == 0 means C is not read (so NaN/garbage in C is overwritten). */
 #ifndef SN_OPS_GEMM_H
@@ -33,6 +37,22 @@ void sn_sgemm_ws(int transA, int transB, int64_t M, int64_t N, int64_t K, float 
 void sn_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
               const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
               float *C, int64_t ldc, sn_pool *pool);
+
+/* Kernel sets by CPU level. BEST is what sn_sgemm_ws runs (chosen at run
+ * time from the CPU's features); C is the portable set; AVX2 needs AVX2 and
+ * FMA in the build and the CPU. */
+typedef enum sn_gemm_isa {
+    SN_GEMM_ISA_BEST = 0,
+    SN_GEMM_ISA_C,
+    SN_GEMM_ISA_AVX2,
+} sn_gemm_isa;
+bool sn_gemm_isa_available(sn_gemm_isa isa);
+
+/* sn_sgemm with one kernel set (an unavailable one falls back to C), so
+ * tests check every set the machine has against the reference. */
+void sn_sgemm_isa(sn_gemm_isa isa, int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
+                  const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc,
+                  sn_pool *pool);
 
 /* Plain triple loop with a double accumulator: the oracle for tests. */
 void sn_sgemm_ref(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,

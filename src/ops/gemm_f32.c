@@ -83,13 +83,228 @@ static const ukr k_ukr_c = {"c6x8", 6, 8, ukr_c6x8};
 static const ukr k_ukr_avx2 = {"avx2-6x16", 6, 16, ukr_avx2_6x16};
 #endif
 
-static const ukr *ukr_select(void) {
-#ifdef SN_HAVE_AVX2_KERNEL
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        return &k_ukr_avx2;
-#endif
-    return &k_ukr_c;
+static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+/* ---- skinny products: B read in place, once ------------------------------ */
+
+/* With few rows of A (decode: M == 1; short prefills) the product is bound
+ * by reading B, so B is never packed: each task owns a range of columns
+ * (multiples of 16 floats: C's cache lines are not shared) and streams B's
+ * rows four at a time through it, accumulating in C, which stays in L1. */
+#define SKINNY_M 8
+
+typedef struct skinny_job {
+    const struct kset *ks;
+    int transA, transB;
+    int64_t M, N, K;
+    float alpha, beta;
+    const float *A, *B;
+    int64_t lda, ldb, ldc;
+    float *C;
+    int64_t width; /* columns per task */
+} skinny_job;
+
+static inline float a_at(const skinny_job *g, int64_t i, int64_t p) {
+    return g->transA ? g->A[p * g->lda + i] : g->A[i * g->lda + p];
 }
+
+/* C[i, j0..j0+n) = beta * C (0 when beta == 0: C is not read). */
+static void skinny_init_c(const skinny_job *g, int64_t j0, int64_t n) {
+    for (int64_t i = 0; i < g->M; i++) {
+        float *c = g->C + i * g->ldc + j0;
+        if (g->beta == 0.0f)
+            memset(c, 0, sizeof *c * (size_t)n);
+        else if (g->beta != 1.0f)
+            for (int64_t j = 0; j < n; j++)
+                c[j] *= g->beta;
+    }
+}
+
+/* Portable: the j loops vectorize with whatever the build targets. */
+static void skinny_c(const skinny_job *g, int64_t j0, int64_t n) {
+    skinny_init_c(g, j0, n);
+    const int64_t ldb = g->ldb;
+    int64_t p = 0;
+    for (; p + 4 <= g->K; p += 4) {
+        const float *restrict b0 = g->B + p * ldb + j0, *restrict b1 = b0 + ldb, *restrict b2 = b1 + ldb,
+                    *restrict b3 = b2 + ldb;
+        for (int64_t i = 0; i < g->M; i++) {
+            float a0 = g->alpha * a_at(g, i, p), a1 = g->alpha * a_at(g, i, p + 1);
+            float a2 = g->alpha * a_at(g, i, p + 2), a3 = g->alpha * a_at(g, i, p + 3);
+            float *restrict c = g->C + i * g->ldc + j0;
+            for (int64_t j = 0; j < n; j++)
+                c[j] += (a0 * b0[j] + a1 * b1[j]) + (a2 * b2[j] + a3 * b3[j]);
+        }
+    }
+    for (; p < g->K; p++) {
+        const float *restrict b0 = g->B + p * ldb + j0;
+        for (int64_t i = 0; i < g->M; i++) {
+            float a0 = g->alpha * a_at(g, i, p);
+            float *restrict c = g->C + i * g->ldc + j0;
+            for (int64_t j = 0; j < n; j++)
+                c[j] += a0 * b0[j];
+        }
+    }
+}
+
+/* M == 1 with B stored transposed ([N, K]): one dot product per column. */
+static float dot_c(const float *x, int64_t incx, const float *y, int64_t n) {
+    float s[8] = {0};
+    int64_t p = 0;
+    if (incx == 1) {
+        for (; p + 8 <= n; p += 8)
+            for (int k = 0; k < 8; k++)
+                s[k] += x[p + k] * y[p + k];
+    }
+    float t = 0;
+    for (; p < n; p++)
+        t += x[p * incx] * y[p];
+    return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7])) + t;
+}
+
+#ifdef SN_HAVE_AVX2_KERNEL
+#include <immintrin.h>
+
+/* Lane masks for a tail of r < 8 floats: k_tail + 8 - r. */
+static const int32_t k_tail[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+
+/* c[0..n) += sum over ROWS rows r of a[r] * b[r * ldb + 0..n). */
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+skinny_rows_avx2(int rows, const float *b, int64_t ldb, const float *a, float *c, int64_t n) {
+    const __m256 a0 = _mm256_set1_ps(a[0]);
+    const __m256 a1 = _mm256_set1_ps(rows > 1 ? a[1] : 0.0f);
+    const __m256 a2 = _mm256_set1_ps(rows > 2 ? a[2] : 0.0f);
+    const __m256 a3 = _mm256_set1_ps(rows > 3 ? a[3] : 0.0f);
+    const float *b1 = b + ldb, *b2 = b + 2 * ldb, *b3 = b + 3 * ldb;
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        __m256 c0 = _mm256_loadu_ps(c + j), c1 = _mm256_loadu_ps(c + j + 8);
+        c0 = _mm256_fmadd_ps(a0, _mm256_loadu_ps(b + j), c0);
+        c1 = _mm256_fmadd_ps(a0, _mm256_loadu_ps(b + j + 8), c1);
+        if (rows > 1) {
+            c0 = _mm256_fmadd_ps(a1, _mm256_loadu_ps(b1 + j), c0);
+            c1 = _mm256_fmadd_ps(a1, _mm256_loadu_ps(b1 + j + 8), c1);
+        }
+        if (rows > 2) {
+            c0 = _mm256_fmadd_ps(a2, _mm256_loadu_ps(b2 + j), c0);
+            c1 = _mm256_fmadd_ps(a2, _mm256_loadu_ps(b2 + j + 8), c1);
+        }
+        if (rows > 3) {
+            c0 = _mm256_fmadd_ps(a3, _mm256_loadu_ps(b3 + j), c0);
+            c1 = _mm256_fmadd_ps(a3, _mm256_loadu_ps(b3 + j + 8), c1);
+        }
+        _mm256_storeu_ps(c + j, c0);
+        _mm256_storeu_ps(c + j + 8, c1);
+    }
+    for (; j < n; j += 8) {
+        int64_t r = n - j;
+        if (r >= 8) {
+            __m256 c0 = _mm256_loadu_ps(c + j);
+            c0 = _mm256_fmadd_ps(a0, _mm256_loadu_ps(b + j), c0);
+            if (rows > 1)
+                c0 = _mm256_fmadd_ps(a1, _mm256_loadu_ps(b1 + j), c0);
+            if (rows > 2)
+                c0 = _mm256_fmadd_ps(a2, _mm256_loadu_ps(b2 + j), c0);
+            if (rows > 3)
+                c0 = _mm256_fmadd_ps(a3, _mm256_loadu_ps(b3 + j), c0);
+            _mm256_storeu_ps(c + j, c0);
+        } else { /* masked lanes are neither read nor written */
+            __m256i m = _mm256_loadu_si256((const __m256i *)(k_tail + 8 - r));
+            __m256 c0 = _mm256_maskload_ps(c + j, m);
+            c0 = _mm256_fmadd_ps(a0, _mm256_maskload_ps(b + j, m), c0);
+            if (rows > 1)
+                c0 = _mm256_fmadd_ps(a1, _mm256_maskload_ps(b1 + j, m), c0);
+            if (rows > 2)
+                c0 = _mm256_fmadd_ps(a2, _mm256_maskload_ps(b2 + j, m), c0);
+            if (rows > 3)
+                c0 = _mm256_fmadd_ps(a3, _mm256_maskload_ps(b3 + j, m), c0);
+            _mm256_maskstore_ps(c + j, m, c0);
+        }
+    }
+}
+
+__attribute__((target("avx2,fma"))) static void skinny_avx2(const skinny_job *g, int64_t j0, int64_t n) {
+    skinny_init_c(g, j0, n);
+    const int64_t ldb = g->ldb;
+    float a[4];
+    int64_t p = 0;
+    for (; p + 4 <= g->K; p += 4) {
+        const float *b = g->B + p * ldb + j0;
+        for (int64_t i = 0; i < g->M; i++) {
+            for (int r = 0; r < 4; r++)
+                a[r] = g->alpha * a_at(g, i, p + r);
+            skinny_rows_avx2(4, b, ldb, a, g->C + i * g->ldc + j0, n);
+        }
+    }
+    for (; p < g->K; p++) {
+        for (int64_t i = 0; i < g->M; i++) {
+            a[0] = g->alpha * a_at(g, i, p);
+            skinny_rows_avx2(1, g->B + p * ldb + j0, ldb, a, g->C + i * g->ldc + j0, n);
+        }
+    }
+}
+
+__attribute__((target("avx2,fma"))) static float dot_avx2(const float *x, int64_t incx, const float *y, int64_t n) {
+    if (incx != 1)
+        return dot_c(x, incx, y, n);
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t p = 0;
+    for (; p + 32 <= n; p += 32) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + p), _mm256_loadu_ps(y + p), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + p + 8), _mm256_loadu_ps(y + p + 8), s1);
+        s2 = _mm256_fmadd_ps(_mm256_loadu_ps(x + p + 16), _mm256_loadu_ps(y + p + 16), s2);
+        s3 = _mm256_fmadd_ps(_mm256_loadu_ps(x + p + 24), _mm256_loadu_ps(y + p + 24), s3);
+    }
+    for (; p + 8 <= n; p += 8)
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + p), _mm256_loadu_ps(y + p), s0);
+    __m256 s = _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3));
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    float t = _mm_cvtss_f32(h);
+    for (; p < n; p++)
+        t += x[p] * y[p];
+    return t;
+}
+#endif
+
+/* A kernel set: what one CPU level runs. */
+typedef struct kset {
+    const ukr *ukr;
+    void (*skinny)(const skinny_job *g, int64_t j0, int64_t n);
+    float (*dot)(const float *x, int64_t incx, const float *y, int64_t n);
+} kset;
+
+static const kset k_kset_c = {&k_ukr_c, skinny_c, dot_c};
+#ifdef SN_HAVE_AVX2_KERNEL
+static const kset k_kset_avx2 = {&k_ukr_avx2, skinny_avx2, dot_avx2};
+#endif
+
+bool sn_gemm_isa_available(sn_gemm_isa isa) {
+    switch (isa) {
+    case SN_GEMM_ISA_BEST:
+    case SN_GEMM_ISA_C:
+        return true;
+    case SN_GEMM_ISA_AVX2:
+#ifdef SN_HAVE_AVX2_KERNEL
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+        return false;
+#endif
+    }
+    return false;
+}
+
+static const kset *kset_select(sn_gemm_isa isa) {
+#ifdef SN_HAVE_AVX2_KERNEL
+    if ((isa == SN_GEMM_ISA_BEST || isa == SN_GEMM_ISA_AVX2) && sn_gemm_isa_available(SN_GEMM_ISA_AVX2))
+        return &k_kset_avx2;
+#endif
+    (void)isa;
+    return &k_kset_c;
+}
+
+static const ukr *ukr_select(void) { return kset_select(SN_GEMM_ISA_BEST)->ukr; }
 
 const char *sn_sgemm_kernel_name(void) { return ukr_select()->name; }
 
@@ -111,23 +326,33 @@ void sn_sgemm_ref(int transA, int transB, int64_t M, int64_t N, int64_t K, float
         }
 }
 
-/* ---- vector cases (M == 1 or N == 1): no packing, memory bound ------------ */
+/* ---- vector cases ---------------------------------------------------------- */
 
-static float dot_f32(const float *x, int64_t incx, const float *y, int64_t n) {
-    float s[8] = {0};
-    int64_t p = 0;
-    if (incx == 1) {
-        for (; p + 8 <= n; p += 8)
-            for (int k = 0; k < 8; k++)
-                s[k] += x[p + k] * y[p + k];
+static void skinny_task(void *arg, int64_t t0, int64_t t1) {
+    const skinny_job *g = arg;
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t j0 = t * g->width, n = sn_imin(g->width, g->N - j0);
+        if (!g->transB) {
+            g->ks->skinny(g, j0, n);
+            continue;
+        }
+        /* M == 1, B(p, j) = B[j*ldb + p]: dot products over B's rows */
+        int64_t inca = g->transA ? g->lda : 1;
+        for (int64_t j = j0; j < j0 + n; j++) {
+            float s = g->ks->dot(g->A, inca, g->B + j * g->ldb, g->K);
+            float *c = &g->C[j];
+            *c = g->beta == 0.0f ? g->alpha * s : g->alpha * s + g->beta * *c;
+        }
     }
-    float t = 0;
-    for (; p < n; p++)
-        t += x[p * incx] * y[p];
-    return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7])) + t;
 }
 
+static inline void scale_c(float *c, float beta) {
+    *c = beta == 0.0f ? 0.0f : *c * beta;
+}
+
+/* N == 1: c[i] = alpha * sum_p A(i, p) * b[p] + beta * c[i], rows [i0, i1). */
 typedef struct gemv_job {
+    const kset *ks;
     int transA, transB;
     int64_t M, N, K;
     float alpha, beta;
@@ -136,49 +361,12 @@ typedef struct gemv_job {
     float *C;
 } gemv_job;
 
-static inline void scale_c(float *c, float beta) {
-    *c = beta == 0.0f ? 0.0f : *c * beta;
-}
-
-/* M == 1: c[j] = alpha * sum_p a[p] * B(p, j) + beta * c[j], columns [j0, j1). */
-static void gemv_row_task(void *arg, int64_t j0, int64_t j1) {
-    const gemv_job *g = arg;
-    int64_t inca = g->transA ? g->lda : 1;
-    if (g->transB) { /* B(p, j) = B[j*ldb + p]: dot products over contiguous rows */
-        for (int64_t j = j0; j < j1; j++) {
-            float s = dot_f32(g->A, inca, g->B + j * g->ldb, g->K);
-            float *c = &g->C[j];
-            *c = g->beta == 0.0f ? g->alpha * s : g->alpha * s + g->beta * *c;
-        }
-        return;
-    }
-    float *c = g->C;
-    for (int64_t j = j0; j < j1; j++)
-        scale_c(&c[j], g->beta);
-    for (int64_t p = 0; p < g->K; p++) {
-        float a = g->alpha * g->A[p * inca];
-        const float *b = g->B + p * g->ldb;
-        for (int64_t j = j0; j < j1; j++)
-            c[j] += a * b[j];
-    }
-}
-
-/* N == 1: c[i] = alpha * sum_p A(i, p) * b[p] + beta * c[i], rows [i0, i1). */
 static void gemv_col_task(void *arg, int64_t i0, int64_t i1) {
     const gemv_job *g = arg;
     int64_t incb = g->transB ? 1 : g->ldb;
-    if (!g->transA && incb == 1) {
+    if (!g->transA) { /* dot's y must be contiguous: the A row is */
         for (int64_t i = i0; i < i1; i++) {
-            /* dot's y must be contiguous: A row is, b is (incb == 1) */
-            float s = dot_f32(g->B, 1, g->A + i * g->lda, g->K);
-            float *c = &g->C[i * g->ldc];
-            *c = g->beta == 0.0f ? g->alpha * s : g->alpha * s + g->beta * *c;
-        }
-        return;
-    }
-    if (!g->transA) { /* strided b */
-        for (int64_t i = i0; i < i1; i++) {
-            float s = dot_f32(g->B, incb, g->A + i * g->lda, g->K);
+            float s = g->ks->dot(g->B, incb, g->A + i * g->lda, g->K);
             float *c = &g->C[i * g->ldc];
             *c = g->beta == 0.0f ? g->alpha * s : g->alpha * s + g->beta * *c;
         }
@@ -193,6 +381,30 @@ static void gemv_col_task(void *arg, int64_t i0, int64_t i1) {
         for (int64_t i = i0; i < i1; i++)
             g->C[i * g->ldc] += b * a[i];
     }
+}
+
+/* Skinny when B can be read in place once: few rows of A and B row-major,
+ * or one row of A (dot products against B's rows). */
+static bool is_skinny(int transB, int64_t M, int64_t N) {
+    return N > 1 && (M == 1 || (!transB && M <= SKINNY_M));
+}
+
+static void skinny_run(const kset *ks, int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
+                       const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                       int64_t ldc, sn_pool *pool) {
+    skinny_job g = {ks, transA, transB, M, N, K, alpha, beta, A, B, lda, ldb, ldc, C, 0};
+    int threads = sn_pool_size(pool);
+    if ((double)M * (double)N * (double)K < 32768.0)
+        threads = 1;
+    /* About four tasks per thread (the pool balances them), 16-float
+     * multiples, C's slice small enough for L1 when M > 1. */
+    int64_t w = (N + 4 * threads - 1) / (4 * threads);
+    w = (w + 15) / 16 * 16;
+    int64_t cap = M == 1 ? 2048 : 512;
+    w = w < 64 ? 64 : w > cap ? cap : w;
+    g.width = w;
+    int64_t n_tasks = (N + w - 1) / w;
+    sn_pool_for(threads > 1 ? pool : NULL, n_tasks, 1, skinny_task, &g);
 }
 
 /* ---- blocked path ---------------------------------------------------------- */
@@ -214,8 +426,6 @@ typedef struct gemm_job {
     int *busy;            /* n_slots flags */
 } gemm_job;
 
-static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-
 static void block_sizes(const ukr *k, int64_t M, int64_t N, int64_t K, int64_t *mc,
                         int64_t *nc, int64_t *kc) {
     *kc = K < KC ? K : KC;
@@ -234,14 +444,18 @@ static bool is_vector_case(int64_t M, int64_t N, int64_t K) {
     return M == 1 || N == 1 || K == 0 || M == 0 || N == 0;
 }
 
-size_t sn_sgemm_workspace(int64_t M, int64_t N, int64_t K, int n_threads) {
+static size_t workspace_for(const ukr *k, int64_t M, int64_t N, int64_t K, int n_threads) {
     if (is_vector_case(M, N, K))
         return 0;
     if (n_threads < 1)
         n_threads = 1;
     size_t header = ((size_t)n_threads * sizeof(int) + SLOT_ALIGN - 1) / SLOT_ALIGN * SLOT_ALIGN;
     /* slack so the slots can start on a 64-byte boundary */
-    return header + (size_t)n_threads * slot_size(ukr_select(), M, N, K) + SLOT_ALIGN;
+    return header + (size_t)n_threads * slot_size(k, M, N, K) + SLOT_ALIGN;
+}
+
+size_t sn_sgemm_workspace(int64_t M, int64_t N, int64_t K, int n_threads) {
+    return workspace_for(ukr_select(), M, N, K, n_threads);
 }
 
 /* ap: panels of MR rows, ap[(panel*kb + p)*MR + i] = A(i0 + panel*MR + i, p0 + p). */
@@ -332,9 +546,9 @@ static void gemm_task(void *arg, int64_t t0, int64_t t1) {
     __atomic_store_n(&g->busy[slot], 0, __ATOMIC_RELEASE);
 }
 
-void sn_sgemm_ws(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
-                 const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
-                 float *C, int64_t ldc, sn_pool *pool, void *ws, size_t ws_size) {
+static void sgemm_impl(const kset *ks, int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
+                       const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                       int64_t ldc, sn_pool *pool, void *ws, size_t ws_size) {
     if (M <= 0 || N <= 0)
         return;
     if (K == 0 || alpha == 0.0f) {
@@ -344,18 +558,19 @@ void sn_sgemm_ws(int transA, int transB, int64_t M, int64_t N, int64_t K, float 
         return;
     }
     int n_threads = sn_pool_size(pool);
-    if (M == 1 || N == 1) {
-        gemv_job g = {transA, transB, M, N, K, alpha, beta, A, B, lda, ldb, ldc, C};
+    if (is_skinny(transB, M, N)) {
+        skinny_run(ks, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pool);
+        return;
+    }
+    if (N == 1) {
+        gemv_job g = {ks, transA, transB, M, N, K, alpha, beta, A, B, lda, ldb, ldc, C};
         int64_t grain = sn_imax(16, 65536 / K); /* >= 64K multiply-adds per task */
-        if (M == 1)
-            sn_pool_for(pool, N, grain, gemv_row_task, &g);
-        else
-            sn_pool_for(pool, M, grain, gemv_col_task, &g);
+        sn_pool_for(pool, M, grain, gemv_col_task, &g);
         return;
     }
 
     gemm_job g = {0};
-    g.k = ukr_select();
+    g.k = ks->ukr;
     g.transA = transA, g.transB = transB;
     g.M = M, g.N = N, g.K = K;
     g.alpha = alpha, g.beta = beta;
@@ -380,7 +595,7 @@ void sn_sgemm_ws(int transA, int transB, int64_t M, int64_t N, int64_t K, float 
      * count t: header(t) + t slots + alignment slack). */
     g.slot_bytes = slot_size(g.k, M, N, K);
     int t = ws ? sn_pool_size(pool) : 0;
-    while (t > 0 && sn_sgemm_workspace(M, N, K, t) > ws_size)
+    while (t > 0 && workspace_for(g.k, M, N, K, t) > ws_size)
         t--;
     if (t == 0) { /* no usable workspace: a caller bug, stay correct */
         sn_sgemm_ref(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -401,15 +616,29 @@ void sn_sgemm_ws(int transA, int transB, int64_t M, int64_t N, int64_t K, float 
         sn_pool_for(pool, n_tasks, 1, gemm_task, &g);
 }
 
-void sn_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
-              const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
-              float *C, int64_t ldc, sn_pool *pool) {
-    size_t n = sn_sgemm_workspace(M, N, K, sn_pool_size(pool));
+void sn_sgemm_ws(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
+                 const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                 float *C, int64_t ldc, sn_pool *pool, void *ws, size_t ws_size) {
+    sgemm_impl(kset_select(SN_GEMM_ISA_BEST), transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pool,
+               ws, ws_size);
+}
+
+void sn_sgemm_isa(sn_gemm_isa isa, int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
+                  const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc,
+                  sn_pool *pool) {
+    const kset *ks = kset_select(isa);
+    size_t n = workspace_for(ks->ukr, M, N, K, sn_pool_size(pool));
     void *ws = n ? sn_malloc(n) : NULL;
     if (n && !ws) {
         sn_sgemm_ref(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
-    sn_sgemm_ws(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pool, ws, n);
+    sgemm_impl(ks, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pool, ws, n);
     sn_free(ws);
+}
+
+void sn_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
+              const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+              float *C, int64_t ldc, sn_pool *pool) {
+    sn_sgemm_isa(SN_GEMM_ISA_BEST, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pool);
 }

@@ -736,16 +736,33 @@ static int unique_infer(sn_infer_ctx *c) {
     return SNUG_OK;
 }
 
-static int unique_prepare(sn_prep_ctx *c) {
-    const sn_tensor *x = c->in[0];
+/* Workspace for x: 5 int64 per element (or per slice along axis); false
+ * when axis is out of range. */
+static bool unique_ws_bytes(const sn_node *node, const sn_tensor *x, size_t *bytes) {
     int64_t n = sn_tensor_numel(x);
-    if (sn_attr_get(c->node, "axis")) {
+    if (sn_attr_get(node, "axis")) {
         int a;
-        if (!sn_axis_norm(sn_attr_int(c->node, "axis", 0), x->rank, &a))
-            return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "axis out of range");
+        if (!sn_axis_norm(sn_attr_int(node, "axis", 0), x->rank, &a))
+            return false;
         n = x->dims[a];
     }
-    return sk_ws_declare(c, (size_t)(n < 0 ? 0 : n) * 5 * sizeof(int64_t) + 16);
+    *bytes = (size_t)(n < 0 ? 0 : n) * 5 * sizeof(int64_t) + 16;
+    return true;
+}
+
+static int unique_prepare(sn_prep_ctx *c) {
+    size_t bytes;
+    if (!unique_ws_bytes(c->node, c->in[0], &bytes))
+        return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "axis out of range");
+    return sk_ws_declare(c, bytes);
+}
+
+/* Level 1: the figure prepare will declare, from the inferred shapes. */
+static size_t unique_estimate(const sn_infer_ctx *c) {
+    size_t bytes;
+    if (c->n_in < 1 || !c->in[0] || c->in[0]->rank < 0 || !unique_ws_bytes(c->node, c->in[0], &bytes))
+        return 0;
+    return bytes;
 }
 
 static int unique_run(sn_kctx *c) {
@@ -879,7 +896,7 @@ const sn_op_def sn_ops_index[] = {
     {"", "OneHot", 9, onehot_infer, NULL, onehot_run, NULL, 0},
     {"", "NonZero", 9, nonzero_infer, NULL, nonzero_run, NULL, 0},
     {"", "Compress", 9, compress_infer, NULL, compress_run, NULL, 0},
-    {"", "Unique", 11, unique_infer, unique_prepare, unique_run, sk_ws_free, SN_OP_ALLOCS_OUTPUTS},
+    {"", "Unique", 11, unique_infer, unique_prepare, unique_run, sk_ws_free, SN_OP_ALLOCS_OUTPUTS, unique_estimate},
     {"", "ReverseSequence", 10, revseq_infer, NULL, revseq_run, NULL, 0},
     {0},
 };

@@ -70,16 +70,45 @@ static inline float lanes_sum(const float *acc) {
     return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
 
+/* Four floats in a vector register (GCC/Clang vector extension; the SIMD
+ * pass replaces this with intrinsics per ISA). */
+typedef float v4f __attribute__((vector_size(16)));
+
+static inline v4f v4_load(const float *p) {
+    v4f v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
 float llm_dot(const float *a, const float *b, int64_t n) {
-    float acc[LANES] = {0};
+    v4f s0 = {0, 0, 0, 0}, s1 = s0, s2 = s0, s3 = s0;
     int64_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        for (int j = 0; j < LANES; j++)
-            acc[j] += a[i + j] * b[i + j];
-    float s = lanes_sum(acc);
+    for (; i + 16 <= n; i += 16) {
+        s0 += v4_load(a + i) * v4_load(b + i);
+        s1 += v4_load(a + i + 4) * v4_load(b + i + 4);
+        s2 += v4_load(a + i + 8) * v4_load(b + i + 8);
+        s3 += v4_load(a + i + 12) * v4_load(b + i + 12);
+    }
+    for (; i + 4 <= n; i += 4)
+        s0 += v4_load(a + i) * v4_load(b + i);
+    v4f v = (s0 + s1) + (s2 + s3);
+    float s = (v[0] + v[2]) + (v[1] + v[3]);
     for (; i < n; i++)
         s += a[i] * b[i];
     return s;
+}
+
+void llm_axpy(float alpha, const float *x, float *y, int64_t n) {
+    int64_t i = 0;
+    v4f va = {alpha, alpha, alpha, alpha};
+    for (; i + 8 <= n; i += 8) {
+        v4f y0 = v4_load(y + i) + va * v4_load(x + i);
+        v4f y1 = v4_load(y + i + 4) + va * v4_load(x + i + 4);
+        memcpy(y + i, &y0, sizeof y0);
+        memcpy(y + i + 4, &y1, sizeof y1);
+    }
+    for (; i < n; i++)
+        y[i] += alpha * x[i];
 }
 
 float llm_dot_ref(const float *a, const float *b, int64_t n) {
@@ -125,6 +154,74 @@ void llm_q_dequant(const uint8_t *blob, int bits, int64_t len, float scale, floa
     }
     for (; i < len; i++)
         out[i] = ((float)q_code(blob, bits, i) - zp) * scale;
+}
+
+float llm_q_dot_ref(const uint8_t *blob, int bits, const float *a, int64_t len) {
+    double s = 0;
+    for (int64_t i = 0; i < len; i++)
+        s += (double)a[i] * q_code(blob, bits, i);
+    return (float)s;
+}
+
+/* 4-bit codes of one byte as two floats (low nibble first). */
+#define NIB1(b) {(float)((b) & 15), (float)((b) >> 4)}
+#define NIB4(b) NIB1(b), NIB1((b) + 1), NIB1((b) + 2), NIB1((b) + 3)
+#define NIB16(b) NIB4(b), NIB4((b) + 4), NIB4((b) + 8), NIB4((b) + 12)
+#define NIB64(b) NIB16(b), NIB16((b) + 16), NIB16((b) + 32), NIB16((b) + 48)
+static const float k_nib[256][2] = {NIB64(0), NIB64(64), NIB64(128), NIB64(192)};
+
+/* 4 codes of bytes b[0], b[1] as a vector. */
+static inline v4f nib4(const uint8_t *b) {
+    v4f v;
+    memcpy(&v, k_nib[b[0]], 8);
+    memcpy((char *)&v + 8, k_nib[b[1]], 8);
+    return v;
+}
+
+/* 16 codes per step with four vector accumulators; other widths fill a
+ * fixed-size array of 16 and use 16 independent lanes. */
+float llm_q_dot(const uint8_t *blob, int bits, const float *a, int64_t len) {
+    float acc[16] = {0}, t[16];
+    int64_t i = 0;
+    if (bits == 4) {
+        v4f s0 = {0, 0, 0, 0}, s1 = s0, s2 = s0, s3 = s0;
+        for (; i + 16 <= len; i += 16) {
+            const uint8_t *b = blob + (i >> 1);
+            s0 += v4_load(a + i) * nib4(b);
+            s1 += v4_load(a + i + 4) * nib4(b + 2);
+            s2 += v4_load(a + i + 8) * nib4(b + 4);
+            s3 += v4_load(a + i + 12) * nib4(b + 6);
+        }
+        v4f s = (s0 + s1) + (s2 + s3);
+        memcpy(acc, &s, sizeof s);
+    } else if (bits == 8) {
+        v4f s0 = {0, 0, 0, 0}, s1 = s0;
+        for (; i + 8 <= len; i += 8) {
+            const uint8_t *b = blob + i;
+            v4f c0 = {(float)b[0], (float)b[1], (float)b[2], (float)b[3]};
+            v4f c1 = {(float)b[4], (float)b[5], (float)b[6], (float)b[7]};
+            s0 += v4_load(a + i) * c0;
+            s1 += v4_load(a + i + 4) * c1;
+        }
+        v4f s = s0 + s1;
+        memcpy(acc, &s, sizeof s);
+    } else if (bits == 2) {
+        for (; i + 16 <= len; i += 16) {
+            const uint8_t *b = blob + (i >> 2);
+            for (int j = 0; j < 4; j++) {
+                t[4 * j] = (float)(b[j] & 3);
+                t[4 * j + 1] = (float)((b[j] >> 2) & 3);
+                t[4 * j + 2] = (float)((b[j] >> 4) & 3);
+                t[4 * j + 3] = (float)(b[j] >> 6);
+            }
+            for (int j = 0; j < 16; j++)
+                acc[j] += a[i + j] * t[j];
+        }
+    }
+    float s = lanes_sum(acc) + lanes_sum(acc + 8);
+    for (; i < len; i++)
+        s += a[i] * (float)q_code(blob, bits, i);
+    return s;
 }
 
 void llm_q_codes(const uint8_t *blob, int bits, int64_t len, int zp, int16_t *out) {
@@ -361,10 +458,8 @@ void llm_attn_row_run(const llm_attn_row *r, float *acc) {
         }
         for (int64_t t = 0; t < n; t++) {
             float p = expf(sc[t] - m);
-            const float *v = r->v + (c0 + t) * r->v_stride;
             l += p;
-            for (int64_t d = 0; d < r->Hv; d++)
-                acc[d] += p * v[d];
+            llm_axpy(p, r->v + (c0 + t) * r->v_stride, acc, r->Hv);
         }
     }
     attn_finish(r, acc, m, l);

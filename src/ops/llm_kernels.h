@@ -18,6 +18,8 @@ void llm_from_f32(sn_dtype t, const float *src, void *dst, int64_t n);
 
 float llm_dot(const float *a, const float *b, int64_t n);
 float llm_dot_ref(const float *a, const float *b, int64_t n);
+/* y += alpha * x */
+void llm_axpy(float alpha, const float *x, float *y, int64_t n);
 
 /* ---- block quantization (MatMulNBits) ----------------------------------
  * A block holds up to block_size codes of `bits` bits packed low-first into
@@ -27,6 +29,10 @@ float llm_dot_ref(const float *a, const float *b, int64_t n);
 void llm_q_dequant(const uint8_t *blob, int bits, int64_t len, float scale, float zp, float *out);
 void llm_q_dequant_ref(const uint8_t *blob, int bits, int64_t len, float scale, float zp,
                        float *out);
+/* Sum of a[i] * code[i] over the first len codes (the GEMV inner kernel:
+ * the caller applies scale * (dot - zp * sum(a))). */
+float llm_q_dot(const uint8_t *blob, int bits, const float *a, int64_t len);
+float llm_q_dot_ref(const uint8_t *blob, int bits, const float *a, int64_t len);
 /* Codes minus an integer zero point as int8-range ints (for the int8 path;
  * 8-bit codes minus zp may exceed int8, hence int16). */
 void llm_q_codes(const uint8_t *blob, int bits, int64_t len, int zp, int16_t *out);

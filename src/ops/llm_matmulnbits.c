@@ -143,6 +143,7 @@ int llm_mnb_infer(sn_infer_ctx *c) {
 typedef struct mnb_ws {
     size_t a, y, sc, zp, bias; /* float32 staging (0 when not needed) */
     size_t qa, sa;             /* int8 path: quantized A, its block scales */
+    size_t asum;               /* float GEMV path: block sums of A */
     size_t slot;               /* per slot: block buffer */
     size_t panel, gemm;        /* prefill path */
     size_t total;
@@ -169,9 +170,11 @@ static void mnb_ws_layout(const mnb_geom *g, sn_dtype dt, mnb_ws *w) {
         w->gemm = llm_al(sn_sgemm_workspace(g->M, nb, g->K, SN_GEMM_PREP_THREADS));
     } else {
         w->slot = MNB_SLOTS * llm_al((size_t)g->bs * f);
+        if (!g->int8)
+            w->asum = llm_al((size_t)(g->M * g->kb) * f);
     }
-    w->total = w->a + w->y + w->sc + w->zp + w->bias + w->qa + w->sa + w->slot + w->panel +
-               w->gemm;
+    w->total = w->a + w->y + w->sc + w->zp + w->bias + w->qa + w->sa + w->asum + w->slot +
+               w->panel + w->gemm;
 }
 
 int llm_mnb_prepare(sn_prep_ctx *c) {
@@ -194,6 +197,7 @@ typedef struct mnb_job {
     const float *zpf;     /* [N, kb] */
     const int8_t *qa;     /* int8 path: [M, kb * bs] */
     const float *sa;      /* [M, kb] */
+    const float *asum;    /* float path: block sums of A [M, kb] */
     char *slots;          /* MNB_SLOTS buffers of slot_bytes */
     size_t slot_bytes;
     float *panel;         /* prefill: [nb, K] */
@@ -212,17 +216,22 @@ static inline float mnb_zp(const mnb_job *j, int64_t n, int64_t blk) {
     return (float)(1 << (g->bits - 1));
 }
 
-/* Columns [n0, n1): float path, every row of A. */
-static void mnb_cols_f32(const mnb_job *j, int64_t n0, int64_t n1, float *buf) {
+/* Columns [n0, n1): float path, every row of A. Per block,
+ * sum_k a_k (q_k - zp) s = s (sum_k a_k q_k - zp sum_k a_k), with the block
+ * sums of A precomputed (j->asum). */
+static void mnb_cols_f32(const mnb_job *j, int64_t n0, int64_t n1) {
     const mnb_geom *g = j->g;
     for (int64_t n = n0; n < n1; n++) {
         const uint8_t *bcol = j->b + n * g->kb * g->blob;
-        for (int64_t blk = 0; blk < g->kb; blk++) {
-            int64_t k0 = blk * g->bs, len = sn_imin(g->bs, g->K - k0);
-            llm_q_dequant(bcol + blk * g->blob, (int)g->bits, len, j->sc[n * g->kb + blk],
-                          mnb_zp(j, n, blk), buf);
-            for (int64_t m = 0; m < g->M; m++)
-                j->y[m * g->N + n] += llm_dot(j->a + m * g->K + k0, buf, len);
+        for (int64_t m = 0; m < g->M; m++) {
+            const float *a = j->a + m * g->K, *as = j->asum + m * g->kb;
+            float acc = 0;
+            for (int64_t blk = 0; blk < g->kb; blk++) {
+                int64_t k0 = blk * g->bs, len = sn_imin(g->bs, g->K - k0);
+                float d = llm_q_dot(bcol + blk * g->blob, (int)g->bits, a + k0, len);
+                acc += j->sc[n * g->kb + blk] * (d - mnb_zp(j, n, blk) * as[blk]);
+            }
+            j->y[m * g->N + n] += acc;
         }
     }
 }
@@ -254,7 +263,7 @@ static void mnb_slot_task(void *arg, int64_t s0, int64_t s1) {
         if (j->g->int8)
             mnb_cols_i8(j, n0, n1, buf);
         else
-            mnb_cols_f32(j, n0, n1, buf);
+            mnb_cols_f32(j, n0, n1);
     }
 }
 
@@ -339,6 +348,16 @@ int llm_mnb_run(sn_kctx *c) {
     p += w.qa;
     j.sa = (const float *)p;
     p += w.sa;
+    j.asum = (const float *)p;
+    for (int64_t m = 0; m < g.M && w.asum; m++)
+        for (int64_t blk = 0; blk < g.kb; blk++) {
+            int64_t k0 = blk * g.bs, len = sn_imin(g.bs, g.K - k0);
+            float s = 0;
+            for (int64_t k = 0; k < len; k++)
+                s += a[m * g.K + k0 + k];
+            ((float *)p)[m * g.kb + blk] = s;
+        }
+    p += w.asum;
     if (g.gemm) {
         j.panel = (float *)p;
         void *gws = p + w.panel;

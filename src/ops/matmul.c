@@ -103,6 +103,18 @@ static int matmul_prepare(sn_prep_ctx *c) {
     return SNUG_OK;
 }
 
+/* Level 1: the figure prepare will declare, from the inferred shapes. */
+static size_t matmul_estimate(const sn_infer_ctx *c) {
+    if (c->n_in < 2 || !c->in[0] || !c->in[1] || c->in[0]->dtype != SN_F32 ||
+        !sn_tensor_shape_known(c->in[0]) || !sn_tensor_shape_known(c->in[1]))
+        return 0;
+    gk_mm p;
+    if (gk_mm_plan(c->node, NULL, c->in[0], c->in[1], &p) != SNUG_OK)
+        return 0;
+    int64_t M = mm_fold_batch(&p) ? p.M * p.n_batch : p.M;
+    return sn_sgemm_workspace(M, p.N, p.K, SN_GEMM_PREP_THREADS);
+}
+
 static int matmul_run(sn_kctx *c) {
     const sn_tensor *a = c->in[0], *b = c->in[1];
     sn_tensor *y = c->out[0];
@@ -201,6 +213,16 @@ static int gemm_prepare(sn_prep_ctx *c) {
     SN_TRY(gemm_shape(c->node, c->err, c->in[0], c->in[1], gk_in(c->in, c->n_in, 2), &g));
     c->workspace = sn_sgemm_workspace(g.M, g.N, g.K, SN_GEMM_PREP_THREADS);
     return SNUG_OK;
+}
+
+static size_t gemm_estimate(const sn_infer_ctx *c) {
+    if (c->n_in < 2 || !c->in[0] || !c->in[1] || c->in[0]->dtype != SN_F32 ||
+        !sn_tensor_shape_known(c->in[0]) || !sn_tensor_shape_known(c->in[1]))
+        return 0;
+    gemm_dims g;
+    if (gemm_shape(c->node, NULL, c->in[0], c->in[1], gk_in(c->in, c->n_in, 2), &g) != SNUG_OK)
+        return 0;
+    return sn_sgemm_workspace(g.M, g.N, g.K, SN_GEMM_PREP_THREADS);
 }
 
 static int gemm_run(sn_kctx *c) {
@@ -413,8 +435,8 @@ static int qlmm_run(sn_kctx *c) {
 }
 
 const sn_op_def sn_ops_matmul[] = {
-    {"", "MatMul", 1, matmul_infer, matmul_prepare, matmul_run, NULL, 0},
-    {"", "Gemm", 1, gemm_infer, gemm_prepare, gemm_run, NULL, 0},
+    {"", "MatMul", 1, matmul_infer, matmul_prepare, matmul_run, NULL, 0, matmul_estimate},
+    {"", "Gemm", 1, gemm_infer, gemm_prepare, gemm_run, NULL, 0, gemm_estimate},
     {"", "MatMulInteger", 10, mmi_infer, NULL, mmi_run, NULL, 0},
     {"", "QLinearMatMul", 10, qlmm_infer, NULL, qlmm_run, NULL, 0},
     {0},

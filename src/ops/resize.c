@@ -412,21 +412,38 @@ static void build_axis(const rz_params *p, int a, int64_t in, int64_t out, rz_ax
 
 static size_t align16(size_t v) { return (v + 15) & ~(size_t)15; }
 
-static int resize_prepare(sn_prep_ctx *c) {
-    const sn_tensor *x = c->in[0], *y = c->out[0];
-    rz_params p;
-    if (rz_attrs(c->node, c->err, &p))
-        return c->err->code;
-    size_t total = 16;
+/* Tap tables for every axis; false when a dim is not known. */
+static bool resize_ws_bytes(const rz_params *p, const sn_tensor *x, const sn_tensor *y, size_t *total) {
+    *total = 16;
     for (int a = 0; a < x->rank; a++) {
         int64_t in = x->dims[a], out = y->dims[a];
         if (in < 0 || out < 0)
-            return sn_kfail(c->err, c->node, SNUG_ERR_SHAPE, "shapes must be known in prepare");
-        int64_t n = taps_bound(&p, in, out);
-        total += align16((size_t)(out * n) * sizeof(int64_t)) +
-                 align16((size_t)(out * n) * sizeof(double)) + align16((size_t)out);
+            return false;
+        int64_t n = taps_bound(p, in, out);
+        *total += align16((size_t)(out * n) * sizeof(int64_t)) +
+                  align16((size_t)(out * n) * sizeof(double)) + align16((size_t)out);
     }
+    return true;
+}
+
+static int resize_prepare(sn_prep_ctx *c) {
+    rz_params p;
+    if (rz_attrs(c->node, c->err, &p))
+        return c->err->code;
+    size_t total;
+    if (!resize_ws_bytes(&p, c->in[0], c->out[0], &total))
+        return sn_kfail(c->err, c->node, SNUG_ERR_SHAPE, "shapes must be known in prepare");
     return sk_ws_declare(c, total);
+}
+
+/* Level 1: the figure prepare will declare, from the inferred shapes. */
+static size_t resize_estimate(const sn_infer_ctx *c) {
+    rz_params p;
+    size_t total;
+    if (c->n_in < 1 || c->n_out < 1 || !c->in[0] || !c->out[0] || c->in[0]->rank != c->out[0]->rank ||
+        rz_attrs(c->node, NULL, &p) || !resize_ws_bytes(&p, c->in[0], c->out[0], &total))
+        return 0;
+    return total;
 }
 
 static inline double load_el(sn_dtype t, const void *d, int64_t i) {
@@ -588,7 +605,7 @@ static int resize_run(sn_kctx *c) {
 }
 
 const sn_op_def sn_ops_resize[] = {
-    {"", "Resize", 10, resize_infer, resize_prepare, resize_run, sk_ws_free, 0},
-    {"", "Upsample", 7, resize_infer, resize_prepare, resize_run, sk_ws_free, 0},
+    {"", "Resize", 10, resize_infer, resize_prepare, resize_run, sk_ws_free, 0, resize_estimate},
+    {"", "Upsample", 7, resize_infer, resize_prepare, resize_run, sk_ws_free, 0, resize_estimate},
     {0},
 };

@@ -134,7 +134,7 @@ class Source:
                 from snugmodels.weights import random_weights
                 cfg = C.PRESETS[self.preset]
                 with open(os.path.join(HERE, "corpus.json"), encoding="utf-8") as f:
-                    _, tok = synthetic_tokenizer(cfg.vocab, json.load(f))
+                    _, tok = synthetic_tokenizer(cfg.vocab, json.load(f), cfg.pad_token_id)
                 self._loaded = (cfg, random_weights(cfg), tok, {})
                 log(f"{self.preset}: random weights ({cfg.params() / 1e6:.0f}M params) in {time.time() - t:.1f}s")
         return self._loaded

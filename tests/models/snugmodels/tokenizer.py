@@ -147,11 +147,11 @@ def _byte_symbols() -> list[str]:
     return [table[b] for b in range(256)]
 
 
-def synthetic_tokenizer(vocab_size: int, texts: list[str]) -> tuple[dict, int]:
+def synthetic_tokenizer(vocab_size: int, texts: list[str], pad_token_id: int = 0) -> tuple[dict, "GgufTokenizer"]:
     """A byte-level BPE tokenizer for random-weight models: 3 ChatML specials, the 256
     byte symbols, then merges learned deterministically from `texts` (most frequent
     pair first, ties by the pair's text) until vocab_size or no pair repeats.
-    Returns (tokenizer.json, its vocabulary size)."""
+    Returns (tokenizer.json, the token table)."""
     from tokenizers import pre_tokenizers
 
     pre = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
@@ -190,6 +190,7 @@ def synthetic_tokenizer(vocab_size: int, texts: list[str]) -> tuple[dict, int]:
             new_words[tuple(out)] = new_words.get(tuple(out), 0) + n
         words = new_words
     tok = GgufTokenizer(model="gpt2", pre="default", tokens=list(vocab), token_types=[3] * 3 + [1] * (len(vocab) - 3),
-                        merges=merges, bos_token_id=1, eos_token_id=2, unk_token_id=0, pad_token_id=0,
+                        merges=merges, bos_token_id=1, eos_token_id=2, unk_token_id=0,
+                        pad_token_id=pad_token_id if pad_token_id < 3 else 0,
                         add_bos=False, add_space_prefix=False, chat_template=CHATML_TEMPLATE)
     return tokenizer_json(tok), tok

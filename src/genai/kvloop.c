@@ -1,0 +1,286 @@
+/* The LLM step driver (see kvloop.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "genai/kvloop.h"
+
+struct sn_kvloop {
+    sn_session *s;          /* borrowed */
+    sn_kvloop_info info;
+    int n_in, n_out;
+    int i_ids, i_mask, i_pos; /* graph input positions; -1 when absent */
+    int o_logits;             /* graph output position */
+    int *i_past;            /* owned [2 * n_layers]: input position of layer l's key (2l) and value (2l+1) */
+    int *o_present;         /* owned [2 * n_layers]: output positions, same order */
+    void **kv;              /* owned [2 * n_layers]: [kv_heads, max_ctx, head_dim] elements each, the
+                             * first kv_heads * past * head_dim of them packed as [1, kv_heads, past, head_dim] */
+    sn_dtype kv_dtype;
+    size_t kv_esize;        /* bytes per KV element */
+    sn_dtype ids_dtype, mask_dtype, pos_dtype;
+    void *ids, *mask, *pos; /* owned [max_ctx] elements of their dtype */
+    sn_tensor *in;          /* owned [n_in]: the inputs of a step */
+    sn_tensor *out;         /* owned [n_out]: views of the executor's outputs */
+    int64_t past;           /* tokens in the cache */
+};
+
+int64_t sn_argmax_f32(const float *x, int64_t n) {
+    int64_t best = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (x[i] > x[best])
+            best = i;
+    return best;
+}
+
+/* "past_key_values.12.key" -> layer 12, kind 0 (key) / 1 (value); -1 if not such a name. */
+static int parse_kv_name(const char *name, const char *prefix, int *kind) {
+    size_t np = strlen(prefix);
+    if (strncmp(name, prefix, np) || name[np] < '0' || name[np] > '9')
+        return -1;
+    char *end;
+    long layer = strtol(name + np, &end, 10);
+    if (layer < 0 || layer > 100000)
+        return -1;
+    if (!strcmp(end, ".key"))
+        *kind = 0;
+    else if (!strcmp(end, ".value"))
+        *kind = 1;
+    else
+        return -1;
+    return (int)layer;
+}
+
+static bool is_index_dtype(sn_dtype t) { return t == SN_I64 || t == SN_I32; }
+
+static void store_index(sn_dtype t, void *buf, int64_t i, int64_t v) {
+    if (t == SN_I64)
+        ((int64_t *)buf)[i] = v;
+    else
+        ((int32_t *)buf)[i] = (int32_t)v;
+}
+
+int sn_kvloop_new(sn_session *s, int64_t max_ctx, sn_kvloop **out, sn_err *err) {
+    *out = NULL;
+    const sn_graph *g = s->graph;
+    int rc = SNUG_OK;
+    if (max_ctx < 1)
+        return sn_errf(err, SNUG_ERR_INVALID_ARG, "kvloop: max_ctx must be at least 1, got %lld", (long long)max_ctx);
+    sn_kvloop *l = sn_calloc(1, sizeof *l);
+    if (!l)
+        return sn_errf(err, SNUG_ERR_OOM, "out of memory");
+    l->s = s;
+    l->n_in = g->n_inputs;
+    l->n_out = g->n_outputs;
+    l->i_ids = l->i_mask = l->i_pos = l->o_logits = -1;
+    l->info.max_ctx = max_ctx;
+
+    /* Layers: the largest N among past inputs. */
+    int n_layers = 0;
+    for (int i = 0; i < g->n_inputs; i++) {
+        int kind, layer = parse_kv_name(g->values[g->inputs[i]].name, "past_key_values.", &kind);
+        if (layer >= n_layers)
+            n_layers = layer + 1;
+    }
+    l->info.n_layers = n_layers;
+    size_t n2 = (size_t)n_layers * 2 + 1;
+    l->i_past = sn_malloc(n2 * sizeof *l->i_past);
+    l->o_present = sn_malloc(n2 * sizeof *l->o_present);
+    l->kv = sn_calloc(n2, sizeof *l->kv);
+    l->in = sn_calloc((size_t)g->n_inputs + 1, sizeof *l->in);
+    l->out = sn_calloc((size_t)g->n_outputs + 1, sizeof *l->out);
+    if (!l->i_past || !l->o_present || !l->kv || !l->in || !l->out) {
+        rc = sn_errf(err, SNUG_ERR_OOM, "out of memory");
+        goto fail;
+    }
+    for (size_t k = 0; k < n2; k++)
+        l->i_past[k] = l->o_present[k] = -1;
+
+    l->info.kv_heads = l->info.head_dim = -1;
+    for (int i = 0; i < g->n_inputs; i++) {
+        const sn_value *v = &g->values[g->inputs[i]];
+        const sn_tensor *t = &v->info;
+        int kind, layer = parse_kv_name(v->name, "past_key_values.", &kind);
+        if (layer >= 0) {
+            if (t->kind != SN_KIND_TENSOR || t->rank != 4 || !sn_dim_known(t->dims[1]) || !sn_dim_known(t->dims[3])) {
+                rc = sn_errf(err, SNUG_ERR_UNSUPPORTED,
+                             "kvloop: input '%s' must be declared [batch, kv_heads, past, head_dim] with "
+                             "concrete kv_heads and head_dim", v->name);
+                goto fail;
+            }
+            if (l->info.kv_heads < 0) {
+                l->info.kv_heads = t->dims[1];
+                l->info.head_dim = t->dims[3];
+                l->kv_dtype = t->dtype;
+            } else if (t->dims[1] != l->info.kv_heads || t->dims[3] != l->info.head_dim || t->dtype != l->kv_dtype) {
+                rc = sn_errf(err, SNUG_ERR_UNSUPPORTED, "kvloop: input '%s' differs in type or KV dims from the "
+                             "other past inputs", v->name);
+                goto fail;
+            }
+            l->i_past[2 * layer + kind] = i;
+        } else if (!strcmp(v->name, "input_ids") || !strcmp(v->name, "attention_mask") ||
+                   !strcmp(v->name, "position_ids")) {
+            if (t->kind != SN_KIND_TENSOR || t->rank != 2 || !is_index_dtype(t->dtype)) {
+                rc = sn_errf(err, SNUG_ERR_UNSUPPORTED, "kvloop: input '%s' must be an int64 or int32 [batch, n] tensor",
+                             v->name);
+                goto fail;
+            }
+            if (v->name[0] == 'i')
+                l->i_ids = i, l->ids_dtype = t->dtype;
+            else if (v->name[0] == 'a')
+                l->i_mask = i, l->mask_dtype = t->dtype;
+            else
+                l->i_pos = i, l->pos_dtype = t->dtype;
+        } else {
+            rc = sn_errf(err, SNUG_ERR_UNSUPPORTED,
+                         "kvloop: input '%s' is not one an LLM step driver knows (input_ids, attention_mask, "
+                         "position_ids, past_key_values.N.key/value)", v->name);
+            goto fail;
+        }
+    }
+    if (l->i_ids < 0) {
+        rc = sn_errf(err, SNUG_ERR_UNSUPPORTED, "kvloop: the model has no 'input_ids' input: not an LLM decoder");
+        goto fail;
+    }
+    for (int i = 0; i < g->n_outputs; i++) {
+        const sn_value *v = &g->values[g->outputs[i]];
+        int kind, layer = parse_kv_name(v->name, "present.", &kind);
+        if (!strcmp(v->name, "logits"))
+            l->o_logits = i;
+        else if (layer >= 0 && layer < n_layers)
+            l->o_present[2 * layer + kind] = i;
+    }
+    if (l->o_logits < 0) {
+        rc = sn_errf(err, SNUG_ERR_UNSUPPORTED, "kvloop: the model has no 'logits' output");
+        goto fail;
+    }
+    {
+        const sn_tensor *lt = &g->values[g->outputs[l->o_logits]].info;
+        l->info.vocab = lt->rank >= 1 && sn_dim_known(lt->dims[lt->rank - 1]) ? lt->dims[lt->rank - 1] : -1;
+    }
+    for (int k = 0; k < 2 * n_layers; k++) {
+        if (l->i_past[k] < 0 || l->o_present[k] < 0) {
+            rc = sn_errf(err, SNUG_ERR_UNSUPPORTED, "kvloop: layer %d has no %s.%d.%s %s", k / 2,
+                         l->i_past[k] < 0 ? "past_key_values" : "present", k / 2, k % 2 ? "value" : "key",
+                         l->i_past[k] < 0 ? "input" : "output");
+            goto fail;
+        }
+    }
+    l->kv_esize = n_layers ? sn_dtype_size(l->kv_dtype) : 0;
+    size_t per = 0;
+    if (n_layers && (!sn_mul_ok((size_t)l->info.kv_heads * (size_t)l->info.head_dim, (size_t)max_ctx, &per) ||
+                     !sn_mul_ok(per, l->kv_esize, &per))) {
+        rc = sn_errf(err, SNUG_ERR_RANGE, "kvloop: KV cache for %lld tokens overflows", (long long)max_ctx);
+        goto fail;
+    }
+    for (int k = 0; k < 2 * n_layers; k++) {
+        if (!(l->kv[k] = sn_malloc(per ? per : 1))) {
+            rc = sn_errf(err, SNUG_ERR_OOM, "kvloop: out of memory for the KV cache (%d x %zu bytes)",
+                         2 * n_layers, per);
+            goto fail;
+        }
+    }
+    l->info.kv_bytes = per * 2 * (size_t)n_layers;
+    l->info.has_position_ids = l->i_pos >= 0;
+    l->ids = sn_malloc((size_t)max_ctx * sizeof(int64_t));
+    l->mask = sn_malloc((size_t)max_ctx * sizeof(int64_t));
+    l->pos = sn_malloc((size_t)max_ctx * sizeof(int64_t));
+    if (!l->ids || !l->mask || !l->pos) {
+        rc = sn_errf(err, SNUG_ERR_OOM, "out of memory");
+        goto fail;
+    }
+    for (int64_t i = 0; i < max_ctx; i++)
+        store_index(l->mask_dtype ? l->mask_dtype : SN_I64, l->mask, i, 1);
+    *out = l;
+    return SNUG_OK;
+fail:
+    sn_kvloop_free(l);
+    return rc;
+}
+
+void sn_kvloop_free(sn_kvloop *l) {
+    if (!l)
+        return;
+    for (int k = 0; l->kv && k < 2 * l->info.n_layers; k++)
+        sn_free(l->kv[k]);
+    sn_free(l->kv);
+    sn_free(l->i_past);
+    sn_free(l->o_present);
+    sn_free(l->in);
+    sn_free(l->out);
+    sn_free(l->ids);
+    sn_free(l->mask);
+    sn_free(l->pos);
+    sn_free(l);
+}
+
+void sn_kvloop_reset(sn_kvloop *l) { l->past = 0; }
+int64_t sn_kvloop_pos(const sn_kvloop *l) { return l->past; }
+const sn_kvloop_info *sn_kvloop_get_info(const sn_kvloop *l) { return &l->info; }
+
+static void set_tensor(sn_tensor *t, sn_dtype dtype, int rank, const int64_t *dims, void *data) {
+    memset(t, 0, sizeof *t);
+    t->kind = SN_KIND_TENSOR;
+    t->dtype = dtype;
+    sn_tensor_set_shape(t, rank, dims);
+    t->data = data;
+}
+
+static int kvloop_step(sn_kvloop *l, const int64_t *ids, int64_t n, const float **logits, sn_err *err) {
+    const sn_graph *g = l->s->graph;
+    if (n < 1)
+        return sn_errf(err, SNUG_ERR_INVALID_ARG, "kvloop: a step needs at least one token");
+    if (n > l->info.max_ctx - l->past)
+        return sn_errf(err, SNUG_ERR_RANGE, "kvloop: %lld + %lld tokens exceed the context of %lld", (long long)l->past,
+                       (long long)n, (long long)l->info.max_ctx);
+    int64_t past = l->past, total = past + n;
+    for (int64_t i = 0; i < n; i++) {
+        store_index(l->ids_dtype, l->ids, i, ids[i]);
+        if (l->i_pos >= 0)
+            store_index(l->pos_dtype, l->pos, i, past + i);
+    }
+    set_tensor(&l->in[l->i_ids], l->ids_dtype, 2, (int64_t[]){1, n}, l->ids);
+    if (l->i_mask >= 0)
+        set_tensor(&l->in[l->i_mask], l->mask_dtype, 2, (int64_t[]){1, total}, l->mask);
+    if (l->i_pos >= 0)
+        set_tensor(&l->in[l->i_pos], l->pos_dtype, 2, (int64_t[]){1, n}, l->pos);
+    int64_t kvdims[4] = {1, l->info.kv_heads, past, l->info.head_dim};
+    for (int k = 0; k < 2 * l->info.n_layers; k++)
+        set_tensor(&l->in[l->i_past[k]], l->kv_dtype, 4, kvdims, l->kv[k]);
+
+    SN_TRY(sn_exec_run(l->s->exec, l->in, l->out, err));
+
+    const sn_tensor *lt = &l->out[l->o_logits];
+    int64_t numel = sn_tensor_numel(lt);
+    int64_t vocab = lt->rank >= 1 ? lt->dims[lt->rank - 1] : 0;
+    if (lt->kind != SN_KIND_TENSOR || lt->dtype != SN_F32 || vocab < 1 || numel != n * vocab) {
+        char b[128];
+        return sn_errf(err, SNUG_ERR_UNSUPPORTED, "kvloop: logits are %s %s, expected float32 [1, %lld, vocab]",
+                       sn_dtype_name(lt->dtype), sn_shape_str(lt, b, sizeof b), (long long)n);
+    }
+    l->info.vocab = vocab;
+    size_t row = (size_t)(l->info.kv_heads * l->info.head_dim) * l->kv_esize;
+    for (int k = 0; k < 2 * l->info.n_layers; k++) {
+        const sn_tensor *p = &l->out[l->o_present[k]];
+        if (p->kind != SN_KIND_TENSOR || p->dtype != l->kv_dtype || p->rank != 4 || p->dims[0] != 1 ||
+            p->dims[1] != l->info.kv_heads || p->dims[2] != total || p->dims[3] != l->info.head_dim) {
+            char b[128];
+            return sn_errf(err, SNUG_ERR_SHAPE, "kvloop: output '%s' is %s %s, expected [1, %lld, %lld, %lld]",
+                           g->values[g->outputs[l->o_present[k]]].name, sn_dtype_name(p->dtype),
+                           sn_shape_str(p, b, sizeof b), (long long)l->info.kv_heads, (long long)total,
+                           (long long)l->info.head_dim);
+        }
+        /* [1, kv_heads, total, head_dim] packed: the next step's past as it is. */
+        memcpy(l->kv[k], p->data, row * (size_t)total);
+    }
+    l->past = total;
+    if (logits)
+        *logits = lt->data;
+    return SNUG_OK;
+}
+
+int sn_kvloop_prefill(sn_kvloop *l, const int64_t *ids, int64_t n, const float **logits, sn_err *err) {
+    return kvloop_step(l, ids, n, logits, err);
+}
+
+int sn_kvloop_decode(sn_kvloop *l, int64_t id, const float **logits, sn_err *err) {
+    return kvloop_step(l, &id, 1, logits, err);
+}

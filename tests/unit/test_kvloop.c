@@ -1,0 +1,273 @@
+/* The LLM step driver against the ONNX Runtime oracles of the tiny fixtures
+ * (tests/models/README.md): teacher forcing — prefill the prompt, then feed
+ * the oracle's greedy tokens one by one — and compare every position's
+ * logits (|a - b| <= 1e-4 + 1e-3 |b|) and the greedy argmax at every step.
+ * Also: the context bound, and stories260K (no mask, no positions) greedy
+ * against its golden ids.
+ * Fixtures missing (tests/models/fetch_and_build.sh builds them): SKIP. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "exec/session.h"
+#include "genai/kvloop.h"
+
+#define RTOL 1e-3
+#define ATOL 1e-4
+
+static int g_fail;
+#define CHECK(c, ...)                                                  \
+    do {                                                               \
+        if (!(c)) {                                                    \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);       \
+            fprintf(stderr, __VA_ARGS__);                              \
+            fprintf(stderr, "\n");                                     \
+            g_fail++;                                                  \
+        }                                                              \
+    } while (0)
+
+/* Parses the integers of the JSON array after `"key": [` starting at *p;
+ * advances *p past it. Returns the count, -1 when absent. */
+static int json_ints(const char **p, const char *key, int64_t *out, int cap) {
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\"", key);
+    const char *s = strstr(*p, pat);
+    if (!s || !(s = strchr(s, '[')))
+        return -1;
+    s++;
+    int n = 0;
+    for (;;) {
+        while (*s == ' ' || *s == '\n' || *s == ',' || *s == '\r' || *s == '\t')
+            s++;
+        if (*s == ']' || !*s)
+            break;
+        char *end;
+        long long v = strtoll(s, &end, 10);
+        if (end == s)
+            return -1;
+        if (n < cap)
+            out[n] = v;
+        n++;
+        s = end;
+    }
+    *p = s;
+    return n;
+}
+
+/* Compares rows [rows, vocab] of got with want; returns the number of bad values. */
+static int compare(const char *what, const float *got, const float *want, int64_t n) {
+    int bad = 0;
+    double worst = 0;
+    int64_t wi = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - want[i]), lim = ATOL + RTOL * fabs((double)want[i]);
+        if (!(d <= lim))
+            bad++;
+        if (!(d / lim <= worst))
+            worst = d / lim, wi = i;
+    }
+    if (bad)
+        fprintf(stderr, "FAIL %s: %d of %lld logits off (worst at %lld: %g vs %g)\n", what, bad, (long long)n,
+                (long long)wi, got[wi], want[wi]);
+    return bad;
+}
+
+static int load_npy(const char *dir, const char *name, sn_tensor *t, void **own) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    sn_err err = {0};
+    if (sn_npy_read(path, t, own, &err) != SNUG_OK) {
+        fprintf(stderr, "FAIL %s: %s\n", path, err.msg);
+        g_fail++;
+        return -1;
+    }
+    return 0;
+}
+
+static void check_fixture(const char *root, const char *style) {
+    char dir[2048], path[4096];
+    if (snprintf(dir, sizeof dir, "%s/tiny/%s", root, style) >= (int)sizeof dir ||
+        snprintf(path, sizeof path, "%s/model.onnx", dir) >= (int)sizeof path) {
+        CHECK(0, "path too long");
+        return;
+    }
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        printf("SKIP tiny/%s: %s missing (tests/models/fetch_and_build.sh builds it)\n", style, path);
+        return;
+    }
+    sn_err err = {0};
+    snug_options *opts = snug_options_new();
+    snug_options_set(opts, "snug.threads", "2");
+    sn_session *s = NULL;
+    sn_kvloop *l = NULL;
+    void *json = NULL;
+    size_t len;
+    int rc = sn_session_open(path, opts, &s, &err);
+    snug_options_free(opts);
+    CHECK(rc == SNUG_OK, "open %s: %s", path, err.msg);
+    if (rc != SNUG_OK)
+        return;
+    rc = sn_kvloop_new(s, 64, &l, &err);
+    CHECK(rc == SNUG_OK, "kvloop %s: %s", path, err.msg);
+    if (snprintf(path, sizeof path, "%s/oracle/oracle.json", dir) >= (int)sizeof path)
+        rc = -1;
+    if (rc == SNUG_OK && sn_file_read(path, &json, &len, &err) != SNUG_OK) {
+        CHECK(0, "%s: %s", path, err.msg);
+        rc = -1;
+    }
+    if (rc != SNUG_OK)
+        goto done;
+    char *txt = sn_malloc(len + 1);
+    memcpy(txt, json, len);
+    txt[len] = 0;
+    const char *p = strstr(txt, "\"prompts\"");
+    const sn_kvloop_info *info = sn_kvloop_get_info(l);
+    int n_prompts = 0, n_steps = 0;
+    for (int k = 0; p; k++) {
+        int64_t ids[256], greedy[64];
+        int n = json_ints(&p, "ids", ids, 256);
+        if (n < 0)
+            break;
+        int ng = json_ints(&p, "greedy", greedy, 64);
+        CHECK(n > 0 && n <= 256 && ng > 1 && ng <= 64, "tiny/%s prompt %d: bad oracle.json", style, k);
+        if (n <= 0 || n > 256 || ng <= 1 || ng > 64)
+            break;
+        sn_tensor tp, td;
+        void *op = NULL, *od = NULL;
+        char name[64];
+        snprintf(name, sizeof name, "oracle/p%d.prefill.npy", k);
+        int e1 = load_npy(dir, name, &tp, &op);
+        snprintf(name, sizeof name, "oracle/p%d.decode.npy", k);
+        int e2 = load_npy(dir, name, &td, &od);
+        if (e1 || e2) {
+            sn_free(op);
+            sn_free(od);
+            break;
+        }
+        int64_t V = tp.dims[tp.rank - 1];
+        CHECK(tp.dtype == SN_F32 && sn_tensor_numel(&tp) == n * V && td.dtype == SN_F32 &&
+                  sn_tensor_numel(&td) == (int64_t)(ng - 1) * V,
+              "tiny/%s prompt %d: oracle shapes", style, k);
+        sn_kvloop_reset(l);
+        const float *logits;
+        char what[128];
+        rc = sn_kvloop_prefill(l, ids, n, &logits, &err);
+        CHECK(rc == SNUG_OK, "tiny/%s prompt %d prefill: %s", style, k, err.msg);
+        if (rc == SNUG_OK) {
+            CHECK(info->vocab == V, "vocab %lld vs oracle %lld", (long long)info->vocab, (long long)V);
+            snprintf(what, sizeof what, "tiny/%s prompt %d prefill", style, k);
+            g_fail += compare(what, logits, tp.data, n * V) != 0;
+            int64_t am = sn_argmax_f32(logits + (n - 1) * V, V);
+            CHECK(am == greedy[0], "tiny/%s prompt %d: greedy[0] %lld, oracle %lld", style, k, (long long)am,
+                  (long long)greedy[0]);
+            CHECK(sn_kvloop_pos(l) == n, "pos after prefill");
+        }
+        for (int j = 0; rc == SNUG_OK && j + 1 < ng; j++) {
+            rc = sn_kvloop_decode(l, greedy[j], &logits, &err);
+            CHECK(rc == SNUG_OK, "tiny/%s prompt %d decode %d: %s", style, k, j, err.msg);
+            if (rc != SNUG_OK)
+                break;
+            snprintf(what, sizeof what, "tiny/%s prompt %d decode step %d", style, k, j);
+            g_fail += compare(what, logits, (const float *)td.data + j * V, V) != 0;
+            int64_t am = sn_argmax_f32(logits, V);
+            CHECK(am == greedy[j + 1], "tiny/%s prompt %d step %d: greedy %lld, oracle %lld", style, k, j,
+                  (long long)am, (long long)greedy[j + 1]);
+            n_steps++;
+        }
+        sn_free(op);
+        sn_free(od);
+        n_prompts++;
+        rc = SNUG_OK;
+    }
+    CHECK(n_prompts == 3, "tiny/%s: %d prompts checked, the oracle has 3", style, n_prompts);
+    printf("tiny/%s: %d prompts, %d decode steps checked (%d layers, %lld kv heads x %lld)\n", style, n_prompts,
+           n_steps, info->n_layers, (long long)info->kv_heads, (long long)info->head_dim);
+
+    /* The context is a hard bound, and a failed step leaves the cache as it was. */
+    sn_kvloop_reset(l);
+    int64_t many[65] = {0};
+    rc = sn_kvloop_prefill(l, many, 65, NULL, &err);
+    CHECK(rc == SNUG_ERR_RANGE && strstr(err.msg, "context"), "overflow: rc %d '%s'", rc, err.msg);
+    CHECK(sn_kvloop_pos(l) == 0, "pos after a failed step");
+    rc = sn_kvloop_prefill(l, many, 0, NULL, &err);
+    CHECK(rc == SNUG_ERR_INVALID_ARG, "empty step: rc %d", rc);
+    sn_free(txt);
+done:
+    sn_free(json);
+    sn_kvloop_free(l);
+    sn_session_close(s);
+}
+
+/* stories260K (input_ids and past only: no mask, no positions): greedy
+ * decoding through the driver reproduces the golden ids. */
+#define STORIES "../shared/fixtures/stories260K/"
+static void check_stories(void) {
+    FILE *f = fopen(STORIES "greedy_ids.txt", "r");
+    if (!f) {
+        printf("SKIP stories260K: " STORIES "greedy_ids.txt missing\n");
+        return;
+    }
+    int64_t prompt[64], gen[128];
+    int np = 0, ng = 0, *cnt = NULL;
+    char word[32];
+    while (fscanf(f, "%31s", word) == 1) {
+        if (!strcmp(word, "PROMPT"))
+            cnt = &np;
+        else if (!strcmp(word, "GEN"))
+            cnt = &ng;
+        else if (cnt == &np && np < 64)
+            prompt[np++] = atoll(word);
+        else if (cnt == &ng && ng < 128)
+            gen[ng++] = atoll(word);
+    }
+    fclose(f);
+    CHECK(np > 0 && ng > 0, "greedy_ids.txt: %d prompt, %d generated ids", np, ng);
+    sn_err err = {0};
+    sn_session *s = NULL;
+    sn_kvloop *l = NULL;
+    if (np == 0 || ng == 0 || sn_session_open(STORIES "stories260K_kv.onnx", NULL, &s, &err) != SNUG_OK) {
+        CHECK(0, "stories260K: %s", err.msg);
+        return;
+    }
+    int rc = sn_kvloop_new(s, np + ng, &l, &err);
+    CHECK(rc == SNUG_OK, "stories260K kvloop: %s", err.msg);
+    const float *logits;
+    int same = 0;
+    if (rc == SNUG_OK && (rc = sn_kvloop_prefill(l, prompt, np, &logits, &err)) == SNUG_OK) {
+        int64_t V = sn_kvloop_get_info(l)->vocab, tok = sn_argmax_f32(logits + (np - 1) * V, V);
+        CHECK(!sn_kvloop_get_info(l)->has_position_ids, "stories260K has no position_ids");
+        for (int j = 0; j < ng && tok == gen[j]; j++) {
+            same++;
+            if (j + 1 < ng && (rc = sn_kvloop_decode(l, tok, &logits, &err)) != SNUG_OK)
+                break;
+            tok = sn_argmax_f32(logits, V);
+        }
+    }
+    CHECK(rc == SNUG_OK, "stories260K step: %s", err.msg);
+    CHECK(same == ng, "stories260K: the first %d of %d greedy ids match", same, ng);
+    printf("stories260K: %d of %d greedy ids match\n", same, ng);
+    sn_kvloop_free(l);
+    sn_session_close(s);
+}
+
+int main(void) {
+    const char *env = getenv("SNUG_MODELS");
+    char root[1024];
+    if (env && *env)
+        snprintf(root, sizeof root, "%s", env);
+    else
+        snprintf(root, sizeof root, "%s/.cache/snug/models", getenv("HOME") ? getenv("HOME") : ".");
+    const char *styles[] = {"optimum", "optimum-noname", "onnxscript", "genai-fp32"};
+    for (size_t i = 0; i < sizeof styles / sizeof *styles; i++)
+        check_fixture(root, styles[i]);
+    check_stories();
+    if (g_fail) {
+        fprintf(stderr, "%d failure(s)\n", g_fail);
+        return 1;
+    }
+    printf("ok\n");
+    return 0;
+}

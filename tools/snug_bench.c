@@ -1,0 +1,424 @@
+/* snug bench: prefill and decode speed of an LLM, time to first token, peak
+ * RSS; and (--bandwidth) the machine's memory read bandwidth. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
+#include "cli.h"
+#include "exec/session.h"
+#include "genai/kvloop.h"
+#include "ops/gemm.h"
+
+int cmd_bench(int argc, char **argv);
+
+static const char k_bench_help[] =
+    "usage: snug bench MODEL.onnx [options]\n"
+    "       snug bench --bandwidth [--threads T] [--json]\n\n"
+    "Measures an LLM decoder (inputs input_ids, attention_mask, [position_ids],\n"
+    "past_key_values.N.key/value; outputs logits, present.N.key/value: Optimum and\n"
+    "onnxruntime-genai exports) with the KV cache carried between steps. Each round\n"
+    "starts from an empty cache, prefills --prompt tokens in one step and decodes\n"
+    "--gen tokens one at a time. Token ids are pseudo-random below the vocabulary\n"
+    "size (xorshift64 from --seed: the first N are the prompt, the next M are fed\n"
+    "to the decode steps), so every round and every runtime sees the same ids.\n\n"
+    "Reported (median over the measured rounds, min and max beside it):\n"
+    "  prefill tok/s   prompt tokens / time of the prefill step\n"
+    "  TTFT            time to first token: the prefill step plus the argmax\n"
+    "  decode tok/s    decoded tokens / time of the decode steps\n"
+    "  peak RSS        the process's maximum resident set (getrusage), whole run\n"
+    "  weights         initializer bytes in the model file (mapped, not copied), and\n"
+    "                  the bytes a decode step reads (all but embedding tables that\n"
+    "                  are only gathered)\n\n"
+    "options:\n"
+    "  --prompt N      prompt tokens (default 128)\n"
+    "  --gen M         decoded tokens per round (default 32)\n"
+    "  --threads T     worker threads (default: all cores)\n"
+    "  --rounds R      measured rounds (default 3)\n"
+    "  --warmup W      unmeasured rounds before them (default 1)\n"
+    "  --ctx N         KV cache capacity in tokens (default prompt + gen)\n"
+    "  --seed S        seed of the token ids (default 1)\n"
+    "  --json          one JSON object on stdout instead of the table\n"
+    "  --bandwidth     measure memory read bandwidth instead: T threads sum a\n"
+    "                  256 MiB float array (STREAM-style, best of 10 passes);\n"
+    "                  takes no MODEL\n"
+    "  -h, --help      this text\n\n"
+    "Exit status: 0 on success, 1 when the model cannot be loaded or run, 2 on\n"
+    "bad usage.\n";
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static size_t peak_rss_bytes(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return 0;
+    return (size_t)ru.ru_maxrss * 1024; /* KiB on Linux */
+}
+
+static uint64_t xorshift64(uint64_t *s) {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+typedef struct stat3 {
+    double med, min, max;
+} stat3;
+
+static stat3 stats_of(const double *v, int n) {
+    double tmp[1024];
+    int m = n < 1024 ? n : 1024;
+    memcpy(tmp, v, sizeof *tmp * (size_t)m);
+    qsort(tmp, (size_t)m, sizeof *tmp, cmp_double);
+    stat3 s = {0, 0, 0};
+    if (m) {
+        s.min = tmp[0];
+        s.max = tmp[m - 1];
+        s.med = m % 2 ? tmp[m / 2] : 0.5 * (tmp[m / 2 - 1] + tmp[m / 2]);
+    }
+    return s;
+}
+
+static long parse_count(const char *opt, const char *val, long lo, long hi) {
+    char *end;
+    errno = 0;
+    long v = val ? strtol(val, &end, 10) : 0;
+    if (!val || !*val || *end || errno || v < lo || v > hi) {
+        char m[200];
+        snprintf(m, sizeof m, "%s takes an integer in %ld..%ld, got '%s'", opt, lo, hi, val ? val : "");
+        cli_die_usage("bench", m);
+    }
+    return v;
+}
+
+/* Bytes a decode step reads from the weights: every initializer except those
+ * consumed only as the data input of Gather (embedding tables). */
+static uint64_t weight_bytes_per_token(const sn_graph *g) {
+    uint64_t total = 0;
+    for (int v = 0; v < g->n_values; v++) {
+        const sn_value *val = &g->values[v];
+        if (!(val->flags & SN_VAL_INIT) || !val->n_cons)
+            continue;
+        bool gathered_only = true;
+        for (int c = 0; c < val->n_cons; c++) {
+            const sn_node *n = &g->nodes[val->cons[c]];
+            if (strcmp(n->p->op_type, "Gather") || n->in[0] != v)
+                gathered_only = false;
+        }
+        if (!gathered_only)
+            total += sn_tensor_nbytes(&val->init->t);
+    }
+    return total;
+}
+
+/* ---- memory bandwidth ------------------------------------------------------ */
+
+typedef struct bw_job {
+    const float *a;
+    int64_t n;     /* floats */
+    int64_t chunk; /* floats per task */
+    float sums[256];
+} bw_job;
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) static float sum_avx2(const float *a, int64_t n) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm256_add_ps(s0, _mm256_loadu_ps(a + i));
+        s1 = _mm256_add_ps(s1, _mm256_loadu_ps(a + i + 8));
+        s2 = _mm256_add_ps(s2, _mm256_loadu_ps(a + i + 16));
+        s3 = _mm256_add_ps(s3, _mm256_loadu_ps(a + i + 24));
+    }
+    float t[8];
+    _mm256_storeu_ps(t, _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+    float s = t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
+    for (; i < n; i++)
+        s += a[i];
+    return s;
+}
+#endif
+
+static float sum_plain(const float *a, int64_t n) {
+    float s[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++)
+            s[k] += a[i + k];
+    float r = s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
+    for (; i < n; i++)
+        r += a[i];
+    return r;
+}
+
+static void bw_task(void *arg, int64_t t0, int64_t t1) {
+    bw_job *j = arg;
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t b = t * j->chunk, e = sn_imin(j->n, b + j->chunk);
+        float s;
+#if defined(__x86_64__) && defined(__GNUC__)
+        s = __builtin_cpu_supports("avx2") ? sum_avx2(j->a + b, e - b) : sum_plain(j->a + b, e - b);
+#else
+        s = sum_plain(j->a + b, e - b);
+#endif
+        j->sums[t % 256] += s;
+    }
+}
+
+/* Best read bandwidth in bytes/s over `passes` passes of `bytes`. */
+static double measure_bandwidth(sn_pool *pool, size_t bytes, int passes) {
+    bw_job *j = sn_calloc(1, sizeof *j);
+    float *a = sn_malloc(bytes);
+    if (!j || !a) {
+        sn_free(j);
+        sn_free(a);
+        return 0;
+    }
+    j->a = a;
+    j->n = (int64_t)(bytes / sizeof(float));
+    for (int64_t i = 0; i < j->n; i++)
+        a[i] = (float)(i & 7);
+    int64_t tasks = sn_pool_size(pool) * 16;
+    j->chunk = (j->n + tasks - 1) / tasks;
+    double best = 0;
+    for (int p = 0; p < passes; p++) {
+        double t0 = now_s();
+        sn_pool_for(pool, tasks, 1, bw_task, j);
+        double dt = now_s() - t0;
+        if (dt > 0 && (double)bytes / dt > best)
+            best = (double)bytes / dt;
+    }
+    volatile float sink = j->sums[0];
+    (void)sink;
+    sn_free(a);
+    sn_free(j);
+    return best;
+}
+
+static int bench_bandwidth(int threads, bool json) {
+    sn_err err = {0};
+    sn_pool *pool = NULL;
+    if (sn_pool_new(threads, &pool, &err) != SNUG_OK) {
+        fprintf(stderr, "snug bench: %s\n", err.msg);
+        return 1;
+    }
+    size_t bytes = (size_t)256 << 20;
+    double bw = measure_bandwidth(pool, bytes, 10);
+    sn_pool_free(pool);
+    if (bw <= 0) {
+        fprintf(stderr, "snug bench: cannot allocate the %zu-byte bandwidth buffer\n", bytes);
+        return 1;
+    }
+    if (json)
+        printf("{\"threads\": %d, \"buffer_bytes\": %zu, \"read_bandwidth_bytes_per_s\": %.0f}\n", threads, bytes, bw);
+    else
+        printf("read bandwidth  %.2f GB/s (%d threads, %zu MiB buffer, best of 10)\n", bw / 1e9, threads,
+               bytes >> 20);
+    return 0;
+}
+
+/* ---- the LLM benchmark ----------------------------------------------------- */
+
+int cmd_bench(int argc, char **argv) {
+    const char *path = NULL;
+    long prompt = 128, gen = 32, threads = 0, rounds = 3, warmup = 1, ctx = 0;
+    uint64_t seed = 1;
+    bool json = false, bandwidth = false;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(k_bench_help, stdout);
+            return 0;
+        } else if (!strcmp(a, "--prompt")) {
+            prompt = parse_count(a, val, 1, 1 << 20), i++;
+        } else if (!strcmp(a, "--gen")) {
+            gen = parse_count(a, val, 0, 1 << 20), i++;
+        } else if (!strcmp(a, "--threads")) {
+            threads = parse_count(a, val, 1, 1024), i++;
+        } else if (!strcmp(a, "--rounds")) {
+            rounds = parse_count(a, val, 1, 1000), i++;
+        } else if (!strcmp(a, "--warmup")) {
+            warmup = parse_count(a, val, 0, 1000), i++;
+        } else if (!strcmp(a, "--ctx")) {
+            ctx = parse_count(a, val, 1, 1 << 24), i++;
+        } else if (!strcmp(a, "--seed")) {
+            seed = (uint64_t)parse_count(a, val, 0, 0x7fffffffL), i++;
+        } else if (!strcmp(a, "--json")) {
+            json = true;
+        } else if (!strcmp(a, "--bandwidth")) {
+            bandwidth = true;
+        } else if (a[0] == '-') {
+            char m[300];
+            snprintf(m, sizeof m, "unknown option '%s'", a);
+            cli_die_usage("bench", m);
+        } else if (path) {
+            cli_die_usage("bench", "one model at a time");
+        } else {
+            path = a;
+        }
+    }
+    if (threads == 0)
+        threads = sn_cpu_count();
+    if (bandwidth) {
+        if (path)
+            cli_die_usage("bench", "--bandwidth takes no MODEL");
+        return bench_bandwidth((int)threads, json);
+    }
+    if (!path)
+        cli_die_usage("bench", "missing MODEL");
+    if (ctx == 0)
+        ctx = prompt + gen;
+    if (ctx < prompt + gen)
+        cli_die_usage("bench", "--ctx is smaller than --prompt + --gen");
+
+    char tbuf[32];
+    snprintf(tbuf, sizeof tbuf, "%ld", threads);
+    snug_options *opts = snug_options_new();
+    if (!opts || snug_options_set(opts, "snug.threads", tbuf) != SNUG_OK) {
+        fprintf(stderr, "snug bench: out of memory\n");
+        snug_options_free(opts);
+        return 1;
+    }
+    sn_err err = {0};
+    sn_session *s = NULL;
+    sn_kvloop *loop = NULL;
+    int64_t *ids = NULL;
+    double *t_prefill = NULL, *t_ttft = NULL, *t_decode = NULL;
+    int status = 1;
+    double t_load = now_s();
+    int rc = sn_session_open(path, opts, &s, &err);
+    snug_options_free(opts);
+    if (rc != SNUG_OK) {
+        fprintf(stderr, "snug bench: %s: %s\n", path, err.msg);
+        return 1;
+    }
+    t_load = now_s() - t_load;
+    if (sn_kvloop_new(s, ctx, &loop, &err) != SNUG_OK) {
+        fprintf(stderr, "snug bench: %s: %s\n", path, err.msg);
+        goto done;
+    }
+    const sn_kvloop_info *info = sn_kvloop_get_info(loop);
+    if (info->vocab < 1) { /* symbolic in the model: one step tells it */
+        int64_t zero = 0;
+        if (sn_kvloop_prefill(loop, &zero, 1, NULL, &err) != SNUG_OK) {
+            fprintf(stderr, "snug bench: %s: %s\n", path, err.msg);
+            goto done;
+        }
+        sn_kvloop_reset(loop);
+    }
+    int64_t vocab = info->vocab;
+    ids = sn_malloc(sizeof *ids * (size_t)(prompt + gen));
+    t_prefill = sn_calloc((size_t)rounds, sizeof(double));
+    t_ttft = sn_calloc((size_t)rounds, sizeof(double));
+    t_decode = sn_calloc((size_t)rounds, sizeof(double));
+    if (!ids || !t_prefill || !t_ttft || !t_decode) {
+        fprintf(stderr, "snug bench: out of memory\n");
+        goto done;
+    }
+    uint64_t st = 0x9E3779B97F4A7C15ull ^ seed;
+    for (long i = 0; i < prompt + gen; i++)
+        ids[i] = (int64_t)((xorshift64(&st) >> 11) % (uint64_t)vocab);
+
+    int64_t first = -1;
+    for (long r = -warmup; r < rounds; r++) {
+        const float *logits;
+        sn_kvloop_reset(loop);
+        double t0 = now_s();
+        if (sn_kvloop_prefill(loop, ids, prompt, &logits, &err) != SNUG_OK) {
+            fprintf(stderr, "snug bench: %s: prefill: %s\n", path, err.msg);
+            goto done;
+        }
+        double t1 = now_s();
+        first = sn_argmax_f32(logits + (prompt - 1) * vocab, vocab);
+        double t2 = now_s();
+        for (long k = 0; k < gen; k++) {
+            if (sn_kvloop_decode(loop, ids[prompt + k], &logits, &err) != SNUG_OK) {
+                fprintf(stderr, "snug bench: %s: decode step %ld: %s\n", path, k, err.msg);
+                goto done;
+            }
+        }
+        double t3 = now_s();
+        if (r >= 0) {
+            t_prefill[r] = t1 - t0;
+            t_ttft[r] = t2 - t0;
+            t_decode[r] = t3 - t2;
+        }
+    }
+    double v_prefill[1024], v_decode[1024], v_ttft[1024];
+    int nr = rounds < 1024 ? (int)rounds : 1024;
+    for (int r = 0; r < nr; r++) {
+        v_prefill[r] = (double)prompt / t_prefill[r];
+        v_decode[r] = gen ? (double)gen / t_decode[r] : 0;
+        v_ttft[r] = t_ttft[r] * 1e3;
+    }
+    stat3 sp = stats_of(v_prefill, nr), sd = stats_of(v_decode, nr), stt = stats_of(v_ttft, nr);
+    size_t rss = peak_rss_bytes();
+    uint64_t wb = s->model->weight_bytes, wtok = weight_bytes_per_token(s->graph);
+    if (json) {
+        printf("{\"model\": \"");
+        for (const char *c = path; *c; c++)
+            printf(*c == '"' || *c == '\\' ? "\\%c" : "%c", *c);
+        printf("\", \"threads\": %ld, \"prompt\": %ld, \"gen\": %ld, \"rounds\": %ld, \"warmup\": %ld, "
+               "\"seed\": %llu, \"vocab\": %lld, \"layers\": %d, \"kv_heads\": %lld, \"head_dim\": %lld, "
+               "\"kv_cache_bytes\": %zu, \"load_s\": %.6f, "
+               "\"prefill_tok_s\": %.4f, \"decode_tok_s\": %.4f, \"ttft_ms\": %.4f, "
+               "\"decode_ms_per_token\": %.4f, \"peak_rss_bytes\": %zu, \"weight_bytes\": %llu, "
+               "\"weight_bytes_per_token\": %llu, \"first_token\": %lld, \"gemm_kernel\": \"%s\", ",
+               threads, prompt, gen, rounds, warmup, (unsigned long long)seed, (long long)vocab, info->n_layers,
+               (long long)info->kv_heads, (long long)info->head_dim, info->kv_bytes, t_load, sp.med, sd.med,
+               stt.med, sd.med > 0 ? 1e3 / sd.med : 0, rss, (unsigned long long)wb, (unsigned long long)wtok,
+               (long long)first, sn_sgemm_kernel_name());
+        const char *names[3] = {"prefill_tok_s_rounds", "decode_tok_s_rounds", "ttft_ms_rounds"};
+        const double *arrs[3] = {v_prefill, v_decode, v_ttft};
+        for (int k = 0; k < 3; k++) {
+            printf("\"%s\": [", names[k]);
+            for (int r = 0; r < nr; r++)
+                printf("%s%.4f", r ? ", " : "", arrs[k][r]);
+            printf("]%s", k < 2 ? ", " : "}\n");
+        }
+    } else {
+        char b1[64], b2[64], b3[64], b4[64];
+        cli_human_bytes((double)wb, b1, sizeof b1);
+        cli_human_bytes((double)wtok, b2, sizeof b2);
+        cli_human_bytes((double)rss, b3, sizeof b3);
+        cli_human_bytes((double)info->kv_bytes, b4, sizeof b4);
+        printf("model        %s\n", path);
+        printf("shape        %d layers, %lld kv heads x %lld, vocab %lld; KV cache %s for %ld tokens\n",
+               info->n_layers, (long long)info->kv_heads, (long long)info->head_dim, (long long)vocab, b4, ctx);
+        printf("run          %ld threads, prompt %ld, gen %ld, %ld rounds (+%ld warmup), gemm %s\n", threads,
+               prompt, gen, rounds, warmup, sn_sgemm_kernel_name());
+        printf("load         %.1f ms\n", t_load * 1e3);
+        printf("prefill      %10.2f tok/s   (min %.2f, max %.2f)\n", sp.med, sp.min, sp.max);
+        printf("TTFT         %10.2f ms      (min %.2f, max %.2f)\n", stt.med, stt.min, stt.max);
+        if (gen)
+            printf("decode       %10.2f tok/s   (min %.2f, max %.2f; %.2f ms/token)\n", sd.med, sd.min, sd.max,
+                   1e3 / sd.med);
+        printf("peak RSS     %s\n", b3);
+        printf("weights      %s in the file, %s read per decode step\n", b1, b2);
+    }
+    status = 0;
+done:
+    sn_free(ids);
+    sn_free(t_prefill);
+    sn_free(t_ttft);
+    sn_free(t_decode);
+    sn_kvloop_free(loop);
+    sn_session_close(s);
+    return status;
+}
