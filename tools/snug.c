@@ -537,6 +537,9 @@ static const char k_help[] =
     "commands:\n"
     "  info MODEL      inputs, outputs, opsets, op histogram, parameters, weight bytes\n"
     "  run MODEL       one inference with inputs from files or generated\n"
+    "  plan MODEL      the memory plan without running: per layer and device, weights,\n"
+    "                  KV, activations, workspace and their sources; --json, --svg\n"
+    "  profile MODEL   per-node memory of one run, in ONNX Runtime's node-stats format\n"
     "  bench MODEL     LLM prefill and decode tokens/s, time to first token, peak RSS\n"
     "  ops             the operators this build implements\n";
 
@@ -567,6 +570,11 @@ int main(int argc, char **argv) {
         return cmd_run(argc - 2, argv + 2);
     if (!strcmp(argv[1], "ops"))
         return cmd_ops(argc - 2, argv + 2);
+    int snug_cmd_plan(int argc, char **argv), snug_cmd_profile(int argc, char **argv); /* snug_plan.c */
+    if (!strcmp(argv[1], "plan"))
+        return snug_cmd_plan(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "profile"))
+        return snug_cmd_profile(argc - 2, argv + 2);
     if (!strcmp(argv[1], "bench")) { int cmd_bench(int, char **); return cmd_bench(argc - 2, argv + 2); }
     fprintf(stderr, "snug: unknown command '%s'\n\n%s", argv[1], k_help);
     return 2;

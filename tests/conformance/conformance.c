@@ -33,6 +33,7 @@ typedef struct opts {
     int verbose;
     int timeout_s;
     int no_fork;
+    int threads;
 } opts;
 
 static int cmp_names(const void *a, const void *b) {
@@ -192,7 +193,7 @@ static int run_case(const char *dir, const opts *o, char *msg, size_t cap) {
     if (rc == SNUG_OK)
         rc = sn_graph_build(m, &g, &err);
     if (rc == SNUG_OK)
-        rc = sn_pool_new(1, &pool, &err);
+        rc = sn_pool_new(o->threads, &pool, &err);
     if (rc == SNUG_OK)
         rc = sn_exec_new(g, pool, NULL, &ex, &err);
     if (rc != SNUG_OK) {
@@ -367,12 +368,13 @@ static void usage(void) {
            "  --min-pass FRACTION fail unless at least this fraction passes (default 0)\n"
            "  --rtol X --atol Y   tolerances (default 1e-3, 1e-5)\n"
            "  --timeout S         per-case time limit in seconds (default 60)\n"
+           "  --threads N         worker threads per case (default 1)\n"
            "  --no-fork           run cases in this process (for debugging)\n"
            "  --verbose           print passing cases too\n");
 }
 
 int main(int argc, char **argv) {
-    opts o = {1e-3, 1e-5, NULL, 0, 60, 0};
+    opts o = {1e-3, 1e-5, NULL, 0, 60, 0, 1};
     const char *xpath = NULL;
     double min_pass = 0;
     const char *dirs[64];
@@ -394,6 +396,8 @@ int main(int argc, char **argv) {
             o.atol = atof(argv[++i]);
         else if (!strcmp(a, "--timeout") && i + 1 < argc)
             o.timeout_s = atoi(argv[++i]);
+        else if (!strcmp(a, "--threads") && i + 1 < argc)
+            o.threads = atoi(argv[++i]);
         else if (!strcmp(a, "--no-fork"))
             o.no_fork = 1;
         else if (!strcmp(a, "--verbose") || !strcmp(a, "-v"))
