@@ -1,0 +1,88 @@
+/* The public API (include/snug.h) only: sessions, options, runs and the
+ * errors a caller sees. */
+#include <stdio.h>
+#include <string.h>
+
+#include "snug.h"
+
+static int fails;
+#define CHECK(c)                                                               \
+    do {                                                                       \
+        if (!(c)) {                                                            \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
+            fails++;                                                           \
+        }                                                                      \
+    } while (0)
+
+#define MODEL "../shared/fixtures/stories260K/stories260K_kv.onnx"
+
+int main(void) {
+    char err[512];
+    snug_session *s = NULL;
+
+    /* Bad paths and options are errors with messages, not crashes. */
+    CHECK(snug_session_create("/nonexistent/model.onnx", NULL, &s, err, sizeof err) == SNUG_ERR_IO && !s);
+    CHECK(strstr(err, "/nonexistent/model.onnx") != NULL);
+    snug_options *o = snug_options_new();
+    CHECK(snug_options_set(o, "session.no_such_key", "1") == SNUG_OK);
+    CHECK(snug_session_create(MODEL, o, &s, err, sizeof err) == SNUG_ERR_INVALID_ARG && !s);
+    CHECK(strstr(err, "session.no_such_key") != NULL);
+    snug_options_free(o);
+    o = snug_options_new();
+    CHECK(snug_options_set(o, "snug.threads", "lots") == SNUG_OK);
+    CHECK(snug_session_create(MODEL, o, &s, err, sizeof err) == SNUG_ERR_INVALID_ARG);
+    CHECK(strstr(err, "snug.threads") != NULL);
+    CHECK(snug_options_set(o, "snug.threads", "2") == SNUG_OK); /* later sets win */
+    CHECK(!strcmp(snug_options_get(o, "snug.threads"), "2"));
+    CHECK(snug_session_create(MODEL, o, &s, err, sizeof err) == SNUG_OK && s);
+    snug_options_free(o);
+    if (!s)
+        return 1;
+
+    CHECK(snug_session_input_count(s) == 11 && snug_session_output_count(s) == 11);
+    CHECK(!strcmp(snug_session_input_name(s, 0), "input_ids"));
+    CHECK(!strcmp(snug_session_output_name(s, 0), "logits"));
+    CHECK(snug_session_input_name(s, 99) == NULL);
+
+    /* One prefill step of the prompt with an empty cache. */
+    int64_t ids[5] = {1, 403, 407, 261, 378};
+    snug_tensor in[11], out[11];
+    memset(in, 0, sizeof in);
+    in[0] = (snug_tensor){SNUG_INT64, 2, {1, 5}, ids};
+    for (int i = 1; i < 11; i++)
+        in[i] = (snug_tensor){SNUG_FLOAT, 4, {1, 4, 0, 8}, NULL};
+    CHECK(snug_session_run(s, in, 11, out, 11) == SNUG_OK);
+    CHECK(out[0].dtype == SNUG_FLOAT && out[0].rank == 3 && out[0].dims[1] == 5 && out[0].dims[2] == 512);
+    const float *lg = (const float *)out[0].data + 4 * 512;
+    int best = 0;
+    for (int v = 1; v < 512; v++)
+        best = lg[v] > lg[best] ? v : best;
+    CHECK(best == 432); /* the first greedy id of ../shared/fixtures/stories260K/greedy_ids.txt */
+    CHECK(out[1].rank == 4 && out[1].dims[2] == 5);
+
+    /* Wrong calls: counts, dtypes, shapes. */
+    CHECK(snug_session_run(s, in, 3, out, 11) == SNUG_ERR_INVALID_ARG);
+    CHECK(strstr(snug_session_error(s), "11 inputs") != NULL);
+    snug_tensor bad = in[0];
+    bad.dtype = SNUG_INT32;
+    in[0] = bad;
+    CHECK(snug_session_run(s, in, 11, out, 11) == SNUG_ERR_TYPE);
+    CHECK(strstr(snug_session_error(s), "input_ids") != NULL);
+    in[0] = (snug_tensor){SNUG_INT64, 3, {1, 5, 1}, ids};
+    CHECK(snug_session_run(s, in, 11, out, 11) == SNUG_ERR_SHAPE);
+    in[0] = (snug_tensor){SNUG_INT64, 2, {1, -5}, ids};
+    CHECK(snug_session_run(s, in, 11, out, 11) == SNUG_ERR_INVALID_ARG);
+    /* An id out of the vocabulary is a range error from Gather, not a crash. */
+    int64_t oob[1] = {100000};
+    in[0] = (snug_tensor){SNUG_INT64, 2, {1, 1}, oob};
+    CHECK(snug_session_run(s, in, 11, out, 11) != SNUG_OK);
+    CHECK(strstr(snug_session_error(s), "Gather") != NULL);
+    snug_session_free(s);
+    snug_session_free(NULL);
+    if (fails) {
+        fprintf(stderr, "test_api: %d check(s) failed\n", fails);
+        return 1;
+    }
+    printf("test_api: ok\n");
+    return 0;
+}
