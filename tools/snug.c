@@ -266,6 +266,8 @@ static const char k_run_help[] =
     "                      [0,10), bools alternating\n"
     "  --output-dir DIR    write output i to DIR/output_<i>.pb (created if missing)\n"
     "  --threads N         worker threads (default: all cores)\n"
+    "  --config KEY=VALUE  a session config entry (ONNX Runtime keys such as\n"
+    "                      session.collect_node_memory_stats_to_file; docs/config.md)\n"
     "  --repeat N          run N times and report the time per run\n"
     "  --verbose           also print the execution plan's figures (nodes folded /\n"
     "                      static / dynamic, arena size against its lower bound)\n";
@@ -338,8 +340,8 @@ static bool dim_eval(const char *text, const kv *dims, const int64_t *vals, int 
 
 static int cmd_run(int argc, char **argv) {
     const char *path = NULL, *input_dir = NULL, *output_dir = NULL, *threads = NULL;
-    kv inputs[256], dims[64];
-    int n_inputs = 0, n_dims = 0, repeat = 1, verbose = 0;
+    kv inputs[256], dims[64], configs[64];
+    int n_inputs = 0, n_dims = 0, n_configs = 0, repeat = 1, verbose = 0;
     uint64_t seed = 1;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -347,15 +349,19 @@ static int cmd_run(int argc, char **argv) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             fputs(k_run_help, stdout);
             return 0;
-        } else if (!strcmp(a, "--input") || !strcmp(a, "--dim")) {
+        } else if (!strcmp(a, "--input") || !strcmp(a, "--dim") || !strcmp(a, "--config")) {
             if (!val || !strchr(val, '=') || val[0] == '=')
-                die_usage("run", !strcmp(a, "--input") ? "--input takes NAME=FILE" : "--dim takes NAME=VALUE");
+                die_usage("run", !strcmp(a, "--input") ? "--input takes NAME=FILE"
+                                 : !strcmp(a, "--dim") ? "--dim takes NAME=VALUE"
+                                                       : "--config takes KEY=VALUE");
             char *eq = strchr(argv[i + 1], '=');
             *eq = 0;
             if (!strcmp(a, "--input") && n_inputs < 256)
                 inputs[n_inputs++] = (kv){argv[i + 1], eq + 1};
             else if (!strcmp(a, "--dim") && n_dims < 64)
                 dims[n_dims++] = (kv){argv[i + 1], eq + 1};
+            else if (!strcmp(a, "--config") && n_configs < 64)
+                configs[n_configs++] = (kv){argv[i + 1], eq + 1};
             i++;
         } else if (!strcmp(a, "--input-dir") && val) {
             input_dir = val;
@@ -401,6 +407,8 @@ static int cmd_run(int argc, char **argv) {
     snug_options *opts = snug_options_new();
     if (threads)
         snug_options_set(opts, "snug.threads", threads);
+    for (int k = 0; k < n_configs; k++)
+        snug_options_set(opts, configs[k].key, configs[k].val);
     sn_err err = {0};
     sn_session *s = NULL;
     int rc = sn_session_open(path, opts, &s, &err);
@@ -489,7 +497,7 @@ static int cmd_run(int argc, char **argv) {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (int r = 0; r < repeat; r++) {
-        if (sn_exec_run(s->exec, in, out, &err) != SNUG_OK) {
+        if (sn_session_run(s, in, out, &err) != SNUG_OK) {
             fprintf(stderr, "snug run: %s\n", err.msg);
             goto done;
         }

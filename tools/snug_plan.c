@@ -102,6 +102,7 @@ static int make_binds(const popts *o, int64_t seq, int64_t past, dimbind *b) {
     b[n++] = (dimbind){"batch_size", o->batch};
     b[n++] = (dimbind){"batch", o->batch};
     b[n++] = (dimbind){"sequence_length", seq};
+    b[n++] = (dimbind){"seq_len", seq};
     b[n++] = (dimbind){"past_sequence_length", past};
     b[n++] = (dimbind){"past_seq_len", past};
     b[n++] = (dimbind){"total_sequence_length", past + seq};
@@ -322,7 +323,13 @@ static int open_and_plan(const popts *o, planned *p) {
                 p->kv_bytes[i] = nbytes == SIZE_MAX ? 0 : nbytes;
                 p->kv_total += p->kv_bytes[i];
             }
-            p->kv_layer[i] = v->n_cons ? g->nodes[v->cons[0]].layer : -1;
+            /* The layer of its first reader inside a layer (the shape
+             * computations reading it are pre). */
+            p->kv_layer[i] = -1;
+            for (int c = 0; c < v->n_cons && p->kv_layer[i] < 0; c++) {
+                int l = g->nodes[v->cons[c]].layer;
+                p->kv_layer[i] = l >= 0 && l < p->li.n_layers ? l : -1;
+            }
         }
     }
     sn_shape_override_free(ov, n_ov);
@@ -534,8 +541,11 @@ static const char k_plan_help[] =
     "  --svg FILE          draw the activation arena over time (offset x lifetime)\n"
     "  --threads N         threads the kernels are prepared for\n";
 
+/* Prints the first few messages; *user counts them all. */
 static void log_stderr(void *user, int level, const char *msg) {
-    (void)user;
+    int *count = user;
+    if ((*count)++ >= 3)
+        return;
     fprintf(stderr, "%s: %s\n", level == SNUG_LOG_ERROR ? "error" : level == SNUG_LOG_WARN ? "warning" : "note",
             msg);
 }
@@ -579,12 +589,15 @@ int snug_cmd_plan(int argc, char **argv) {
                         g->nodes[i].p->op_type, g->nodes[i].p->name, stats->path, key);
             }
     }
-    sn_logger lg = {log_stderr, NULL, SNUG_LOG_WARN};
+    int n_logged = 0;
+    sn_logger lg = {log_stderr, &n_logged, SNUG_LOG_WARN};
     sn_estimate_opts eo = {NULL, 1, stats, node_row, o.strict, &lg};
     if (sn_estimate_nodes(g, ex, &eo, &est, &err) != SNUG_OK) {
         fprintf(stderr, "snug plan: %s\n", err.msg);
         goto done;
     }
+    if (n_logged > 3)
+        fprintf(stderr, "warning: ... and %d more like these\n", n_logged - 3);
     /* Per layer: index 0 = pre, 1..L = layers, L+1 = post. */
     rows = calloc((size_t)L + 2, sizeof *rows);
     uint64_t folded = 0, ws_max = 0, present = 0;

@@ -79,6 +79,10 @@ typedef enum sn_dtype {
     SN_F8E5M2FNUZ = 20,
     SN_U4 = 21,
     SN_I4 = 22,
+    SN_F4E2M1 = 23,  /* packed two per byte, low nibble first */
+    SN_F8E8M0 = 24,  /* exponent only: 2^(e-127), 0xff NaN */
+    SN_U2 = 25,      /* packed four per byte, low bits first */
+    SN_I2 = 26,
     SN_DTYPE_COUNT
 } sn_dtype;
 

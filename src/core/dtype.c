@@ -19,6 +19,8 @@ static const struct {
     [SN_F8E4M3FN] = {"float8e4m3fn", 1}, [SN_F8E4M3FNUZ] = {"float8e4m3fnuz", 1},
     [SN_F8E5M2] = {"float8e5m2", 1},   [SN_F8E5M2FNUZ] = {"float8e5m2fnuz", 1},
     [SN_U4] = {"uint4", 1},            [SN_I4] = {"int4", 1},
+    [SN_F4E2M1] = {"float4e2m1", 1},   [SN_F8E8M0] = {"float8e8m0", 1},
+    [SN_U2] = {"uint2", 1},            [SN_I2] = {"int2", 1},
 };
 
 bool sn_dtype_valid(int t) { return t > 0 && t < SN_DTYPE_COUNT; }
@@ -29,6 +31,7 @@ bool sn_dtype_is_float(sn_dtype t) {
     switch (t) {
     case SN_F32: case SN_F16: case SN_BF16: case SN_F64:
     case SN_F8E4M3FN: case SN_F8E4M3FNUZ: case SN_F8E5M2: case SN_F8E5M2FNUZ:
+    case SN_F4E2M1: case SN_F8E8M0:
         return true;
     default:
         return false;
@@ -38,7 +41,7 @@ bool sn_dtype_is_float(sn_dtype t) {
 bool sn_dtype_is_int(sn_dtype t) {
     switch (t) {
     case SN_U8: case SN_I8: case SN_U16: case SN_I16: case SN_I32: case SN_I64:
-    case SN_U32: case SN_U64: case SN_U4: case SN_I4:
+    case SN_U32: case SN_U64: case SN_U4: case SN_I4: case SN_U2: case SN_I2:
         return true;
     default:
         return false;
@@ -47,7 +50,7 @@ bool sn_dtype_is_int(sn_dtype t) {
 
 bool sn_dtype_is_signed(sn_dtype t) {
     switch (t) {
-    case SN_I8: case SN_I16: case SN_I32: case SN_I64: case SN_I4:
+    case SN_I8: case SN_I16: case SN_I32: case SN_I64: case SN_I4: case SN_I2:
         return true;
     default:
         return sn_dtype_is_float(t);
@@ -164,6 +167,70 @@ uint8_t sn_f32_to_f8(sn_dtype t, float f, bool saturate) {
     return (uint8_t)(sign | best);
 }
 
+/* float4 e2m1: sign, 2 exponent bits (bias 1), 1 mantissa bit; no inf or
+ * NaN. Codes 0..7 are 0, 0.5, 1, 1.5, 2, 3, 4, 6. */
+static const float k_f4_vals[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+
+static float f4_to_f32(uint8_t v) {
+    float r = k_f4_vals[v & 7];
+    return (v & 8) ? -r : r;
+}
+
+/* Nearest code, ties to the even code; saturates (infinities too) to 6.
+ * NaN has no code: it becomes 0x8 (what ml_dtypes and the ONNX tests do). */
+static uint8_t f32_to_f4(float f) {
+    if (isnan(f))
+        return 0x8;
+    uint8_t sign = signbit(f) ? 8 : 0;
+    float a = fabsf(f);
+    uint8_t c = 7;
+    for (uint8_t k = 0; k < 7; k++) {
+        float mid = (k_f4_vals[k] + k_f4_vals[k + 1]) * 0.5f;
+        if (a < mid || (a == mid && !(k & 1))) {
+            c = k;
+            break;
+        }
+    }
+    return (uint8_t)(sign | c);
+}
+
+/* float8 e8m0: 2^(e-127); 0xff is NaN. From float32 by the exponent,
+ * rounding up when any fraction bit is set (the ONNX default round_mode),
+ * saturating at 2^127. */
+static float e8m0_to_f32(uint8_t v) {
+    if (v == 0xff)
+        return NAN;
+    return v == 0 ? u2f(0x00400000u) : u2f((uint32_t)v << 23);
+}
+
+static uint8_t f32_to_e8m0(float f) {
+    uint32_t b = f2u(f), e = (b >> 23) & 0xff;
+    if (e == 0xff)
+        return 0xff;
+    if ((b & 0x7fffffu) && e < 0xfe)
+        e++;
+    return (uint8_t)e;
+}
+
+/* Packed sub-byte element i: bits wide (4 or 2), low bits first. */
+static inline unsigned packed_get(const void *d, size_t i, int bits) {
+    int per = 8 / bits;
+    unsigned byte = ((const uint8_t *)d)[i / (size_t)per];
+    return (byte >> ((i % (size_t)per) * (size_t)bits)) & ((1u << bits) - 1);
+}
+
+static inline void packed_set(void *d, size_t i, int bits, unsigned v) {
+    int per = 8 / bits;
+    uint8_t *p = (uint8_t *)d + i / (size_t)per;
+    unsigned sh = (unsigned)((i % (size_t)per) * (size_t)bits), mask = ((1u << bits) - 1) << sh;
+    *p = (uint8_t)((*p & ~mask) | ((v << sh) & mask));
+}
+
+/* Signed value of a two's-complement field of the given width. */
+static inline int sext(unsigned v, int bits) {
+    return (v & (1u << (bits - 1))) ? (int)v - (1 << bits) : (int)v;
+}
+
 double sn_load_f64(sn_dtype t, const void *d, size_t i) {
     switch (t) {
     case SN_F32: return ((const float *)d)[i];
@@ -181,6 +248,12 @@ double sn_load_f64(sn_dtype t, const void *d, size_t i) {
     case SN_BOOL: return ((const uint8_t *)d)[i] ? 1.0 : 0.0;
     case SN_F8E4M3FN: case SN_F8E4M3FNUZ: case SN_F8E5M2: case SN_F8E5M2FNUZ:
         return sn_f8_to_f32(t, ((const uint8_t *)d)[i]);
+    case SN_F8E8M0: return e8m0_to_f32(((const uint8_t *)d)[i]);
+    case SN_U4: return packed_get(d, i, 4);
+    case SN_I4: return sext(packed_get(d, i, 4), 4);
+    case SN_F4E2M1: return f4_to_f32((uint8_t)packed_get(d, i, 4));
+    case SN_U2: return packed_get(d, i, 2);
+    case SN_I2: return sext(packed_get(d, i, 2), 2);
     default: return 0.0;
     }
 }
@@ -217,6 +290,11 @@ void sn_store_f64(sn_dtype t, void *d, size_t i, double v) {
     case SN_F8E4M3FN: case SN_F8E4M3FNUZ: case SN_F8E5M2: case SN_F8E5M2FNUZ:
         ((uint8_t *)d)[i] = sn_f32_to_f8(t, (float)v, true);
         break;
+    case SN_F8E8M0: ((uint8_t *)d)[i] = f32_to_e8m0((float)v); break;
+    /* integers of 4 and 2 bits keep the low bits (wrap, like the casts) */
+    case SN_U4: case SN_I4: packed_set(d, i, 4, (unsigned)(int64_t)(fabs(v) < 1e18 ? v : 0)); break;
+    case SN_U2: case SN_I2: packed_set(d, i, 2, (unsigned)(int64_t)(fabs(v) < 1e18 ? v : 0)); break;
+    case SN_F4E2M1: packed_set(d, i, 4, f32_to_f4((float)v)); break;
     default: break;
     }
 }

@@ -23,8 +23,10 @@ int64_t sn_tensor_numel(const sn_tensor *t) {
 size_t sn_dtype_nbytes(sn_dtype t, int64_t numel) {
     if (numel <= 0)
         return 0;
-    if (t == SN_U4 || t == SN_I4)
+    if (t == SN_U4 || t == SN_I4 || t == SN_F4E2M1)
         return (size_t)(numel + 1) / 2;
+    if (t == SN_U2 || t == SN_I2)
+        return (size_t)(numel + 3) / 4;
     size_t n;
     if (!sn_mul_ok((size_t)numel, sn_dtype_size(t), &n))
         return SIZE_MAX;

@@ -5,6 +5,7 @@
 
 #include "exec/exec.h"
 #include "exec/session.h"
+#include "plan/stats.h"
 
 struct snug_options {
     int n, cap;
@@ -84,7 +85,7 @@ void snug_options_set_logger(snug_options *o, snug_log_fn fn, void *user, int le
 }
 
 /* Keys this version understands; anything else is an error, not ignored. */
-static const char *const k_known_keys[] = {"snug.threads", NULL};
+static const char *const k_known_keys[] = {"snug.threads", "session.collect_node_memory_stats_to_file", NULL};
 
 static int parse_int(const char *s, long lo, long hi, long *out) {
     char *end;
@@ -129,6 +130,23 @@ int sn_session_open(const char *path, const snug_options *opts, sn_session **out
         goto fail;
     if ((rc = sn_exec_new(s->graph, s->pool, &s->log, &s->exec, err)) != SNUG_OK)
         goto fail;
+    const char *sp = snug_options_get(opts, "session.collect_node_memory_stats_to_file");
+    if (sp && sp[0]) {
+        int nn = s->graph->n_nodes;
+        s->stats_path = sn_strdup(sp);
+        s->stats_keys = sn_calloc((size_t)nn + 1, sizeof *s->stats_keys);
+        s->stats_max = sn_calloc((size_t)nn + 1, sizeof *s->stats_max);
+        s->stats_run = sn_calloc((size_t)nn + 1, sizeof *s->stats_run);
+        if (!s->stats_path || !s->stats_keys || !s->stats_max || !s->stats_run) {
+            rc = sn_errf(err, SNUG_ERR_OOM, "out of memory");
+            goto fail;
+        }
+        for (int i = 0; i < nn; i++)
+            if (!(s->stats_keys[i] = sn_stats_node_key_dup(s->graph->nodes[i].p))) {
+                rc = sn_errf(err, SNUG_ERR_OOM, "out of memory");
+                goto fail;
+            }
+    }
     *out = s;
     return SNUG_OK;
 fail:
@@ -136,9 +154,30 @@ fail:
     return rc;
 }
 
+int sn_session_run(sn_session *s, const sn_tensor *in, sn_tensor *out, sn_err *err) {
+    SN_TRY(sn_exec_run(s->exec, in, out, err));
+    if (s->stats_path) {
+        const sn_graph *g = s->graph;
+        SN_TRY(sn_stats_from_exec(g, s->exec, s->stats_run, err));
+        for (int i = 0; i < g->n_nodes; i++)
+            sn_node_stats_max(&s->stats_max[i], &s->stats_run[i]);
+        int rc = sn_stats_write(s->stats_path, g->n_nodes, s->stats_keys, s->stats_max, err);
+        if (rc != SNUG_OK)
+            return sn_err_prefix(err, "session.collect_node_memory_stats_to_file");
+    }
+    return SNUG_OK;
+}
+
 void sn_session_close(sn_session *s) {
     if (!s)
         return;
+    if (s->stats_keys)
+        for (int i = 0; i < s->graph->n_nodes; i++)
+            sn_free(s->stats_keys[i]);
+    sn_free(s->stats_keys);
+    sn_free(s->stats_max);
+    sn_free(s->stats_run);
+    sn_free(s->stats_path);
     sn_exec_free(s->exec);
     sn_pool_free(s->pool);
     sn_graph_free(s->graph);
@@ -201,7 +240,7 @@ int snug_session_run(snug_session *ps, const snug_tensor *inputs, int n_inputs, 
         if (sn_tensor_numel(&in[i]) < 0)
             return sn_errf(&s->err, SNUG_ERR_INVALID_ARG, "input %d: negative or overflowing dims", i);
     }
-    SN_TRY(sn_exec_run(s->exec, in, out, &s->err));
+    SN_TRY(sn_session_run(s, in, out, &s->err));
     for (int i = 0; i < n_outputs; i++) {
         if (out[i].kind != SN_KIND_TENSOR)
             return sn_errf(&s->err, SNUG_ERR_UNSUPPORTED, "output %d is not a tensor (use the internal API)", i);

@@ -13,10 +13,18 @@ typedef struct sn_session {
     sn_exec *exec;    /* owned */
     sn_logger log;
     sn_err err;       /* last error of the public API */
+    /* session.collect_node_memory_stats_to_file: per-node maxima over runs,
+     * rewritten to the file after each run. */
+    char *stats_path;           /* owned, or NULL */
+    char **stats_keys;          /* owned [n_nodes] */
+    struct sn_node_stats *stats_max, *stats_run; /* owned [n_nodes] */
 } sn_session;
 
 int sn_session_open(const char *path, const snug_options *opts, sn_session **out, sn_err *err);
 void sn_session_close(sn_session *s);
+/* Runs the session's graph (inputs by position; outputs valid until the next
+ * run) and does the session's per-run bookkeeping (node stats). */
+int sn_session_run(sn_session *s, const sn_tensor *in, sn_tensor *out, sn_err *err);
 
 /* Online CPUs (at least 1). */
 int sn_cpu_count(void);

@@ -281,6 +281,7 @@ static void store_int(sn_dtype t, void *d, size_t i, uint64_t v) {
     case SN_BOOL: ((uint8_t *)d)[i] = v != 0; break;
     case SN_I8: case SN_U8: case SN_U4: case SN_I4:
     case SN_F8E4M3FN: case SN_F8E4M3FNUZ: case SN_F8E5M2: case SN_F8E5M2FNUZ:
+    case SN_F4E2M1: case SN_F8E8M0: case SN_U2: case SN_I2:
         ((uint8_t *)d)[i] = (uint8_t)v; break;
     case SN_I16: case SN_U16: case SN_F16: case SN_BF16:
         ((uint16_t *)d)[i] = (uint16_t)v; break;
@@ -421,8 +422,9 @@ int sn_ld_tensor(sn_ld *c, sn_pb *r, sn_tensor *t, sn_init *init, const char **n
     size_t want = (size_t)numel;
     if (t->dtype == SN_C64 || t->dtype == SN_C128)
         want *= 2;
-    if (t->dtype == SN_U4 || t->dtype == SN_I4)
-        want = expect;
+    if (t->dtype == SN_U4 || t->dtype == SN_I4 || t->dtype == SN_F4E2M1 || t->dtype == SN_U2 ||
+        t->dtype == SN_I2)
+        want = expect; /* packed: one int32 value per byte */
     if (cnt[tf] != want) {
         if (numel == 0 && cnt[tf] == 0)
             return SNUG_OK;
@@ -518,7 +520,8 @@ int sn_ld_sparse(sn_ld *c, sn_pb *r, sn_tensor *t, const char **name_out) {
     int64_t numel;
     if (!sn_dims_numel(t->rank, t->dims, &numel))
         return sn_errf(c->err, SNUG_ERR_PARSE, "sparse tensor '%s': dimensions overflow", name);
-    if (vals.dtype == SN_STRING || vals.dtype == SN_U4 || vals.dtype == SN_I4)
+    if (vals.dtype == SN_STRING || vals.dtype == SN_U4 || vals.dtype == SN_I4 ||
+        vals.dtype == SN_F4E2M1 || vals.dtype == SN_U2 || vals.dtype == SN_I2)
         return sn_errf(c->err, SNUG_ERR_UNSUPPORTED, "sparse tensor '%s' of type %s", name,
                        sn_dtype_name(vals.dtype));
     int64_t nnz = sn_tensor_numel(&vals);

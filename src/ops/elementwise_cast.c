@@ -101,13 +101,96 @@ static const ew_cast_fn k_cast_from[SN_DTYPE_COUNT] = {
     [SN_U64] = cast_from_u64, [SN_BOOL] = cast_from_u8,
 };
 
+/* ---- sub-byte types and float8 e8m0 ------------------------------------- */
+
+/* 4- and 2-bit types pack two or four elements per byte, low bits first. */
+static int ew_sub_bits(sn_dtype t) {
+    return t == SN_U4 || t == SN_I4 || t == SN_F4E2M1 ? 4 : t == SN_U2 || t == SN_I2 ? 2 : 0;
+}
+static bool ew_is_sub(sn_dtype t) { return ew_sub_bits(t) || t == SN_F8E8M0; }
+
+enum { EW_ROUND_UP, EW_ROUND_DOWN, EW_ROUND_NEAREST };
+
+/* float32 -> float8 e8m0 (2^(e-127), 0xff NaN) by its exponent, rounding
+ * the fraction as round_mode says; saturate stops at 2^127 instead of
+ * reaching the NaN code. Infinities and NaN give NaN. */
+static uint8_t ew_to_e8m0(float f, bool sat, int mode) {
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    uint32_t e = (b >> 23) & 0xff;
+    if (e == 0xff)
+        return 0xff;
+    bool up = false;
+    if (mode == EW_ROUND_UP) {
+        up = (b & 0x7fffffu) != 0;
+    } else if (mode == EW_ROUND_NEAREST) {
+        bool g = b & 0x400000u, r = b & 0x200000u, st = b & 0x1fffffu;
+        up = g && (r || st || e > 0);
+    }
+    if (up && !(sat && e == 0xfe))
+        e++;
+    return (uint8_t)e;
+}
+
+/* Integer value of element i of a non-sub-byte source, truncating floats
+ * toward zero as the other casts do. */
+static int64_t ew_load_int(sn_dtype t, const void *x, size_t i) {
+    if (sn_dtype_is_float(t))
+        return ew_f2i(sn_load_f64(t, x, i));
+    return sn_load_i64(t, x, i);
+}
+
+/* Casts involving 4-/2-bit types or e8m0, element by element: narrow
+ * integers keep the low bits (wrap), float4 rounds to nearest even and
+ * saturates, e8m0 follows round_mode. */
+static void ew_convert_sub(void *o, sn_dtype to, const void *x, sn_dtype from, int64_t n, bool sat,
+                           int mode) {
+    int bits = ew_sub_bits(to);
+    if (bits)
+        memset(o, 0, sn_dtype_nbytes(to, n));
+    if (to == SN_F4E2M1) {
+        for (int64_t i = 0; i < n; i++)
+            sn_store_f64(to, o, (size_t)i, sn_load_f64(from, x, (size_t)i));
+        return;
+    }
+    if (bits) {
+        unsigned mask = (1u << bits) - 1, per = 8u / (unsigned)bits;
+        uint8_t *ob = o;
+        for (int64_t i = 0; i < n; i++) {
+            uint64_t v = (uint64_t)ew_load_int(from, x, (size_t)i) & mask;
+            ob[(uint64_t)i / per] |= (uint8_t)(v << (((uint64_t)i % per) * (unsigned)bits));
+        }
+        return;
+    }
+    if (to == SN_F8E8M0) {
+        uint8_t *ob = o;
+        for (int64_t i = 0; i < n; i++)
+            ob[i] = ew_to_e8m0((float)sn_load_f64(from, x, (size_t)i), sat, mode);
+        return;
+    }
+    /* from a sub-byte type or e8m0 into an ordinary type: every value is
+     * exact in float32 */
+    float buf[EW_CHUNK];
+    size_t osz = sn_dtype_size(to);
+    for (int64_t s = 0; s < n; s += EW_CHUNK) {
+        int64_t m = sn_imin(EW_CHUNK, n - s);
+        for (int64_t i = 0; i < m; i++)
+            buf[i] = (float)sn_load_f64(from, x, (size_t)(s + i));
+        cast_from_f32((char *)o + (size_t)s * osz, to, buf, m, sat);
+    }
+}
+
 static bool ew_cast_ok(sn_dtype t) {
-    return sn_dtype_valid(t) && (k_cast_from[t] || ew_is_half(t) || t == SN_STRING);
+    return sn_dtype_valid(t) && (k_cast_from[t] || ew_is_half(t) || ew_is_sub(t) || t == SN_STRING);
 }
 
 void ew_convert(void *o, sn_dtype to, const void *x, sn_dtype from, int64_t n, bool saturate) {
     if (n <= 0)
         return;
+    if (from != to && (ew_is_sub(from) || ew_is_sub(to))) {
+        ew_convert_sub(o, to, x, from, n, saturate, EW_ROUND_UP);
+        return;
+    }
     if (from == to) {
         if (o != x)
             memmove(o, x, sn_dtype_nbytes(to, n));
@@ -340,7 +423,8 @@ int ew_infer_cast(sn_infer_ctx *c) {
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "input is not a tensor");
     sn_dtype to;
     SN_TRY(ew_cast_target(c, &to));
-    if (!ew_cast_ok(x->dtype) || !ew_cast_ok(to))
+    if (!ew_cast_ok(x->dtype) || !ew_cast_ok(to) ||
+        ((x->dtype == SN_STRING || to == SN_STRING) && (ew_is_sub(x->dtype) || ew_is_sub(to))))
         return sn_kfail(c->err, c->node, SNUG_ERR_UNSUPPORTED, "cast from %s to %s not supported",
                         sn_dtype_name(x->dtype), sn_dtype_name(to));
     sn_tensor *y = c->out[0];
@@ -366,6 +450,13 @@ int ew_run_cast(sn_kctx *c) {
     }
     if (y->dtype == SN_STRING)
         return ew_cast_to_string(c, x, y, n);
+    if (x->dtype != y->dtype && (ew_is_sub(x->dtype) || ew_is_sub(y->dtype))) {
+        const char *rm = sn_attr_str(c->node, "round_mode", "up");
+        int mode = !strcmp(rm, "down") ? EW_ROUND_DOWN : !strcmp(rm, "nearest") ? EW_ROUND_NEAREST : EW_ROUND_UP;
+        if (n > 0)
+            ew_convert_sub(y->data, y->dtype, x->data, x->dtype, n, sat, mode);
+        return SNUG_OK;
+    }
     if (x->dtype == SN_STRING) {
         const sn_string *s = x->data;
         for (int64_t i = 0; i < n; i++)

@@ -63,17 +63,62 @@ static void ukr_c6x8(int64_t kc, const float *restrict a, const float *restrict 
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define SN_HAVE_AVX2_KERNEL 1
-/* Same plain C compiled for AVX2+FMA: 6 x 16 accumulators = 12 ymm. */
+#include <immintrin.h>
+
+/* 6 x 16 accumulators in 12 ymm registers; per k: two B vectors, six
+ * broadcasts of A, twelve FMAs. */
 __attribute__((target("avx2,fma"))) static void
 ukr_avx2_6x16(int64_t kc, const float *restrict a, const float *restrict b, float *restrict c,
               int64_t ldc, float alpha, float beta, int m, int n) {
-    float acc[6][16];
-    memset(acc, 0, sizeof acc);
-    for (int64_t p = 0; p < kc; p++, a += 6, b += 16)
-#pragma GCC unroll 6
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+    __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    /* C's tile is read or written after the loop: start its cache misses now
+     * (large outputs such as logits do not stay in cache between K slices). */
+    for (int i = 0; i < m; i++) {
+        _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char *)(c + i * ldc + 15), _MM_HINT_T0);
+    }
+    for (int64_t p = 0; p < kc; p++, a += 6, b += 16) {
+        __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8), x;
+        x = _mm256_broadcast_ss(a + 0);
+        c00 = _mm256_fmadd_ps(x, b0, c00);
+        c01 = _mm256_fmadd_ps(x, b1, c01);
+        x = _mm256_broadcast_ss(a + 1);
+        c10 = _mm256_fmadd_ps(x, b0, c10);
+        c11 = _mm256_fmadd_ps(x, b1, c11);
+        x = _mm256_broadcast_ss(a + 2);
+        c20 = _mm256_fmadd_ps(x, b0, c20);
+        c21 = _mm256_fmadd_ps(x, b1, c21);
+        x = _mm256_broadcast_ss(a + 3);
+        c30 = _mm256_fmadd_ps(x, b0, c30);
+        c31 = _mm256_fmadd_ps(x, b1, c31);
+        x = _mm256_broadcast_ss(a + 4);
+        c40 = _mm256_fmadd_ps(x, b0, c40);
+        c41 = _mm256_fmadd_ps(x, b1, c41);
+        x = _mm256_broadcast_ss(a + 5);
+        c50 = _mm256_fmadd_ps(x, b0, c50);
+        c51 = _mm256_fmadd_ps(x, b1, c51);
+    }
+    __m256 r[6][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+    if (m == 6 && n == 16) {
+        const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
         for (int i = 0; i < 6; i++)
-            for (int j = 0; j < 16; j++)
-                acc[i][j] = __builtin_fmaf(a[i], b[j], acc[i][j]);
+            for (int h = 0; h < 2; h++) {
+                float *ci = c + i * ldc + 8 * h;
+                __m256 v = _mm256_mul_ps(va, r[i][h]);
+                if (beta == 1.0f)
+                    v = _mm256_add_ps(v, _mm256_loadu_ps(ci));
+                else if (beta != 0.0f)
+                    v = _mm256_fmadd_ps(vb, _mm256_loadu_ps(ci), v);
+                _mm256_storeu_ps(ci, v);
+            }
+        return;
+    }
+    float acc[6][16];
+    for (int i = 0; i < 6; i++) {
+        _mm256_storeu_ps(acc[i], r[i][0]);
+        _mm256_storeu_ps(acc[i] + 8, r[i][1]);
+    }
     UKR_STORE(6, 16);
 }
 #endif
@@ -163,8 +208,6 @@ static float dot_c(const float *x, int64_t incx, const float *y, int64_t n) {
 }
 
 #ifdef SN_HAVE_AVX2_KERNEL
-#include <immintrin.h>
-
 /* Lane masks for a tail of r < 8 floats: k_tail + 8 - r. */
 static const int32_t k_tail[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
 
@@ -389,6 +432,34 @@ static bool is_skinny(int transB, int64_t M, int64_t N) {
     return N > 1 && (M == 1 || (!transB && M <= SKINNY_M));
 }
 
+/* M == 1, B row-major and not too wide: threads split K instead, so that
+ * each streams one contiguous band of B's rows (the best access pattern
+ * there is); partial rows go to the caller's stack and are summed in a fixed
+ * order (results do not depend on timing). */
+#define KSPLIT_FLOATS 8192
+
+typedef struct ksplit_job {
+    const skinny_job *g;
+    int64_t rows; /* rows of B per task (multiple of 4) */
+    float *part;  /* [n_tasks, N] */
+} ksplit_job;
+
+static void ksplit_task(void *arg, int64_t t0, int64_t t1) {
+    const ksplit_job *kj = arg;
+    const skinny_job *g = kj->g;
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t k0 = t * kj->rows, k1 = sn_imin(g->K, k0 + kj->rows);
+        skinny_job sub = *g;
+        sub.A = g->A + k0 * (g->transA ? g->lda : 1);
+        sub.B = g->B + k0 * g->ldb;
+        sub.K = k1 - k0;
+        sub.C = kj->part + t * g->N;
+        sub.ldc = g->N;
+        sub.beta = 0.0f;
+        g->ks->skinny(&sub, 0, g->N);
+    }
+}
+
 static void skinny_run(const kset *ks, int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
                        const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                        int64_t ldc, sn_pool *pool) {
@@ -396,6 +467,20 @@ static void skinny_run(const kset *ks, int transA, int transB, int64_t M, int64_
     int threads = sn_pool_size(pool);
     if ((double)M * (double)N * (double)K < 32768.0)
         threads = 1;
+    if (threads > 1 && M == 1 && !transB && N * 2 <= KSPLIT_FLOATS && K >= 64 * threads) {
+        float part[KSPLIT_FLOATS];
+        int64_t n_tasks = sn_imin(threads, KSPLIT_FLOATS / N);
+        ksplit_job kj = {&g, round_up((K + n_tasks - 1) / n_tasks, 4), part};
+        n_tasks = (K + kj.rows - 1) / kj.rows;
+        sn_pool_for(pool, n_tasks, 1, ksplit_task, &kj);
+        for (int64_t j = 0; j < N; j++) {
+            float sum = beta == 0.0f ? 0.0f : beta * C[j];
+            for (int64_t t = 0; t < n_tasks; t++)
+                sum += part[t * N + j];
+            C[j] = sum;
+        }
+        return;
+    }
     /* About four tasks per thread (the pool balances them), 16-float
      * multiples, C's slice small enough for L1 when M > 1. */
     int64_t w = (N + 4 * threads - 1) / (4 * threads);
@@ -424,6 +509,8 @@ typedef struct gemm_job {
     size_t slot_bytes;
     int n_slots;
     int *busy;            /* n_slots flags */
+    float *apack;         /* A packed once for all tasks (see apack_bytes), or NULL */
+    int64_t mpad;         /* M rounded up to MR */
 } gemm_job;
 
 static void block_sizes(const ukr *k, int64_t M, int64_t N, int64_t K, int64_t *mc,
@@ -440,6 +527,17 @@ static size_t slot_size(const ukr *k, int64_t M, int64_t N, int64_t K) {
     return (floats * sizeof(float) + SLOT_ALIGN - 1) / SLOT_ALIGN * SLOT_ALIGN;
 }
 
+/* A is packed once, before the tasks, when it is small (prefill: a few
+ * hundred rows): otherwise every column block would pack it again. Layout:
+ * K slices of kc; slice p0 at p0 * mpad holds the MR-row panels of all rows,
+ * panel of row i0 at i0 * kb. */
+#define APACK_MAX ((size_t)8 << 20)
+
+static size_t apack_bytes(const ukr *k, int64_t M, int64_t K) {
+    size_t n = (size_t)round_up(M, k->mr) * (size_t)K * sizeof(float);
+    return n <= APACK_MAX ? n + SLOT_ALIGN : 0;
+}
+
 static bool is_vector_case(int64_t M, int64_t N, int64_t K) {
     return M == 1 || N == 1 || K == 0 || M == 0 || N == 0;
 }
@@ -451,7 +549,7 @@ static size_t workspace_for(const ukr *k, int64_t M, int64_t N, int64_t K, int n
         n_threads = 1;
     size_t header = ((size_t)n_threads * sizeof(int) + SLOT_ALIGN - 1) / SLOT_ALIGN * SLOT_ALIGN;
     /* slack so the slots can start on a 64-byte boundary */
-    return header + (size_t)n_threads * slot_size(k, M, N, K) + SLOT_ALIGN;
+    return header + (size_t)n_threads * slot_size(k, M, N, K) + SLOT_ALIGN + apack_bytes(k, M, K);
 }
 
 size_t sn_sgemm_workspace(int64_t M, int64_t N, int64_t K, int n_threads) {
@@ -486,29 +584,38 @@ static void pack_a(const gemm_job *g, int64_t i0, int64_t mb, int64_t p0, int64_
 /* bp: panels of NR columns, bp[(panel*kb + p)*NR + j] = B(p0 + p, j0 + panel*NR + j). */
 static void pack_b(const gemm_job *g, int64_t j0, int64_t nb, int64_t p0, int64_t kb, float *bp) {
     const int nr = g->k->nr;
+    if (!g->transB) {
+        /* Row by row: each row of the block is one sequential read (panel
+         * by panel would touch one cache line per row and page, kb times
+         * over: latency-bound on weights that come from memory). */
+        int64_t full = nb / nr * nr;
+        for (int64_t p = 0; p < kb; p++) {
+            const float *src = g->B + (p0 + p) * g->ldb + j0;
+            float *d = bp + p * nr;
+            for (int64_t jr = 0; jr < full; jr += nr)
+                memcpy(d + jr * kb, src + jr, sizeof(float) * (size_t)nr);
+            if (full < nb) {
+                float *e = d + full * kb;
+                int n = (int)(nb - full), j = 0;
+                for (; j < n; j++)
+                    e[j] = src[full + j];
+                for (; j < nr; j++)
+                    e[j] = 0.0f;
+            }
+        }
+        return;
+    }
     for (int64_t jr = 0; jr < nb; jr += nr) {
         int n = (int)sn_imin(nr, nb - jr);
         float *dst = bp + jr * kb;
-        if (!g->transB) {
-            for (int64_t p = 0; p < kb; p++) {
-                const float *src = g->B + (p0 + p) * g->ldb + j0 + jr;
-                float *d = dst + p * nr;
-                int j = 0;
-                for (; j < n; j++)
-                    d[j] = src[j];
-                for (; j < nr; j++)
-                    d[j] = 0.0f;
-            }
-        } else {
-            for (int j = 0; j < n; j++) {
-                const float *src = g->B + (j0 + jr + j) * g->ldb + p0;
-                for (int64_t p = 0; p < kb; p++)
-                    dst[p * nr + j] = src[p];
-            }
-            for (int j = n; j < nr; j++)
-                for (int64_t p = 0; p < kb; p++)
-                    dst[p * nr + j] = 0.0f;
+        for (int j = 0; j < n; j++) {
+            const float *src = g->B + (j0 + jr + j) * g->ldb + p0;
+            for (int64_t p = 0; p < kb; p++)
+                dst[p * nr + j] = src[p];
         }
+        for (int j = n; j < nr; j++)
+            for (int64_t p = 0; p < kb; p++)
+                dst[p * nr + j] = 0.0f;
     }
 }
 
@@ -531,12 +638,16 @@ static void gemm_task(void *arg, int64_t t0, int64_t t1) {
             pack_b(g, j0, nb, p0, kb, bp);
             for (int64_t i0 = r0; i0 < r1; i0 += g->mc) {
                 int64_t mb = sn_imin(g->mc, r1 - i0);
-                pack_a(g, i0, mb, p0, kb, ap);
+                const float *a = ap;
+                if (g->apack)
+                    a = g->apack + p0 * g->mpad + i0 * kb;
+                else
+                    pack_a(g, i0, mb, p0, kb, ap);
                 for (int64_t jr = 0; jr < nb; jr += nr) {
                     int n = (int)sn_imin(nr, nb - jr);
                     for (int64_t ir = 0; ir < mb; ir += mr) {
                         int m = (int)sn_imin(mr, mb - ir);
-                        g->k->fn(kb, ap + ir * kb, bp + jr * kb,
+                        g->k->fn(kb, a + ir * kb, bp + jr * kb,
                                  g->C + (i0 + ir) * g->ldc + j0 + jr, g->ldc, g->alpha, beta, m, n);
                     }
                 }
@@ -583,6 +694,13 @@ static void sgemm_impl(const kset *ks, int transA, int transB, int64_t M, int64_
     if (work < 64.0 * 64 * 64)
         n_threads = 1;
     g.n_jc = (N + g.nc - 1) / g.nc;
+    if (n_threads > 1 && g.n_jc < 2 * n_threads) { /* narrower column blocks before splitting rows */
+        int64_t nc = round_up((N + 2 * n_threads - 1) / (2 * n_threads), g.k->nr);
+        if (nc >= 4 * g.k->nr && nc < g.nc) {
+            g.nc = nc;
+            g.n_jc = (N + nc - 1) / nc;
+        }
+    }
     int64_t n_ic = 1;
     if (n_threads > 1 && g.n_jc < 2 * n_threads) {
         n_ic = (2 * n_threads + g.n_jc - 1) / g.n_jc;
@@ -593,7 +711,7 @@ static void sgemm_impl(const kset *ks, int transA, int transB, int64_t M, int64_
 
     /* As many slots as the workspace holds (it was sized for some thread
      * count t: header(t) + t slots + alignment slack). */
-    g.slot_bytes = slot_size(g.k, M, N, K);
+    g.slot_bytes = slot_size(g.k, M, N, K); /* for the block sizes of block_sizes(): g.nc is not larger */
     int t = ws ? sn_pool_size(pool) : 0;
     while (t > 0 && workspace_for(g.k, M, N, K, t) > ws_size)
         t--;
@@ -608,6 +726,13 @@ static void sgemm_impl(const kset *ks, int transA, int transB, int64_t M, int64_
     uintptr_t base = (uintptr_t)ws + header;
     base = (base + SLOT_ALIGN - 1) / SLOT_ALIGN * SLOT_ALIGN;
     g.slots = (char *)base;
+    if (apack_bytes(g.k, M, K)) {
+        uintptr_t ab = base + (size_t)t * g.slot_bytes;
+        g.apack = (float *)((ab + SLOT_ALIGN - 1) / SLOT_ALIGN * SLOT_ALIGN);
+        g.mpad = round_up(M, g.k->mr);
+        for (int64_t p0 = 0; p0 < K; p0 += g.kc)
+            pack_a(&g, 0, M, p0, sn_imin(g.kc, K - p0), g.apack + p0 * g.mpad);
+    }
 
     int64_t n_tasks = g.n_jc * n_ic;
     if (n_threads == 1)

@@ -61,6 +61,17 @@ static void flush_out(sn_tensor *t, const float *f) {
         llm_from_f32(t->dtype, f, t->data, sn_tensor_numel(t));
 }
 
+/* Rounds values to what dtype t can hold (rotated q/k are stored in the
+ * input's precision by ORT before attention reads them). */
+static void round_to(sn_dtype t, float *x, int64_t n) {
+    if (t == SN_F16)
+        for (int64_t i = 0; i < n; i++)
+            x[i] = sn_f16_to_f32(sn_f32_to_f16(x[i]));
+    else if (t == SN_BF16)
+        for (int64_t i = 0; i < n; i++)
+            x[i] = sn_bf16_to_f32(sn_f32_to_bf16(x[i]));
+}
+
 /* ---- the row driver ----------------------------------------------------- */
 
 struct attn_job;
@@ -450,10 +461,12 @@ int llm_gqa_run(sn_kctx *c) {
             for (int64_t h = 0; h < Nq; h++) {
                 const float *src = qsrc + (b * S + s) * qrs + h * H;
                 float *dst = qh + ((b * Nq + h) * S + s) * H;
-                if (g.rot)
+                if (g.rot) {
                     llm_rope(src, dst, cr, sr, g.rot, H, interleaved);
-                else
+                    round_to(in[GQA_Q]->dtype, dst, g.rot);
+                } else {
                     memcpy(dst, src, (size_t)H * sizeof(float));
+                }
             }
             if (s >= Q)
                 continue;
@@ -462,9 +475,10 @@ int llm_gqa_run(sn_kctx *c) {
                 const float *vs = vsrc + (b * S + s) * krs + voff + h * H;
                 float *kd = pk + ((b * Nkv + h) * Lc + P + s) * H;
                 float *vd = pv + ((b * Nkv + h) * Lc + P + s) * H;
-                if (g.rot)
+                if (g.rot) {
                     llm_rope(ks, kd, cr, sr, g.rot, H, interleaved);
-                else
+                    round_to(in[GQA_Q]->dtype, kd, g.rot);
+                } else
                     memcpy(kd, ks, (size_t)H * sizeof(float));
                 memcpy(vd, vs, (size_t)H * sizeof(float));
             }

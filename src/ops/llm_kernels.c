@@ -224,6 +224,47 @@ float llm_q_dot(const uint8_t *blob, int bits, const float *a, int64_t len) {
     return s;
 }
 
+void llm_q4_permute(const float *a, float *ap, int64_t n16) {
+    for (int64_t g = 0; g < n16; g++)
+        for (int j = 0; j < 8; j++) {
+            ap[16 * g + j] = a[16 * g + 2 * j];
+            ap[16 * g + 8 + j] = a[16 * g + 2 * j + 1];
+        }
+}
+
+typedef float v8f __attribute__((vector_size(32)));
+typedef uint8_t v8u8 __attribute__((vector_size(8)));
+
+float llm_q4_col(const uint8_t *bcol, const float *ap, const float *scale, int64_t nblk,
+                 int64_t bs) {
+    v8f acc = {0};
+    int64_t n16 = bs / 16;
+    for (int64_t b = 0; b < nblk; b++) {
+        const uint8_t *blob = bcol + b * (bs / 2);
+        const float *a = ap + b * bs;
+        v8f s0 = {0}, s1 = {0};
+        for (int64_t g = 0; g < n16; g++) {
+            v8u8 q;
+            v8f a0, a1;
+            memcpy(&q, blob + 8 * g, 8);
+            memcpy(&a0, a + 16 * g, sizeof a0);
+            memcpy(&a1, a + 16 * g + 8, sizeof a1);
+            s0 += __builtin_convertvector(q & 15, v8f) * a0;
+            s1 += __builtin_convertvector(q >> 4, v8f) * a1;
+        }
+        acc += scale[b] * (s0 + s1);
+    }
+    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+float llm_q4_col_ref(const uint8_t *bcol, const float *a, const float *scale, int64_t nblk,
+                     int64_t bs) {
+    double s = 0;
+    for (int64_t b = 0; b < nblk; b++)
+        s += (double)scale[b] * llm_q_dot_ref(bcol + b * (bs / 2), 4, a + b * bs, bs);
+    return (float)s;
+}
+
 void llm_q_codes(const uint8_t *blob, int bits, int64_t len, int zp, int16_t *out) {
     int64_t i = 0;
     if (bits == 4) {

@@ -33,6 +33,17 @@ void llm_q_dequant_ref(const uint8_t *blob, int bits, int64_t len, float scale, 
  * the caller applies scale * (dot - zp * sum(a))). */
 float llm_q_dot(const uint8_t *blob, int bits, const float *a, int64_t len);
 float llm_q_dot_ref(const uint8_t *blob, int bits, const float *a, int64_t len);
+/* The 4-bit GEMV kernel works on A permuted per group of 16 values into
+ * [a0, a2, ..., a14, a1, a3, ..., a15], matching the low and high nibbles
+ * of 8 packed bytes. n16 groups. */
+void llm_q4_permute(const float *a, float *ap, int64_t n16);
+/* sum over nblk full blocks of scale[b] * sum_k ap.code over block b
+ * (block b's codes at bcol + b * blob, blob = bs / 2 bytes, bs a multiple
+ * of 16; ap permuted). Zero points are the caller's (via block sums of A). */
+float llm_q4_col(const uint8_t *bcol, const float *ap, const float *scale, int64_t nblk,
+                 int64_t bs);
+float llm_q4_col_ref(const uint8_t *bcol, const float *a, const float *scale, int64_t nblk,
+                     int64_t bs);
 /* Codes minus an integer zero point as int8-range ints (for the int8 path;
  * 8-bit codes minus zp may exceed int8, hence int16). */
 void llm_q_codes(const uint8_t *blob, int bits, int64_t len, int zp, int16_t *out);

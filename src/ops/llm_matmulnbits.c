@@ -143,7 +143,7 @@ int llm_mnb_infer(sn_infer_ctx *c) {
 typedef struct mnb_ws {
     size_t a, y, sc, zp, bias; /* float32 staging (0 when not needed) */
     size_t qa, sa;             /* int8 path: quantized A, its block scales */
-    size_t asum;               /* float GEMV path: block sums of A */
+    size_t asum, ap;           /* float GEMV path: block sums of A, permuted A */
     size_t slot;               /* per slot: block buffer */
     size_t panel, gemm;        /* prefill path */
     size_t total;
@@ -172,9 +172,11 @@ static void mnb_ws_layout(const mnb_geom *g, sn_dtype dt, mnb_ws *w) {
         w->slot = MNB_SLOTS * llm_al((size_t)g->bs * f);
         if (!g->int8)
             w->asum = llm_al((size_t)(g->M * g->kb) * f);
+        if (!g->int8 && g->bits == 4)
+            w->ap = llm_al((size_t)(g->M * (g->K / g->bs) * g->bs) * f);
     }
-    w->total = w->a + w->y + w->sc + w->zp + w->bias + w->qa + w->sa + w->asum + w->slot +
-               w->panel + w->gemm;
+    w->total = w->a + w->y + w->sc + w->zp + w->bias + w->qa + w->sa + w->asum + w->ap +
+               w->slot + w->panel + w->gemm;
 }
 
 int llm_mnb_prepare(sn_prep_ctx *c) {
@@ -198,6 +200,7 @@ typedef struct mnb_job {
     const int8_t *qa;     /* int8 path: [M, kb * bs] */
     const float *sa;      /* [M, kb] */
     const float *asum;    /* float path: block sums of A [M, kb] */
+    const float *ap;      /* 4-bit float path: A's full blocks permuted [M, K / bs * bs] */
     char *slots;          /* MNB_SLOTS buffers of slot_bytes */
     size_t slot_bytes;
     float *panel;         /* prefill: [nb, K] */
@@ -217,20 +220,24 @@ static inline float mnb_zp(const mnb_job *j, int64_t n, int64_t blk) {
 }
 
 /* Columns [n0, n1): float path, every row of A. Per block,
- * sum_k a_k (q_k - zp) s = s (sum_k a_k q_k - zp sum_k a_k), with the block
- * sums of A precomputed (j->asum). */
+ * sum_k a_k (q_k - zp) s = s (sum_k a_k q_k) - s zp (sum_k a_k), with the
+ * block sums of A precomputed (j->asum); 4-bit full blocks go through
+ * llm_q4_col on the permuted copy of A (j->ap). */
 static void mnb_cols_f32(const mnb_job *j, int64_t n0, int64_t n1) {
     const mnb_geom *g = j->g;
+    int64_t full = j->ap ? g->K / g->bs : 0; /* blocks done by llm_q4_col */
     for (int64_t n = n0; n < n1; n++) {
         const uint8_t *bcol = j->b + n * g->kb * g->blob;
+        const float *sc = j->sc + n * g->kb;
         for (int64_t m = 0; m < g->M; m++) {
             const float *a = j->a + m * g->K, *as = j->asum + m * g->kb;
-            float acc = 0;
-            for (int64_t blk = 0; blk < g->kb; blk++) {
+            float acc = full ? llm_q4_col(bcol, j->ap + m * full * g->bs, sc, full, g->bs) : 0;
+            for (int64_t blk = full; blk < g->kb; blk++) {
                 int64_t k0 = blk * g->bs, len = sn_imin(g->bs, g->K - k0);
-                float d = llm_q_dot(bcol + blk * g->blob, (int)g->bits, a + k0, len);
-                acc += j->sc[n * g->kb + blk] * (d - mnb_zp(j, n, blk) * as[blk]);
+                acc += sc[blk] * llm_q_dot(bcol + blk * g->blob, (int)g->bits, a + k0, len);
             }
+            for (int64_t blk = 0; blk < g->kb; blk++)
+                acc -= sc[blk] * mnb_zp(j, n, blk) * as[blk];
             j->y[m * g->N + n] += acc;
         }
     }
@@ -358,6 +365,13 @@ int llm_mnb_run(sn_kctx *c) {
             ((float *)p)[m * g.kb + blk] = s;
         }
     p += w.asum;
+    if (w.ap) {
+        int64_t kf = (g.K / g.bs) * g.bs;
+        for (int64_t m = 0; m < g.M; m++)
+            llm_q4_permute(a + m * g.K, (float *)p + m * kf, kf / 16);
+        j.ap = (const float *)p;
+    }
+    p += w.ap;
     if (g.gemm) {
         j.panel = (float *)p;
         void *gws = p + w.panel;

@@ -21,6 +21,9 @@ static int qmap_make(const sn_node *node, sn_err *err, const sn_tensor *x, const
                      const sn_tensor *zp, qmap *m) {
     memset(m, 0, sizeof *m);
     int64_t ns = gk_numel(scale);
+    /* one scale and one zero point: per tensor, whatever their ranks ([] or [1]) */
+    if (zp && ns == 1 && gk_numel(zp) == 1 && scale->rank <= 1 && zp->rank <= 1)
+        zp = NULL;
     if (zp && zp->rank != scale->rank)
         return sn_kfail(err, node, SNUG_ERR_SHAPE, "scale and zero point shapes differ");
     if (zp)
@@ -67,10 +70,17 @@ static inline int64_t qmap_idx(const qmap *m, int64_t o, int64_t a, int64_t in) 
 }
 
 static bool q_int_type(sn_dtype t) {
-    return t == SN_U8 || t == SN_I8 || t == SN_U16 || t == SN_I16 || t == SN_I32 || t == SN_U32;
+    return t == SN_U8 || t == SN_I8 || t == SN_U16 || t == SN_I16 || t == SN_I32 || t == SN_U32 ||
+           t == SN_U4 || t == SN_I4 || t == SN_U2 || t == SN_I2;
 }
+/* Float quantized types: float8 variants and float4 e2m1 (zero point is
+ * added in float, the conversion rounds to nearest even). */
 static bool q_f8_type(sn_dtype t) {
-    return t == SN_F8E4M3FN || t == SN_F8E4M3FNUZ || t == SN_F8E5M2 || t == SN_F8E5M2FNUZ;
+    return t == SN_F8E4M3FN || t == SN_F8E4M3FNUZ || t == SN_F8E5M2 || t == SN_F8E5M2FNUZ ||
+           t == SN_F4E2M1;
+}
+static bool q_packed(sn_dtype t) {
+    return t == SN_U4 || t == SN_I4 || t == SN_U2 || t == SN_I2 || t == SN_F4E2M1;
 }
 static bool q_scale_type(sn_dtype t) { return t == SN_F32 || t == SN_F16 || t == SN_BF16 || t == SN_F64; }
 
@@ -81,6 +91,10 @@ static void q_range(sn_dtype t, double *lo, double *hi) {
     case SN_U16: *lo = 0, *hi = 65535; break;
     case SN_I16: *lo = -32768, *hi = 32767; break;
     case SN_U32: *lo = 0, *hi = 4294967295.0; break;
+    case SN_U4: *lo = 0, *hi = 15; break;
+    case SN_I4: *lo = -8, *hi = 7; break;
+    case SN_U2: *lo = 0, *hi = 3; break;
+    case SN_I2: *lo = -2, *hi = 1; break;
     default: *lo = -2147483648.0, *hi = 2147483647.0; break;
     }
 }
@@ -119,6 +133,8 @@ static int quant_run(sn_kctx *c) {
     bool saturate = sn_attr_int(c->node, "saturate", 1) != 0;
     double lo = 0, hi = 0;
     q_range(yt, &lo, &hi);
+    if (q_packed(yt)) /* elements are or-ed into bytes: start from zero padding */
+        memset(y->data, 0, sn_tensor_nbytes(y));
     for (int64_t o = 0; o < m.outer; o++)
         for (int64_t a = 0; a < m.A; a++)
             for (int64_t in = 0; in < m.inner; in++) {
@@ -128,7 +144,10 @@ static int quant_run(sn_kctx *c) {
                 float xv = (float)sn_load_f64(x->dtype, x->data, i);
                 if (q_f8_type(yt)) {
                     float v = xv / s + (zp ? (float)sn_load_f64(zp->dtype, zp->data, pi) : 0.0f);
-                    ((uint8_t *)y->data)[i] = sn_f32_to_f8(yt, v, saturate);
+                    if (yt == SN_F4E2M1)
+                        sn_store_f64(yt, y->data, i, v); /* always saturates */
+                    else
+                        ((uint8_t *)y->data)[i] = sn_f32_to_f8(yt, v, saturate);
                     continue;
                 }
                 double v = nearbyint((double)(xv / s));
@@ -173,7 +192,10 @@ static int dequant_run(sn_kctx *c) {
                 float s = (float)sn_load_f64(sc->dtype, sc->data, pi);
                 float v;
                 if (f8) {
-                    v = sn_load_f64(x->dtype, x->data, i) * s;
+                    v = (float)sn_load_f64(x->dtype, x->data, i);
+                    if (zp)
+                        v -= (float)sn_load_f64(zp->dtype, zp->data, pi);
+                    v *= s;
                 } else {
                     int64_t q = sn_load_i64(x->dtype, x->data, i);
                     if (zp)
@@ -227,7 +249,117 @@ static int dynq_run(sn_kctx *c) {
     return SNUG_OK;
 }
 
+/* ---- QLinearMatMul (opset 21: float16/bfloat16 scales) --------------------------------- *
+ * Inputs: a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale,
+ * y_zero_point. Scales and zero points are per tensor, per row of a
+ * ([M]) or per column of b ([N]). The requantization scale is computed in
+ * the scales' type (as the reference does), the product in double. Opset
+ * 10 is served by the matmul family. */
+
+static bool qlmm_q8(sn_dtype t) { return t == SN_U8 || t == SN_I8; }
+
+/* Element index of a scale/zero point for row-or-column i of matrix mat:
+ * per tensor (1 element), per row/col ([per]) or per matrix and row/col. */
+static int qlmm_param(const sn_kctx *c, const sn_tensor *t, int64_t per, int64_t n_mats,
+                      const char *what, int64_t *mode) {
+    int64_t n = gk_numel(t);
+    if (n == 1 || n == per || n == per * n_mats) {
+        *mode = n;
+        return SNUG_OK;
+    }
+    return sn_kfail(c->err, c->node, SNUG_ERR_SHAPE, "%s has %lld elements; expected 1 or %lld",
+                    what, (long long)n, (long long)per);
+}
+
+static inline size_t qlmm_idx(int64_t mode, int64_t per, int64_t mat, int64_t i) {
+    return (size_t)(mode == 1 ? 0 : mode == per ? i : mat * per + i);
+}
+
+/* Rounds v to the precision of float type t. */
+static inline float q_round_to(sn_dtype t, float v) {
+    if (t == SN_F16)
+        return sn_f16_to_f32(sn_f32_to_f16(v));
+    if (t == SN_BF16)
+        return sn_bf16_to_f32(sn_f32_to_bf16(v));
+    return v;
+}
+
+static int qlmm21_infer(sn_infer_ctx *c) {
+    if (c->n_in < 8)
+        return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "needs 8 inputs");
+    for (int i = 0; i < 8; i++)
+        if (!c->in[i])
+            return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "input %d is required", i);
+    const sn_tensor *a = c->in[0], *b = c->in[3];
+    if (!qlmm_q8(a->dtype) || !qlmm_q8(b->dtype) || !qlmm_q8(c->in[7]->dtype))
+        return sn_kfail(c->err, c->node, SNUG_ERR_UNSUPPORTED,
+                        "a, b and y_zero_point must be int8 or uint8 (a %s, b %s)",
+                        sn_dtype_name(a->dtype), sn_dtype_name(b->dtype));
+    if (c->in[2]->dtype != a->dtype || c->in[5]->dtype != b->dtype)
+        return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "zero points must have their input's type");
+    sn_dtype st = c->in[1]->dtype;
+    if (!(st == SN_F32 || st == SN_F16 || st == SN_BF16) || c->in[4]->dtype != st || c->in[6]->dtype != st)
+        return sn_kfail(c->err, c->node, SNUG_ERR_TYPE,
+                        "scales must share one type of float32, float16 or bfloat16");
+    sn_dtype yt = c->in[7]->dtype;
+    if (a->rank == SN_RANK_UNKNOWN || b->rank == SN_RANK_UNKNOWN) {
+        gk_set_out(c->out[0], yt, SN_RANK_UNKNOWN, NULL);
+        return SNUG_OK;
+    }
+    gk_mm p;
+    SN_TRY(gk_mm_plan(c->node, c->err, a, b, &p));
+    gk_set_out(c->out[0], yt, p.out_rank, p.out_dims);
+    return SNUG_OK;
+}
+
+static int qlmm21_run(sn_kctx *c) {
+    const sn_tensor *a = c->in[0], *as = c->in[1], *az = c->in[2];
+    const sn_tensor *b = c->in[3], *bs = c->in[4], *bz = c->in[5];
+    const sn_tensor *ys = c->in[6], *yz = c->in[7];
+    sn_tensor *y = c->out[0];
+    gk_mm p;
+    SN_TRY(gk_mm_plan(c->node, c->err, a, b, &p));
+    int64_t mas, maz, mbs, mbz;
+    SN_TRY(qlmm_param(c, as, p.M, p.na, "a_scale", &mas));
+    SN_TRY(qlmm_param(c, az, p.M, p.na, "a_zero_point", &maz));
+    SN_TRY(qlmm_param(c, bs, p.N, p.nbm, "b_scale", &mbs));
+    SN_TRY(qlmm_param(c, bz, p.N, p.nbm, "b_zero_point", &mbz));
+    if (gk_numel(ys) != 1 || gk_numel(yz) != 1)
+        return sn_kfail(c->err, c->node, SNUG_ERR_SHAPE, "y_scale and y_zero_point must have one element");
+    sn_dtype st = as->dtype;
+    float ysv = (float)sn_load_f64(st, ys->data, 0);
+    double yzv = (double)sn_load_i64(yz->dtype, yz->data, 0);
+    double lo = y->dtype == SN_U8 ? 0 : -128, hi = y->dtype == SN_U8 ? 255 : 127;
+    int64_t M = p.M, N = p.N, K = p.K;
+    for (int64_t bi = 0; bi < p.n_batch; bi++) {
+        int64_t oa, ob;
+        gk_mm_offsets(&p, bi, &oa, &ob);
+        for (int64_t i = 0; i < M; i++) {
+            float asv = (float)sn_load_f64(st, as->data, qlmm_idx(mas, M, oa, i));
+            int32_t za = (int32_t)sn_load_i64(az->dtype, az->data, qlmm_idx(maz, M, oa, i));
+            size_t arow = (size_t)(oa * M * K + i * K);
+            for (int64_t j = 0; j < N; j++) {
+                float bsv = (float)sn_load_f64(st, bs->data, qlmm_idx(mbs, N, ob, j));
+                int32_t zb = (int32_t)sn_load_i64(bz->dtype, bz->data, qlmm_idx(mbz, N, ob, j));
+                size_t bcol = (size_t)(ob * K * N + j);
+                uint32_t acc = 0; /* wraps like an int32 accumulator, without UB */
+                for (int64_t k = 0; k < K; k++) {
+                    int32_t av = (int32_t)sn_load_i64(a->dtype, a->data, arow + (size_t)k) - za;
+                    int32_t bv = (int32_t)sn_load_i64(b->dtype, b->data, bcol + (size_t)(k * N)) - zb;
+                    acc += (uint32_t)(av * bv);
+                }
+                float scale = q_round_to(st, q_round_to(st, asv * bsv) / ysv);
+                double v = nearbyint((double)(int32_t)acc * (double)scale + yzv);
+                v = v < lo ? lo : v > hi ? hi : v;
+                sn_store_f64(y->dtype, y->data, (size_t)((bi * M + i) * N + j), v);
+            }
+        }
+    }
+    return SNUG_OK;
+}
+
 const sn_op_def sn_ops_quant[] = {
+    {"", "QLinearMatMul", 21, qlmm21_infer, NULL, qlmm21_run, NULL, 0},
     {"", "QuantizeLinear", 10, quant_infer, NULL, quant_run, NULL, 0},
     {"", "DequantizeLinear", 10, dequant_infer, NULL, dequant_run, NULL, 0},
     {"", "DynamicQuantizeLinear", 11, dynq_infer, NULL, dynq_run, NULL, 0},

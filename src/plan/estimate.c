@@ -147,14 +147,14 @@ int sn_estimate_nodes(const sn_graph *g, const sn_exec *ex, const sn_estimate_op
             if (v < 0)
                 continue;
             if (g->values[v].flags & SN_VAL_INIT) {
-                if (!folded)
-                    charge(g, v, ne->device, charged, ne);
+                /* Folded readers count too: other shapes re-plan and need it. */
+                charge(g, v, ne->device, charged, ne);
             } else {
                 ne->inputs += info_bytes(in[k]);
             }
         }
         for (int k = 0; k < n->n_impl; k++) /* initializers a subgraph reads */
-            if (!folded && (g->values[n->impl[k]].flags & SN_VAL_INIT))
+            if (g->values[n->impl[k]].flags & SN_VAL_INIT)
                 charge(g, n->impl[k], ne->device, charged, ne);
         for (int k = 0; k < n->n_out; k++) {
             int v = n->out[k];

@@ -57,5 +57,12 @@ head -c 5000 "$fix" > "$tmp/trunc.onnx"
 expect 1 "snug info: .*trunc.onnx: " -- "$snug" info "$tmp/trunc.onnx"
 : > "$tmp/empty.onnx"
 expect 1 "snug info: " -- "$snug" info "$tmp/empty.onnx"
+# ORT-style config keys: node stats written after the run, unknown keys refused.
+expect 0 "logits" -- "$snug" run "$fix" --dim sequence_length=2 --dim past_sequence_length=0 \
+  --config "session.collect_node_memory_stats_to_file=$tmp/stats.csv"
+if [ "$(grep -c . "$tmp/stats.csv" 2>/dev/null)" = 395 ] &&
+   head -1 "$tmp/stats.csv" | grep -q '^#name,input_sizes,initializers_sizes,total_dynamic_sizes,total_temp_allocations'; then ok
+else bad "stats file: want a header and 394 node rows"; fi
+expect 1 "unknown config key 'session.bogus'" -- "$snug" run "$fix" --config session.bogus=1
 echo "cli: $passes passed, $fails failed"
 [ "$fails" = 0 ]

@@ -190,7 +190,7 @@ def rope_cache(r, max_pos, half):
 
 def gqa_case(out_dir, name, B, S, Nq, Nkv, H, past_len, seqlens, packed=False, rotary=False,
              interleaved=False, window=-1, softcap=0.0, scale=None, smooth=False, sink=False,
-             bias=False, rot_frac=1.0, no_present=False):
+             bias=False, rot_frac=1.0, no_present=False, fp16=False):
     r = rng_for(name)
     seqlens = np.array(seqlens, np.int32)
     total = int(seqlens.max()) + 1
@@ -208,6 +208,9 @@ def gqa_case(out_dir, name, B, S, Nq, Nkv, H, past_len, seqlens, packed=False, r
         cos, sin = rope_cache(r, total + 8, int(H * rot_frac) // 2)
     ab = randn(r, B, 1, S, total) if bias else None
     hs = randn(r, Nq) if sink else None
+    if fp16:
+        q, k, v, pk, pv, cos, sin, ab, hs = (None if t is None else t.astype(np.float16)
+                                             for t in (q, k, v, pk, pv, cos, sin, ab, hs))
     inputs = [("query", q), ("key", k), ("value", v), ("past_key", pk), ("past_value", pv),
               ("seqlens_k", seqlens), ("total_sequence_length", np.array(total, np.int32)),
               ("cos_cache", cos), ("sin_cache", sin), ("position_ids", None),
@@ -265,17 +268,21 @@ def gqa(out_dir):
     gqa_case(out_dir, "gqa_partial_rot", 1, 4, 2, 1, 32, None, [3], rotary=True, rot_frac=0.5)
     gqa_case(out_dir, "gqa_no_present", 1, 4, 2, 1, 16, None, [3], no_present=True)
     gqa_case(out_dir, "gqa_decode_long", 1, 1, 8, 2, 64, 200, [200], rotary=True)
+    gqa_case(out_dir, "gqa_decode_fp16", 2, 1, 4, 2, 16, 7, [7, 3], rotary=True, fp16=True)
+    gqa_case(out_dir, "gqa_prompt_fp16", 1, 4, 2, 1, 16, None, [3], fp16=True)
 
 
 # ------------------------------------------------------------ RotaryEmbedding
 
 
 def rope_ms_case(out_dir, name, shape4, B, S, N, H, interleaved=False, rot=0, scalar_pos=False,
-                 give_heads=True):
+                 give_heads=True, fp16=False):
     r = rng_for(name)
     x = randn(r, B, N, S, H) if shape4 else randn(r, B, S, N * H)
     rd = rot or H
     cos, sin = rope_cache(r, S + 12, rd // 2)
+    if fp16:
+        x, cos, sin = x.astype(np.float16), cos.astype(np.float16), sin.astype(np.float16)
     if scalar_pos:
         pid = np.array([3], np.int64)
     else:
@@ -299,6 +306,7 @@ def rope(out_dir):
                  scalar_pos=True)
     rope_ms_case(out_dir, "rope_ms_3d_partial", False, 1, 3, 2, 16, rot=8)
     rope_ms_case(out_dir, "rope_ms_3d_noheads", False, 2, 3, 4, 8, give_heads=False)
+    rope_ms_case(out_dir, "rope_ms_3d_fp16", False, 2, 3, 2, 8, fp16=True)
 
 
 # ------------------------------------------------------------- normalizations
@@ -324,6 +332,21 @@ def norms(out_dir):
         model = make_model(name, "LayerNormalization", "", inputs, ["Y", "Mean", "InvStdDev"],
                            dict(axis=axis, epsilon=1e-5), opset=16)
         save(out_dir, name, model, inputs, ["Y", "Mean", "InvStdDev"])
+    name = "sln_fp16"
+    r = rng_for(name)
+    inputs = [("X", randn(r, 3, 40, dtype=np.float16)), ("scale", randn(r, 40, dtype=np.float16))]
+    model = make_model(name, "SimplifiedLayerNormalization", "", inputs, ["Y"],
+                       dict(axis=-1, epsilon=1e-5), opset=17)
+    save(out_dir, name, model, inputs, ["Y"])
+    name = "sksln_fp16"
+    r = rng_for(name)
+    inputs = [("input", randn(r, 2, 3, 32, dtype=np.float16)),
+              ("skip", randn(r, 2, 3, 32, dtype=np.float16)),
+              ("gamma", randn(r, 32, dtype=np.float16))]
+    outs = ["output", "", "", "input_skip_bias_sum"]
+    model = make_model(name, "SkipSimplifiedLayerNormalization", MS, inputs, outs,
+                       dict(epsilon=1e-6))
+    save(out_dir, name, model, inputs, outs)
     for simp in (True, False):
         op = "SkipSimplifiedLayerNormalization" if simp else "SkipLayerNormalization"
         tag = "sksln" if simp else "skln"

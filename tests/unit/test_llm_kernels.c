@@ -1,6 +1,6 @@
 /* The LLM operators' fast inner kernels (src/ops/llm_kernels.c) against
  * their scalar references on odd sizes: dot, block dequantization (2/4/8
- * bits, partial blocks), int8 quantization, RMS and layer norm rows, rotary
+ * bits, partial blocks), the 4-bit GEMV column kernel, int8 quantization, RMS and layer norm rows, rotary
  * (half/interleaved, partial, in place) and the online-softmax attention row
  * (ranges, masks, biases, softcap, sink, qk outputs, fully masked rows). */
 #include <math.h>
@@ -78,6 +78,34 @@ static void test_dequant(void) {
     if (f[0] != 10.0f || f[1] != 3.0f) {
         fprintf(stderr, "FAIL nibble order: %g %g\n", (double)f[0], (double)f[1]);
         g_fail = 1;
+    }
+}
+
+static void test_q4_col(void) {
+    enum { BS = 64, NB = 5 };
+    static uint8_t b[NB * BS / 2];
+    static float a[NB * BS], ap[NB * BS], sc[NB];
+    for (int i = 0; i < NB * BS / 2; i++)
+        b[i] = (uint8_t)(frand() * 128 + 128);
+    fill(a, NB * BS);
+    fill(sc, NB);
+    llm_q4_permute(a, ap, NB * BS / 16);
+    for (int nb = 0; nb <= NB; nb++) {
+        float f = llm_q4_col(b, ap, sc, nb, BS), r = llm_q4_col_ref(b, a, sc, nb, BS);
+        expect_vec("q4_col", &f, &r, 1, 1e-5f, 1e-4f);
+    }
+    /* bs = 16: one group per block */
+    float f = llm_q4_col(b, ap, sc, 3, 16), r = llm_q4_col_ref(b, a, sc, 3, 16);
+    expect_vec("q4_col bs16", &f, &r, 1, 1e-5f, 1e-4f);
+    for (int64_t len = 1; len < 100; len += 9) {
+        float d = llm_q_dot(b, 4, a, len), e = llm_q_dot_ref(b, 4, a, len);
+        expect_vec("q_dot", &d, &e, 1, 1e-5f, 1e-4f);
+        d = llm_q_dot(b, 8, a, len);
+        e = llm_q_dot_ref(b, 8, a, len);
+        expect_vec("q_dot 8", &d, &e, 1, 1e-5f, 1e-3f);
+        d = llm_q_dot(b, 2, a, len);
+        e = llm_q_dot_ref(b, 2, a, len);
+        expect_vec("q_dot 2", &d, &e, 1, 1e-5f, 1e-4f);
     }
 }
 
@@ -224,6 +252,7 @@ static void test_attn(void) {
 int main(void) {
     test_dot();
     test_dequant();
+    test_q4_col();
     test_q8();
     test_norms();
     test_rope();

@@ -1,0 +1,138 @@
+/* Estimation, layers and node stats on the real stories260K model
+ * (../shared/fixtures/stories260K): every row of a stats file that ONNX
+ * Runtime 1.32 recorded for it (tests/plan/ort_stats_stories260K.csv, made by
+ * tests/plan/gen_ort_stats.py) matches one node and every node has a row, so
+ * our names and hashes are ORT's byte for byte; the weights count every
+ * initializer once; every node's workspace has a source; the stats snug
+ * writes read back to the same figures. */
+#include "exec/session.h"
+#include "graph/layers.h"
+#include "onnx_test_util.h"
+#include "plan/estimate.h"
+#include "plan/stats.h"
+
+#define FIX "../shared/fixtures/stories260K/"
+
+int main(void) {
+    snug_options *o = snug_options_new();
+    snug_options_set(o, "snug.threads", "2");
+    sn_err err = {0};
+    sn_session *s = NULL;
+    if (sn_session_open(FIX "stories260K_kv.onnx", o, &s, &err) != SNUG_OK) {
+        fprintf(stderr, "open: %s\n", err.msg);
+        return 1;
+    }
+    snug_options_free(o);
+    sn_graph *g = s->graph;
+    int nn = g->n_nodes;
+
+    /* Layers: 5 named layers; the embedding and mask/rotary setup before,
+     * the final norm and lm_head after. */
+    sn_layer_info li;
+    CHECK_RC(sn_layers_discover(g, &li, &err), 0, err, NULL);
+    CHECK(li.n_layers == 5);
+    CHECK(li.n_pre > 0 && li.n_post > 0);
+    for (int i = 0; i < nn; i++) {
+        const char *nm = g->nodes[i].p->name;
+        if (strstr(nm, "/layers.3/"))
+            CHECK(g->nodes[i].layer == 3);
+        if (!strcmp(g->nodes[i].p->op_type, "Gather") && g->nodes[i].in[0] >= 0 &&
+            strstr(g->values[g->nodes[i].in[0]].name, "embed"))
+            CHECK(g->nodes[i].layer == -1);
+        if (g->nodes[i].n_out && !strcmp(g->values[g->nodes[i].out[0]].name, "logits"))
+            CHECK(g->nodes[i].layer == 5);
+    }
+
+    /* Plan a 4-token prefill from an empty cache. */
+    sn_tensor in[16];
+    memset(in, 0, sizeof in);
+    CHECK(g->n_inputs == 11);
+    in[0] = (sn_tensor){.kind = SN_KIND_TENSOR, .dtype = SN_I64, .rank = 2, .dims = {1, 4}};
+    for (int i = 1; i < g->n_inputs && i < 16; i++)
+        in[i] = (sn_tensor){.kind = SN_KIND_TENSOR, .dtype = SN_F32, .rank = 4, .dims = {1, 4, 0, 8}};
+    CHECK_RC(sn_exec_plan(s->exec, in, &err), 0, err, NULL);
+
+    /* ORT's stats file: every row one node, every node one row. */
+    sn_stats *ort = NULL;
+    int *row = calloc((size_t)nn, sizeof *row), unmatched = -1, missing = -1;
+    CHECK_RC(sn_stats_load("tests/plan/ort_stats_stories260K.csv", NULL, &ort, &err), 0, err, NULL);
+    if (ort) {
+        CHECK(ort->n == nn);
+        CHECK_RC(sn_stats_match(ort, g, row, &unmatched, &missing, &err), 0, err, NULL);
+        CHECK(unmatched == 0 && missing == 0);
+        for (int r = 0; r < ort->n; r++)
+            if (ort->rows[r].node < 0) {
+                fprintf(stderr, "ORT row '%s' matches no node\n", ort->rows[r].name);
+                g_fails++;
+            }
+    }
+
+    /* Estimates without a profile: every initializer once, every node's
+     * workspace from an estimator (no op here lacks one), and Level 2 never
+     * above Level 1 for the ops this model uses. */
+    sn_estimate est = {0};
+    sn_estimate_opts eo = {NULL, 1, NULL, NULL, true, NULL};
+    CHECK_RC(sn_estimate_nodes(g, s->exec, &eo, &est, &err), 0, err, NULL);
+    CHECK(est.weights_total == s->model->weight_bytes);
+    int total_src = 0;
+    for (int k = 0; k < SN_WS_SOURCE_COUNT; k++)
+        total_src += est.n_by_src[k];
+    CHECK(total_src == nn);
+    CHECK(est.n_by_src[SN_WS_FALLBACK] == 0 && est.n_by_src[SN_WS_PROFILE] == 0);
+    CHECK(est.n_l2_over == 0);
+    uint64_t outs = 0, read = 0;
+    for (int i = 0; i < nn; i++) {
+        outs += est.nodes[i].outputs;
+        read += est.nodes[i].weights_read;
+        CHECK(est.nodes[i].weights <= est.nodes[i].weights_read);
+        CHECK(est.nodes[i].ws >= est.nodes[i].ws_l2);
+    }
+    CHECK(outs > 0 && read >= est.weights_total);
+    /* logits [1,4,512] f32 are one node's output. */
+    for (int i = 0; i < nn; i++)
+        if (g->nodes[i].n_out && !strcmp(g->values[g->nodes[i].out[0]].name, "logits"))
+            CHECK(est.nodes[i].outputs == 4 * 512 * 4);
+    sn_estimate_free(&est);
+
+    /* With ORT's profile every node has both figures: max(profile, L1). */
+    sn_estimate_opts ep = {NULL, 1, ort, row, false, NULL};
+    CHECK_RC(sn_estimate_nodes(g, s->exec, &ep, &est, &err), 0, err, NULL);
+    CHECK(est.n_by_src[SN_WS_MAX] == nn);
+    sn_estimate_free(&est);
+
+    /* The stats our recorder gives: initializers once in all, and the file
+     * written reads back to the same figures. */
+    sn_node_stats *st = calloc((size_t)nn, sizeof *st);
+    char **keys = calloc((size_t)nn, sizeof *keys);
+    CHECK_RC(sn_stats_from_exec(g, s->exec, st, &err), 0, err, NULL);
+    uint64_t init_sum = 0;
+    for (int i = 0; i < nn; i++) {
+        keys[i] = sn_stats_node_key_dup(g->nodes[i].p);
+        init_sum += st[i].init;
+    }
+    CHECK(init_sum == s->model->weight_bytes);
+    char path[] = "/tmp/snug_test_plan_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    CHECK_RC(sn_stats_write(path, nn, keys, st, &err), 0, err, NULL);
+    sn_stats *back = NULL;
+    CHECK_RC(sn_stats_load(path, NULL, &back, &err), 0, err, NULL);
+    if (back) {
+        CHECK(back->n == nn);
+        CHECK_RC(sn_stats_match(back, g, row, &unmatched, &missing, &err), 0, err, NULL);
+        CHECK(unmatched == 0 && missing == 0);
+        for (int i = 0; i < nn; i++)
+            CHECK(row[i] >= 0 && !memcmp(&back->rows[row[i]].s, &st[i], sizeof st[i]));
+    }
+    unlink(path);
+    sn_stats_free(back);
+    for (int i = 0; i < nn; i++)
+        sn_free(keys[i]);
+    free(keys);
+    free(st);
+    free(row);
+    sn_stats_free(ort);
+    sn_session_close(s);
+    return test_done("test_plan_stories");
+}
