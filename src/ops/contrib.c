@@ -482,6 +482,7 @@ static int rope_run(sn_kctx *c) {
     size_t es = sn_dtype_size(x->dtype), ces = sn_dtype_size(cs->dtype);
     float *xb = c->ws, *cb = xb + g.H, *sb = cb + half;
     bool f32 = x->dtype == SN_F32 && cs->dtype == SN_F32;
+    int il = (int)sn_attr_int(c->node, "interleaved", 0);
     for (int64_t b = 0; b < g.B; b++)
         for (int64_t s = 0; s < g.S; s++) {
             int64_t row; /* row of the cos/sin caches */
@@ -510,11 +511,10 @@ static int rope_run(sn_kctx *c) {
                                        : ((b * g.S + s) * g.N + h) * g.H;
                 if (f32) {
                     llm_rope((const float *)x->data + off, (float *)y->data + off, cr, sr, g.rot,
-                             g.H, (int)sn_attr_int(c->node, "interleaved", 0));
+                             g.H, il);
                 } else {
                     llm_to_f32(x->dtype, (const char *)x->data + off * es, xb, g.H);
-                    llm_rope(xb, xb, cr, sr, g.rot, g.H,
-                             (int)sn_attr_int(c->node, "interleaved", 0));
+                    llm_rope(xb, xb, cr, sr, g.rot, g.H, il);
                     llm_from_f32(y->dtype, xb, (char *)y->data + off * es, g.H);
                 }
             }

@@ -425,8 +425,8 @@ int ew_infer_cast(sn_infer_ctx *c) {
     SN_TRY(ew_cast_target(c, &to));
     if (!ew_cast_ok(x->dtype) || !ew_cast_ok(to) ||
         ((x->dtype == SN_STRING || to == SN_STRING) && (ew_is_sub(x->dtype) || ew_is_sub(to))))
-        return sn_kfail(c->err, c->node, SNUG_ERR_UNSUPPORTED, "cast from %s to %s not supported",
-                        sn_dtype_name(x->dtype), sn_dtype_name(to));
+        return sn_kfail(c->err, c->node, SNUG_ERR_UNSUPPORTED, "cast of '%s' from %s to %s not supported",
+                        c->node->p->inputs[0], sn_dtype_name(x->dtype), sn_dtype_name(to));
     sn_tensor *y = c->out[0];
     if (!y)
         return SNUG_OK;

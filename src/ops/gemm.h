@@ -7,8 +7,12 @@
  * are too few column blocks).
  *
  * Skinny products are not packed: with one row of A (decode), or up to 8
- * rows and B row-major (short prefills), B is streamed once, in place, by
- * column ranges per thread; the product is bound by reading B.
+ * rows and B row-major (short prefills), B is streamed once, in place; the
+ * product is bound by reading B. Threads take column ranges, or with one row
+ * of A and N <= 4096 bands of B's rows (partial sums on the stack, added in
+ * a fixed order). In the blocked path a small A (<= 8 MiB packed) is packed
+ * once per call, not once per column block; B, being the weights, is packed
+ * block by block and never kept (no second copy of the weights).
  *
  * beta == 0 means C is not read (so NaN/garbage in C is overwritten). */
 #ifndef SN_OPS_GEMM_H
@@ -17,8 +21,10 @@
 #include "core/core.h"
 
 /* Bytes of scratch sn_sgemm_ws needs for these sizes with a pool of
- * n_threads threads (packing buffers, one set per thread). 0 when no
- * packing is needed (tiny or vector cases). */
+ * n_threads threads (packing buffers, one set per thread, and the packed A
+ * when it is small). 0 when no packing is needed (M == 1 or N == 1); with
+ * 2..8 rows and B row-major the skinny path does not use it either, but
+ * transB is not known here. */
 size_t sn_sgemm_workspace(int64_t M, int64_t N, int64_t K, int n_threads);
 
 /* Threads a kernel's prepare sizes the workspace for (sn_prep_ctx does not

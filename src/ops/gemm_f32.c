@@ -481,9 +481,11 @@ static void skinny_run(const kset *ks, int transA, int transB, int64_t M, int64_
         }
         return;
     }
-    /* About four tasks per thread (the pool balances them), 16-float
-     * multiples, C's slice small enough for L1 when M > 1. */
-    int64_t w = (N + 4 * threads - 1) / (4 * threads);
+    /* Four tasks per thread with one row of A (the pool balances them), two
+     * with more (per-row overhead wants long rows), 16-float multiples, C's
+     * slice small enough for L1 when M > 1. */
+    int64_t per = M == 1 ? 4 * threads : 2 * threads;
+    int64_t w = (N + per - 1) / per;
     w = (w + 15) / 16 * 16;
     int64_t cap = M == 1 ? 2048 : 512;
     w = w < 64 ? 64 : w > cap ? cap : w;
@@ -562,7 +564,15 @@ static void pack_a(const gemm_job *g, int64_t i0, int64_t mb, int64_t p0, int64_
     for (int64_t ir = 0; ir < mb; ir += mr) {
         int m = (int)sn_imin(mr, mb - ir);
         float *dst = ap + ir * kb;
-        if (!g->transA) {
+        if (!g->transA && m == 6 && mr == 6) { /* six row streams in, one sequential stream out */
+            const float *r0 = g->A + (i0 + ir) * g->lda + p0, *r1 = r0 + g->lda, *r2 = r1 + g->lda;
+            const float *r3 = r2 + g->lda, *r4 = r3 + g->lda, *r5 = r4 + g->lda;
+            for (int64_t p = 0; p < kb; p++, dst += 6) {
+                dst[0] = r0[p], dst[1] = r1[p], dst[2] = r2[p];
+                dst[3] = r3[p], dst[4] = r4[p], dst[5] = r5[p];
+            }
+            continue;
+        } else if (!g->transA) {
             for (int i = 0; i < m; i++) {
                 const float *src = g->A + (i0 + ir + i) * g->lda + p0;
                 for (int64_t p = 0; p < kb; p++)
@@ -592,8 +602,18 @@ static void pack_b(const gemm_job *g, int64_t j0, int64_t nb, int64_t p0, int64_
         for (int64_t p = 0; p < kb; p++) {
             const float *src = g->B + (p0 + p) * g->ldb + j0;
             float *d = bp + p * nr;
-            for (int64_t jr = 0; jr < full; jr += nr)
-                memcpy(d + jr * kb, src + jr, sizeof(float) * (size_t)nr);
+            if (p + 8 < kb) /* weights come from memory: keep 8 rows of reads in flight */
+                for (int64_t j = 0; j < nb; j += 16)
+                    __builtin_prefetch(src + 8 * g->ldb + j);
+            if (nr == 16) /* constant sizes: inlined vector moves, not calls */
+                for (int64_t jr = 0; jr < full; jr += 16)
+                    memcpy(d + jr * kb, src + jr, 16 * sizeof(float));
+            else if (nr == 8)
+                for (int64_t jr = 0; jr < full; jr += 8)
+                    memcpy(d + jr * kb, src + jr, 8 * sizeof(float));
+            else
+                for (int64_t jr = 0; jr < full; jr += nr)
+                    memcpy(d + jr * kb, src + jr, sizeof(float) * (size_t)nr);
             if (full < nb) {
                 float *e = d + full * kb;
                 int n = (int)(nb - full), j = 0;

@@ -343,9 +343,8 @@ static bool gqa_setup(const attn_job *j, int64_t b, int64_t h, int64_t s, llm_at
 
 /* Workspace: staged inputs/outputs, rotated q [B, Nq, S, H], present k/v
  * when not requested as outputs, slots. */
-static size_t gqa_carve(sn_kctx *kc, const sn_node *node, int n_in, const sn_tensor *const *in,
-                        sn_tensor *const *out, int n_out, const gqa_geom *g, carve *w,
-                        const float **fin, float **fout) {
+static size_t gqa_carve(int n_in, const sn_tensor *const *in, sn_tensor *const *out, int n_out,
+                        const gqa_geom *g, carve *w, const float **fin, float **fout) {
     for (int i = 0; i < 17; i++)
         fin[i] = NULL;
     for (int i = 0; i < n_in && i < 17; i++)
@@ -354,8 +353,6 @@ static size_t gqa_carve(sn_kctx *kc, const sn_node *node, int n_in, const sn_ten
             fin[i] = carve_in(w, in[i]);
     for (int i = 0; i < 3; i++)
         fout[i] = i < n_out && out[i] ? carve_out(w, out[i]) : NULL;
-    (void)kc;
-    (void)node;
     int64_t Lc = g->Lc;
     if (!fout[1])
         fout[1] = carve_f(w, g->B * g->Nkv * Lc * g->H);
@@ -378,8 +375,7 @@ int llm_gqa_prepare(sn_prep_ctx *c) {
     const float *fin[17];
     float *fout[5];
     /* sizing pass: tensors with NULL data are never read */
-    gqa_carve(NULL, c->node, c->n_in, c->in, (sn_tensor *const *)c->out, c->n_out, &g, &w, fin,
-              fout);
+    gqa_carve(c->n_in, c->in, (sn_tensor *const *)c->out, c->n_out, &g, &w, fin, fout);
     c->workspace = w.used + ATTN_SLOTS * attn_slot_bytes(g.H) + 64;
     return SNUG_OK;
 }
@@ -417,7 +413,7 @@ int llm_gqa_run(sn_kctx *c) {
     carve w = {c->ws, 0};
     const float *fin[17];
     float *fout[5];
-    gqa_carve(c, c->node, c->n_in, in, c->out, c->n_out, &g, &w, fin, fout);
+    gqa_carve(c->n_in, in, c->out, c->n_out, &g, &w, fin, fout);
     float *pk = fout[1], *pv = fout[2], *qh = fout[3], *yf = c->out[0]->dtype == SN_F32
                                                                ? (float *)c->out[0]->data
                                                                : fout[4];

@@ -284,7 +284,7 @@ static int roialign_run(sn_kctx *c) {
     return SNUG_OK;
 }
 
-/* ---- GridSample (16, 20; 2-D) ---------------------------------------------------- */
+/* ---- GridSample (16, 20; 2-D and 3-D) ---------------------------------------------------- */
 
 enum { GS_LINEAR, GS_NEAREST, GS_CUBIC };
 enum { GS_ZEROS, GS_BORDER, GS_REFLECTION };
@@ -319,21 +319,34 @@ static int gridsample_infer(sn_infer_ctx *c) {
     const sn_tensor *x = c->in[0], *g = c->in[1];
     if (!is_real_dtype(x->dtype) || !is_real_dtype(g->dtype))
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "X and grid must be float tensors");
-    if ((x->rank >= 0 && x->rank != 4) || (g->rank >= 0 && g->rank != 4))
-        return sn_kfail(c->err, c->node, SNUG_ERR_UNSUPPORTED, "only 2-D sampling (X [N,C,H,W], grid [N,H,W,2]) is supported");
-    if (g->rank == 4 && sn_dim_known(g->dims[3]) && g->dims[3] != 2)
-        return sn_kfail(c->err, c->node, SNUG_ERR_SHAPE, "grid's last dim must be 2");
-    if (x->rank == 4 && g->rank == 4 && sn_dim_known(x->dims[0]) && sn_dim_known(g->dims[0]) && x->dims[0] != g->dims[0])
-        return sn_kfail(c->err, c->node, SNUG_ERR_SHAPE, "grid batch %lld differs from X batch %lld",
-                        (long long)g->dims[0], (long long)x->dims[0]);
+    /* 2-D: X [N,C,H,W], grid [N,oH,oW,2]; 3-D: X [N,C,D,H,W], grid [N,oD,oH,oW,3] */
+    int r = x->rank >= 0 ? x->rank : g->rank;
+    if ((r >= 0 && r != 4 && r != 5) || (x->rank >= 0 && g->rank >= 0 && x->rank != g->rank))
+        return sn_kfail(c->err, c->node, SNUG_ERR_UNSUPPORTED,
+                        "only 2-D (X [N,C,H,W], grid [N,H,W,2]) and 3-D (X [N,C,D,H,W], grid [N,D,H,W,3]) sampling are supported");
     sn_tensor *o = c->out[0];
     o->kind = SN_KIND_TENSOR;
     o->dtype = x->dtype;
-    int64_t d[4] = {x->rank == 4 ? x->dims[0] : SN_DIM_UNKNOWN, x->rank == 4 ? x->dims[1] : SN_DIM_UNKNOWN,
-                    g->rank == 4 ? g->dims[1] : SN_DIM_UNKNOWN, g->rank == 4 ? g->dims[2] : SN_DIM_UNKNOWN};
-    if (!sn_dim_known(d[0]) && g->rank == 4)
+    if (r < 0) {
+        o->rank = SN_RANK_UNKNOWN;
+        return SNUG_OK;
+    }
+    int nd = r - 2;
+    if (nd == 3 && mode == GS_CUBIC)
+        return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "cubic mode is only defined for 2-D sampling");
+    if (g->rank == r && sn_dim_known(g->dims[r - 1]) && g->dims[r - 1] != nd)
+        return sn_kfail(c->err, c->node, SNUG_ERR_SHAPE, "grid's last dim must be %d", nd);
+    if (x->rank == r && g->rank == r && sn_dim_known(x->dims[0]) && sn_dim_known(g->dims[0]) && x->dims[0] != g->dims[0])
+        return sn_kfail(c->err, c->node, SNUG_ERR_SHAPE, "grid batch %lld differs from X batch %lld",
+                        (long long)g->dims[0], (long long)x->dims[0]);
+    int64_t d[5];
+    d[0] = x->rank == r ? x->dims[0] : SN_DIM_UNKNOWN;
+    d[1] = x->rank == r ? x->dims[1] : SN_DIM_UNKNOWN;
+    for (int i = 0; i < nd; i++)
+        d[2 + i] = g->rank == r ? g->dims[1 + i] : SN_DIM_UNKNOWN;
+    if (!sn_dim_known(d[0]) && g->rank == r)
         d[0] = g->dims[0];
-    sn_tensor_set_shape(o, 4, d);
+    sn_tensor_set_shape(o, r, d);
     return SNUG_OK;
 }
 
@@ -392,11 +405,91 @@ static void gs_cubic_coeffs(double t, double c[4]) {
     c[3] = ((A * x - 5 * A) * x + 8 * A) * x - 4 * A;
 }
 
+/* Unnormalizes a grid coordinate into [0, n) pixel space and applies the
+ * padding rule to out-of-range points (linear and nearest modes). */
+static double gs_coord(double v, int64_t n, bool ac, int mode, int pad) {
+    double f = ac ? (v + 1) / 2.0 * (double)(n - 1) : ((v + 1) * (double)n - 1) / 2.0;
+    if (mode == GS_NEAREST)
+        f = nearbyint(f);
+    double lo = ac ? 0 : -0.5, hi = ac ? (double)n - 1 : (double)n - 0.5;
+    if (!(f >= lo && f <= hi)) {
+        if (pad == GS_BORDER)
+            f = fmin(fmax(f, 0.0), (double)(n - 1));
+        else if (pad == GS_REFLECTION)
+            f = gs_reflect(f, lo, hi);
+    }
+    return f;
+}
+
+/* Voxel (iz, iy, ix) of the volume at base, zero outside (the padding
+ * rule moved the point inside already for border/reflection; the clamp
+ * covers the neighbours of points on the last voxel). */
+static double gs_voxel(sn_dtype dt, const void *data, int64_t base, const int64_t *dhw, int64_t iz, int64_t iy,
+                       int64_t ix, int pad) {
+    if (iz < 0 || iz >= dhw[0] || iy < 0 || iy >= dhw[1] || ix < 0 || ix >= dhw[2]) {
+        if (pad == GS_ZEROS)
+            return 0.0;
+        iz = sn_imin(sn_imax(iz, 0), dhw[0] - 1);
+        iy = sn_imin(sn_imax(iy, 0), dhw[1] - 1);
+        ix = sn_imin(sn_imax(ix, 0), dhw[2] - 1);
+    }
+    return ld(dt, data, base + (iz * dhw[1] + iy) * dhw[2] + ix);
+}
+
+static int gridsample3d_run(sn_kctx *c, int mode, int pad) {
+    const sn_tensor *x = c->in[0], *g = c->in[1];
+    sn_tensor *y = c->out[0];
+    const bool ac = sn_attr_int(c->node, "align_corners", 0) != 0;
+    const int64_t N = x->dims[0], C = x->dims[1], dhw[3] = {x->dims[2], x->dims[3], x->dims[4]};
+    const int64_t OD = g->dims[1], OH = g->dims[2], OW = g->dims[3], OP = OD * OH * OW;
+    if (g->dims[0] != N)
+        return sn_kfail(c->err, c->node, SNUG_ERR_SHAPE, "grid batch %lld differs from X batch %lld",
+                        (long long)g->dims[0], (long long)N);
+    if (sn_tensor_numel(y) == 0)
+        return SNUG_OK;
+    const int64_t vol = dhw[0] * dhw[1] * dhw[2];
+    if (vol == 0 && pad != GS_ZEROS)
+        return sn_kfail(c->err, c->node, SNUG_ERR_SHAPE, "empty input volume with padding_mode other than zeros");
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t p = 0; p < OP; p++) {
+            const int64_t gi = (n * OP + p) * 3;
+            double fx = gs_coord(ld(g->dtype, g->data, gi), dhw[2], ac, mode, pad);
+            double fy = gs_coord(ld(g->dtype, g->data, gi + 1), dhw[1], ac, mode, pad);
+            double fz = gs_coord(ld(g->dtype, g->data, gi + 2), dhw[0], ac, mode, pad);
+            bool bad = vol == 0 || !isfinite(fx) || !isfinite(fy) || !isfinite(fz) || fabs(fx) > 1e15 ||
+                       fabs(fy) > 1e15 || fabs(fz) > 1e15;
+            for (int64_t ch = 0; ch < C; ch++) {
+                const int64_t base = (n * C + ch) * vol;
+                double v = 0;
+                if (bad) {
+                    v = pad == GS_ZEROS ? 0.0 : NAN;
+                } else if (mode == GS_NEAREST) {
+                    v = gs_voxel(x->dtype, x->data, base, dhw, (int64_t)fz, (int64_t)fy, (int64_t)fx, GS_ZEROS);
+                } else {
+                    const double x0 = floor(fx), y0 = floor(fy), z0 = floor(fz);
+                    const double tx = fx - x0, ty = fy - y0, tz = fz - z0;
+                    const int64_t ix = (int64_t)x0, iy = (int64_t)y0, iz = (int64_t)z0;
+                    for (int a = 0; a < 2; a++)
+                        for (int b = 0; b < 2; b++)
+                            for (int e = 0; e < 2; e++) {
+                                double w = (a ? tz : 1 - tz) * (b ? ty : 1 - ty) * (e ? tx : 1 - tx);
+                                if (w != 0)
+                                    v += w * gs_voxel(x->dtype, x->data, base, dhw, iz + a, iy + b, ix + e, pad);
+                            }
+                }
+                st(y->dtype, y->data, (n * C + ch) * OP + p, v);
+            }
+        }
+    return SNUG_OK;
+}
+
 static int gridsample_run(sn_kctx *c) {
     const sn_tensor *x = c->in[0], *g = c->in[1];
     sn_tensor *y = c->out[0];
     int mode, pad;
     SN_TRY(gs_modes(c->node, &mode, &pad, c->err));
+    if (x->rank == 5)
+        return gridsample3d_run(c, mode, pad);
     const bool ac = sn_attr_int(c->node, "align_corners", 0) != 0;
     const int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3];
     const int64_t OH = g->dims[1], OW = g->dims[2];

@@ -5,7 +5,7 @@
 
 #define SN_FAMILIES(X) \
     X(elementwise) X(reduce) X(norm) X(math) X(matmul) X(conv) X(pool) X(quant) \
-    X(shape) X(index) X(resize) X(rnn) X(signal) X(misc) X(control) X(sequence) X(contrib)
+    X(shape) X(index) X(resize) X(rnn) X(signal) X(misc) X(control) X(sequence) X(contrib) X(newer)
 
 #define SN_DECL(f) extern const sn_op_def sn_ops_##f[];
 SN_FAMILIES(SN_DECL)
