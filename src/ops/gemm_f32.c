@@ -1,8 +1,9 @@
 /* Blocked single-precision GEMM (see gemm.h).
  *
  * Loop nest, per task (a block of NC columns of C, optionally a range of rows):
- *   for each KC slice of K:   pack B[KC x NC] into NR-wide panels
- *     for each MC rows:       pack A[MC x KC] into MR-high panels
+ *   for each KC slice of K:   pack B[KC x NC] into NR-wide panels (row by row)
+ *     for each MC rows:       pack A[MC x KC] into MR-high panels (or use A
+ *                             packed once for the whole call when small)
  *       for each NR panel, for each MR panel: micro-kernel MR x NR
  * The packed B panel (KC x NR) stays in L1 while the A block (MC x KC) is
  * streamed from L2. Packing pads edge panels with zeros so the micro-kernel
@@ -135,7 +136,8 @@ static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 /* With few rows of A (decode: M == 1; short prefills) the product is bound
  * by reading B, so B is never packed: each task owns a range of columns
  * (multiples of 16 floats: C's cache lines are not shared) and streams B's
- * rows four at a time through it, accumulating in C, which stays in L1. */
+ * rows four at a time through it, accumulating in C, which stays in L1 (or,
+ * see ksplit_task, a band of B's rows). */
 #define SKINNY_M 8
 
 typedef struct skinny_job {
