@@ -9,8 +9,10 @@ llama.cpp (PyPI llama-cpp-python, compiled from source) on the original GGUF.
 Compares, for 3 prompts, the first 20 greedy tokens of ONNX Runtime on each built
 style of smollm2-135m with llama.cpp's, the greedy chat answer, and the token ids of
 the rebuilt tokenizer.json (`tokenizers`) with llama.cpp's on corpus.json.
-Not part of CI. Exit status 0 when the tokenizer and the lossless styles (optimum,
-onnxscript, genai-q41) agree on every token."""
+Not part of CI. Exit status 0 when the tokenizer agrees and the lossless styles
+(optimum, onnxscript, genai-q41) agree on every token, or part from llama.cpp only at
+a near tie (the two margins add up to less than the largest logit difference between
+the runtimes along that path)."""
 from __future__ import annotations
 
 import argparse
@@ -45,6 +47,18 @@ def llama_greedy(llm, ids: list[int], n: int, eos: int | None = None) -> list[in
     return out
 
 
+def llama_forced(llm, ids: list[int], tokens: list[int]) -> np.ndarray:
+    """llama.cpp's logits after the prompt and after each of `tokens` (teacher forcing):
+    row j predicts tokens[j]."""
+    llm.reset()
+    llm.eval(ids)
+    rows = [np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32)]
+    for t in tokens[:-1]:
+        llm.eval([t])
+        rows.append(np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32))
+    return np.stack(rows)
+
+
 def first_diff(a: list[int], b: list[int]) -> int:
     return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
@@ -64,8 +78,9 @@ def main(argv=None) -> int:
     root = build.cache_dir()
     base = os.path.join(root, "smollm2-135m")
     gguf_path = os.path.join(root, "src", build.GGUF_NAME)
-    llm = Llama(model_path=gguf_path, n_ctx=1024, n_threads=a.threads, n_batch=512, verbose=False,
-                logits_all=False)
+    # logits_all: llama-cpp-python 0.3 fills Llama.scores only then (greedy is done by hand)
+    llm = Llama(model_path=gguf_path, n_ctx=512, n_threads=a.threads, n_batch=512, verbose=False,
+                logits_all=True)
     tk = Tokenizer.from_file(os.path.join(base, "tokenizer", "tokenizer.json"))
     ok = True
     print(f"llama-cpp-python {llama_version}; GGUF {gguf_path}")
@@ -102,13 +117,34 @@ def main(argv=None) -> int:
         print(f"   llama.cpp       {tk.decode(ref)!r}")
         for s in styles:
             t0 = time.time()
-            _, _, got = sessions[s].greedy(ids, N_TOKENS - 1)
+            pre, dec, got = sessions[s].greedy(ids, N_TOKENS - 1)
             n = first_diff(got, ref)
             verdict = "identical" if n >= N_TOKENS else f"differs from token {n}"
             print(f"   {s:<15} {N_TOKENS if n >= N_TOKENS else n:>2}/{N_TOKENS} {verdict}"
                   f"{'' if n >= N_TOKENS else ': ' + repr(tk.decode(got))} ({time.time() - t0:.1f}s)")
+            # the same token path through both runtimes: how far apart are the logits,
+            # and at a divergence, was it a near tie?
+            ours = np.concatenate([pre[-1:], dec])
+            theirs = llama_forced(llm, lids, got)
+            diff = np.abs(ours - theirs).max(axis=1)
+            note = f"      logits along {s}'s path: |ORT - llama.cpp| max {diff.max():.3f}, median of the " \
+                   f"per-step max {np.median(diff):.3f} (logit range {ours.min():.1f}..{ours.max():.1f})"
+            if n < N_TOKENS:
+                a, b = got[n], ref[n]
+                note += (f"; at token {n} ORT prefers {tk.decode([a])!r} over {tk.decode([b])!r} by "
+                         f"{ours[n][a] - ours[n][b]:.3f}, llama.cpp the other way by {theirs[n][b] - theirs[n][a]:.3f}")
+            print(note)
             if s in LOSSLESS and n < N_TOKENS:
-                ok = False
+                # A lossless conversion may still flip a near tie: llama.cpp rounds the
+                # activations to 8 bits in its dot products, so its logits differ from
+                # fp32 ones by up to diff.max(). A flip is explained when the two margins
+                # together are within that; anything else is a conversion bug.
+                swing = (ours[n][a] - ours[n][b]) + (theirs[n][b] - theirs[n][a])
+                tie = swing <= diff.max()
+                print(f"      near tie: {'yes' if tie else 'NO'} (margins sum to {swing:.3f}, "
+                      f"the runtimes' logits differ by up to {diff.max():.3f} on this path)")
+                if not tie:
+                    ok = False
 
     # -- chat
     with open(os.path.join(base, "genai", "tokenizer_config.json")) as f:
