@@ -52,7 +52,7 @@ static int lpnorm_infer(sn_infer_ctx *c) {
 static int lpnorm_run(sn_kctx *c) {
     const sn_tensor *x = c->in[0];
     sn_tensor *y = c->out[0];
-    int axis;
+    int axis = 0;
     sn_axis_norm(sn_attr_int(c->node, "axis", -1), x->rank, &axis);
     bool l1 = sn_attr_int(c->node, "p", 2) == 1;
     int64_t outer = 1, A = x->dims[axis], inner = 1;

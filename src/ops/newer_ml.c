@@ -261,6 +261,7 @@ int nw_labelenc_run(sn_kctx *c) {
     size_t es = sn_dtype_size(s->vt);
     for (int64_t i = 0; i < n; i++) {
         le_entry q;
+        memset(&q, 0, sizeof q);
         if (s->kk == LK_STR)
             q.s = ((const sn_string *)x->data)[i];
         else if (s->kk == LK_INT)

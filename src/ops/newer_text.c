@@ -452,7 +452,7 @@ static bool rx_atom(rx_parser *ps) {
         ch = (char)b;
         break;
     }
-    case ')': case '*': case '+': case '?': case '{': case '|':
+    case ')': case '*': case '+': case '?': case '|':
         ps->err = "misplaced operator";
         return false;
     default:
@@ -508,17 +508,20 @@ static bool rx_repeat(rx_parser *ps) {
     int start = ps->g->n;
     if (!rx_atom(ps))
         return false;
-    while (ps->p < ps->end && (*ps->p == '*' || *ps->p == '+' || *ps->p == '?' || *ps->p == '{')) {
-        int lo, hi;
+    for (int reps = 0; ps->p < ps->end && (*ps->p == '*' || *ps->p == '+' || *ps->p == '?' || *ps->p == '{');
+         reps++) {
+        int lo = 0, hi = 1;
         char op = *ps->p++;
         if (op == '*')
             lo = 0, hi = -1;
         else if (op == '+')
             lo = 1, hi = -1;
-        else if (op == '?')
-            lo = 0, hi = 1;
-        else if (!rx_counts(ps, &lo, &hi)) {
-            ps->err = "bad repetition {..}";
+        else if (op == '{' && !rx_counts(ps, &lo, &hi)) {
+            ps->p--; /* as in RE2, a '{' that is no repetition is a literal */
+            break;
+        }
+        if (reps) {
+            ps->err = "bad repetition operator (a repeat of a repeat)";
             return false;
         }
         if (ps->p < ps->end && *ps->p == '?')
@@ -656,7 +659,7 @@ int nw_regex_infer(sn_infer_ctx *c) {
 }
 
 int nw_regex_prepare(sn_prep_ctx *c) {
-    rx_state *s;
+    rx_state *s = NULL;
     SN_TRY(rx_compile(c->node, c->err, &s));
     c->state = s;
     /* two thread lists and the on-list marks (n each), the closure stack
