@@ -78,6 +78,14 @@ int sn_graph_infer(sn_graph *g, int n_bind, const char *const *dim_names, const 
                 out[j]->rank = SN_RANK_UNKNOWN;
             }
         }
+        /* Subgraphs first: control-flow ops read their bodies' output types. */
+        for (int k = 0; k < n->n_sub; k++) {
+            sn_err sub_err = {0};
+            if (sn_graph_infer(n->sub[k], n_bind, dim_names, dim_vals, &sub_err) == SNUG_ERR_OOM) {
+                rc = sn_errf(err, SNUG_ERR_OOM, "out of memory");
+                goto done;
+            }
+        }
         sn_infer_ctx c = {n, n->n_in, n->n_out, in, out, err};
         int r = n->op->infer(&c);
         if (r != SNUG_OK) {
