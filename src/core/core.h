@@ -101,6 +101,8 @@ const char *sn_dtype_name(sn_dtype t); /* "float32", "int64", ... */
 bool sn_dtype_is_float(sn_dtype t);    /* f16, bf16, f32, f64, f8* */
 bool sn_dtype_is_int(sn_dtype t);      /* signed or unsigned, not bool */
 bool sn_dtype_is_signed(sn_dtype t);
+/* Sub-byte types stored several to a byte (int4, uint4, int2, uint2, float4). */
+bool sn_dtype_is_packed(sn_dtype t);
 
 /* IEEE half and bfloat16 conversions (round to nearest even). */
 float sn_f16_to_f32(uint16_t h);

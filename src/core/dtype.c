@@ -298,3 +298,7 @@ void sn_store_f64(sn_dtype t, void *d, size_t i, double v) {
     default: break;
     }
 }
+
+bool sn_dtype_is_packed(sn_dtype t) {
+    return t == SN_U4 || t == SN_I4 || t == SN_F4E2M1 || t == SN_U2 || t == SN_I2;
+}

@@ -266,6 +266,16 @@ static int fold_node(sn_exec *ex, const sn_node *n, sn_err *err) {
     return SNUG_OK;
 }
 
+/* Most kernels size element loops with sn_dtype_size, which would overrun
+ * sub-byte packed tensors: only ops flagged SN_OP_PACKED_OK may see them. */
+static int check_packed(const sn_node *n, const sn_tensor *const *t, int count, sn_err *err) {
+    for (int j = 0; j < count; j++)
+        if (t[j] && t[j]->kind == SN_KIND_TENSOR && sn_dtype_is_packed(t[j]->dtype))
+            return sn_kfail(err, n, SNUG_ERR_UNSUPPORTED, "%s tensors are not supported by this op",
+                            sn_dtype_name(t[j]->dtype));
+    return SNUG_OK;
+}
+
 static int make_plan(sn_exec *ex, sn_err *err) {
     const sn_graph *g = ex->g;
     int rc = SNUG_OK;
@@ -311,8 +321,13 @@ static int make_plan(sn_exec *ex, sn_err *err) {
             if (ex->argout[j])
                 init_out_info(ex->argout[j]);
         }
+        if (!(n->op->flags & SN_OP_PACKED_OK) && (rc = check_packed(n, ex->argin, n->n_in, err)) != SNUG_OK)
+            break;
         sn_infer_ctx c = {n, n->n_in, n->n_out, ex->argin, ex->argout, err};
         if ((rc = n->op->infer(&c)) != SNUG_OK)
+            break;
+        if (!(n->op->flags & SN_OP_PACKED_OK) &&
+            (rc = check_packed(n, (const sn_tensor *const *)ex->argout, n->n_out, err)) != SNUG_OK)
             break;
         bool concrete = !(n->op->flags & SN_OP_ALLOCS_OUTPUTS);
         size_t out_bytes = 0;

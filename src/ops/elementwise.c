@@ -780,8 +780,8 @@ const sn_op_def sn_ops_elementwise[] = {
     EW_UN(Sin, 7), EW_UN(Sinh, 9), EW_UN(Softplus, 1), EW_UN(Softsign, 1), EW_UN(Sqrt, 1),
     EW_UN(Tan, 7), EW_UN(Tanh, 1), EW_UN(ThresholdedRelu, 10), EW_UN(Clip, 1),
 
-    {"", "Cast", 1, ew_infer_cast, NULL, ew_run_cast, NULL, 0},
-    {"", "CastLike", 15, ew_infer_castlike, NULL, ew_run_cast, NULL, 0},
+    {"", "Cast", 1, ew_infer_cast, NULL, ew_run_cast, NULL, SN_OP_PACKED_OK},
+    {"", "CastLike", 15, ew_infer_castlike, NULL, ew_run_cast, NULL, SN_OP_PACKED_OK},
     {"", "Identity", 1, ew_infer_identity, NULL, ew_run_identity, NULL, SN_OP_VIEW0},
     {"", "Dropout", 1, ew_infer_dropout, NULL, ew_run_dropout, NULL, SN_OP_INPLACE0},
     {0},

@@ -74,6 +74,9 @@ enum {
     /* Outputs depend only on the inputs' shapes and dtypes, never their data
      * (Shape, Size, EyeLike): folded at plan time once shapes are known. */
     SN_OP_SHAPE_ONLY = 1u << 4,
+    /* Handles sub-byte element types (int4, uint4, int2, uint2, float4),
+     * packed several to a byte. Other ops refuse such tensors. */
+    SN_OP_PACKED_OK = 1u << 5,
 };
 
 typedef struct sn_op_def {

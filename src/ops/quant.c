@@ -360,8 +360,8 @@ static int qlmm21_run(sn_kctx *c) {
 
 const sn_op_def sn_ops_quant[] = {
     {"", "QLinearMatMul", 21, qlmm21_infer, NULL, qlmm21_run, NULL, 0},
-    {"", "QuantizeLinear", 10, quant_infer, NULL, quant_run, NULL, 0},
-    {"", "DequantizeLinear", 10, dequant_infer, NULL, dequant_run, NULL, 0},
+    {"", "QuantizeLinear", 10, quant_infer, NULL, quant_run, NULL, SN_OP_PACKED_OK},
+    {"", "DequantizeLinear", 10, dequant_infer, NULL, dequant_run, NULL, SN_OP_PACKED_OK},
     {"", "DynamicQuantizeLinear", 11, dynq_infer, NULL, dynq_run, NULL, 0},
     {0},
 };
