@@ -41,6 +41,10 @@ struct sn_exec {
     sn_tensor *sig;          /* owned [n_sig]: shapes the plan was made for */
     int n_sig;
     bool planned;
+    bool bounded;            /* plan made at input bounds: runs re-infer within it */
+    sn_tensor *bounds;       /* owned [n_inputs]: the planned bounds (sn_exec_set_bounds) */
+    uint8_t *vdep;           /* owned [n_values]: folded value that depends on input shapes */
+    size_t *vcap;            /* owned [n_values]: bytes planned for the value */
     const sn_tensor **argin; /* owned scratch for kernel arguments */
     sn_tensor **argout;
     int arg_cap;
@@ -127,8 +131,12 @@ int sn_exec_new(const sn_graph *g, sn_pool *pool, const sn_logger *log, sn_exec 
     ex->argout = sn_calloc((size_t)arg, sizeof *ex->argout);
     ex->sig = sn_calloc((size_t)g->n_values + 1, sizeof *ex->sig);
     ex->init_copy = sn_calloc(nv, sizeof *ex->init_copy);
+    ex->vdep = sn_calloc(nv, 1);
+    ex->vcap = sn_calloc(nv, sizeof *ex->vcap);
+    ex->bounds = sn_calloc((size_t)g->n_inputs + 1, sizeof *ex->bounds);
     if (!ex->vals || !ex->vkind || !ex->voff || !ex->valias || !ex->nmode || !ex->nstate || !ex->nws ||
-        !ex->nws_off || !ex->sub_base || !ex->sub || !ex->argin || !ex->argout || !ex->sig || !ex->init_copy) {
+        !ex->nws_off || !ex->sub_base || !ex->sub || !ex->argin || !ex->argout || !ex->sig || !ex->init_copy ||
+        !ex->vdep || !ex->vcap || !ex->bounds) {
         sn_exec_free(ex);
         return sn_errf(err, SNUG_ERR_OOM, "out of memory");
     }
@@ -186,6 +194,9 @@ void sn_exec_free(sn_exec *ex) {
         for (int v = 0; v < ex->g->n_values; v++)
             sn_free(ex->init_copy[v]);
     sn_free(ex->init_copy);
+    sn_free(ex->vdep);
+    sn_free(ex->vcap);
+    sn_free(ex->bounds);
     sn_free(ex->arena);
     sn_free(ex->folded);
     sn_free(ex->dyn);
@@ -226,14 +237,24 @@ static bool node_inputs_const(const sn_exec *ex, const sn_node *n) {
 
 static int call_kernel(sn_exec *ex, const sn_node *n, void *state, void *ws, sn_err *err);
 
-/* Runs node n at plan time on constant inputs; outputs become VK_FOLDED. */
+/* Runs node n at plan time on constant inputs; outputs become VK_FOLDED.
+ * A folded value that read an input's shape (directly or through other
+ * folded values) is marked vdep: a bounded run recomputes it. */
 static int fold_node(sn_exec *ex, const sn_node *n, sn_err *err) {
+    bool dep = false;
+    for (int j = 0; j < n->n_in; j++) {
+        int v = n->in[j];
+        if (v >= 0 && (ex->vkind[v] == VK_FOLDED ? ex->vdep[v] != 0 : ex->vkind[v] != VK_CONST))
+            dep = true;
+    }
     for (int j = 0; j < n->n_out; j++) {
         int v = n->out[j];
         if (v < 0)
             continue;
         sn_tensor *t = &ex->vals[v];
-        if (!(t->data = folded_alloc(ex, sn_tensor_nbytes(t))))
+        ex->vcap[v] = sn_tensor_nbytes(t);
+        ex->vdep[v] = dep;
+        if (!(t->data = folded_alloc(ex, ex->vcap[v])))
             return sn_errf(err, SNUG_ERR_OOM, "out of memory folding constants");
     }
     void *state = NULL, *ws = NULL;
@@ -375,6 +396,7 @@ static int make_plan(sn_exec *ex, sn_err *err) {
                        ex->vals[v].dtype == ex->vals[n->in[0]].dtype) {
                 ex->vkind[v] = VK_VIEW;
                 ex->valias[v] = n->in[0];
+                ex->vcap[v] = sn_tensor_nbytes(&ex->vals[v]);
                 /* A view of a constant is itself constant data. */
                 int src = n->in[0];
                 if (ex->vkind[src] == VK_CONST || ex->vkind[src] == VK_FOLDED)
@@ -485,6 +507,7 @@ static int make_plan(sn_exec *ex, sn_err *err) {
         if (ex->vkind[v] == VK_ARENA) {
             ex->voff[v] = ex->voff[share[v]];
             ex->vals[v].data = ex->arena + ex->voff[v];
+            ex->vcap[v] = sn_tensor_nbytes(&ex->vals[v]);
         }
     ex->stats.arena_bytes = total;
     ex->stats.lower_bound = lower;
@@ -567,8 +590,117 @@ static int run_dynamic(sn_exec *ex, const sn_node *n, sn_err *err) {
     return rc;
 }
 
+/* Infers node n's outputs for the current (actual) inputs, keeping their
+ * planned buffers, and checks they fit the bytes planned for them. */
+static int reinfer_node(sn_exec *ex, const sn_node *n, sn_err *err) {
+    void *keep[64];
+    if (n->n_out > 64)
+        return sn_kfail(err, n, SNUG_ERR_UNSUPPORTED, "more than 64 outputs in a bounded plan");
+    for (int j = 0; j < n->n_in; j++)
+        ex->argin[j] = n->in[j] >= 0 ? &ex->vals[n->in[j]] : NULL;
+    for (int j = 0; j < n->n_out; j++) {
+        ex->argout[j] = n->out[j] >= 0 ? &ex->vals[n->out[j]] : NULL;
+        if (ex->argout[j]) {
+            keep[j] = ex->argout[j]->data;
+            init_out_info(ex->argout[j]);
+        }
+    }
+    sn_infer_ctx c = {n, n->n_in, n->n_out, ex->argin, ex->argout, err};
+    SN_TRY(n->op->infer(&c));
+    for (int j = 0; j < n->n_out; j++) {
+        sn_tensor *t = ex->argout[j];
+        if (!t)
+            continue;
+        t->data = keep[j];
+        size_t nb = sn_tensor_nbytes(t);
+        if (t->kind != SN_KIND_TENSOR || !sn_tensor_shape_known(t) || nb > ex->vcap[n->out[j]]) {
+            char b[160];
+            return sn_kfail(err, n, SNUG_ERR_RANGE,
+                            "output %d %s needs %zu bytes, more than the %zu planned at the input bounds", j,
+                            sn_shape_str(t, b, sizeof b), nb, ex->vcap[n->out[j]]);
+        }
+    }
+    if (n->op->estimate && ex->nmode[n->index] == NM_STATIC) {
+        size_t need = n->op->estimate(&c);
+        if (need > ex->nws[n->index])
+            return sn_kfail(err, n, SNUG_ERR_RANGE, "needs %zu bytes of workspace, more than the %zu planned", need,
+                            ex->nws[n->index]);
+    }
+    return SNUG_OK;
+}
+
+/* A run within a bounded plan: every node is inferred again for the actual
+ * shapes (cheap) and computes into the buffers planned at the bounds. Shape
+ * computations folded at plan time are recomputed when they read an input
+ * shape. Nothing is allocated, except by dynamic nodes. */
+static int run_in_bounds(sn_exec *ex, sn_err *err) {
+    const sn_graph *g = ex->g;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const sn_node *n = &g->nodes[i];
+        int rc = SNUG_OK;
+        if (ex->nmode[i] == NM_DYNAMIC) {
+            rc = run_dynamic(ex, n, err);
+        } else if (ex->nmode[i] == NM_FOLDED) {
+            bool dep = false;
+            for (int j = 0; j < n->n_out; j++)
+                dep |= n->out[j] >= 0 && ex->vdep[n->out[j]];
+            if (!dep)
+                continue;
+            if (n->op->prepare)
+                return sn_kfail(err, n, SNUG_ERR_UNSUPPORTED, "cannot recompute this shape computation in a bounded plan");
+            if ((rc = reinfer_node(ex, n, err)) == SNUG_OK)
+                rc = call_kernel(ex, n, NULL, NULL, err);
+        } else {
+            if ((rc = reinfer_node(ex, n, err)) != SNUG_OK)
+                return rc;
+            if ((n->op->flags & SN_OP_VIEW0) && n->out[0] >= 0 && ex->vkind[n->out[0]] == VK_VIEW) {
+                ex->vals[n->out[0]].data = ex->vals[ex->valias[n->out[0]]].data;
+                bool others = false;
+                for (int j = 1; j < n->n_out; j++)
+                    others |= n->out[j] >= 0;
+                if (!others)
+                    continue;
+            }
+            rc = call_kernel(ex, n, ex->nstate[i], ex->nws[i] ? ex->arena + ex->nws_off[i] : NULL, err);
+        }
+        if (rc != SNUG_OK)
+            return rc;
+    }
+    return SNUG_OK;
+}
+
+int sn_exec_set_bounds(sn_exec *ex, const sn_tensor *bounds, sn_err *err) {
+    const sn_graph *g = ex->g;
+    for (int i = 0; i < g->n_inputs; i++) {
+        ex->bounds[i] = bounds[i];
+        ex->bounds[i].data = NULL;
+    }
+    ex->bounded = false;
+    SN_TRY(sn_exec_plan(ex, ex->bounds, err));
+    ex->bounded = true;
+    return SNUG_OK;
+}
+
 static int exec_run_bound(sn_exec *ex, sn_err *err) {
     const sn_graph *g = ex->g;
+    if (ex->bounded) {
+        for (int i = 0; i < g->n_inputs; i++) {
+            const sn_tensor *t = &ex->vals[g->inputs[i]], *b = &ex->bounds[i];
+            const char *nm = g->values[g->inputs[i]].name;
+            char b1[160], b2[160];
+            if (t->kind != b->kind || t->dtype != b->dtype || t->rank != b->rank)
+                return sn_errf(err, SNUG_ERR_SHAPE, "input '%s' %s %s does not match its planned bound %s %s", nm,
+                               sn_dtype_name(t->dtype), sn_shape_str(t, b1, sizeof b1), sn_dtype_name(b->dtype),
+                               sn_shape_str(b, b2, sizeof b2));
+            for (int d = 0; d < t->rank; d++)
+                if (t->dims[d] > b->dims[d])
+                    return sn_errf(err, SNUG_ERR_RANGE,
+                                   "input '%s' %s: dim %d is %lld, beyond its planned bound %lld (bounds %s)", nm,
+                                   sn_shape_str(t, b1, sizeof b1), d, (long long)t->dims[d], (long long)b->dims[d],
+                                   sn_shape_str(b, b2, sizeof b2));
+        }
+        return run_in_bounds(ex, err);
+    }
     /* Re-plan when the shapes of inputs or outer values changed. */
     int k = 0;
     bool same = ex->planned;

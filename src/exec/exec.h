@@ -38,6 +38,13 @@ const sn_exec_stats *sn_exec_get_stats(const sn_exec *ex);
  * with the same shapes. */
 int sn_exec_plan(sn_exec *ex, const sn_tensor *inputs, sn_err *err);
 
+/* Plans once for input bounds (bounds[i]: kind, dtype and the largest shape
+ * of graph input i). Later runs take any inputs whose dims are within the
+ * bounds: each node is inferred again for the actual shapes and computes into
+ * the buffers planned at the bounds, with no allocation (dynamic nodes
+ * excepted); an input beyond its bound is an error naming input and bound. */
+int sn_exec_set_bounds(sn_exec *ex, const sn_tensor *bounds, sn_err *err);
+
 /* How a value is stored in the current plan. */
 typedef enum sn_storage {
     SN_STORE_NONE = 0,

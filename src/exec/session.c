@@ -5,6 +5,7 @@
 
 #include "exec/exec.h"
 #include "exec/session.h"
+#include "plan/estimate.h"
 #include "plan/stats.h"
 
 struct snug_options {
@@ -85,7 +86,94 @@ void snug_options_set_logger(snug_options *o, snug_log_fn fn, void *user, int le
 }
 
 /* Keys this version understands; anything else is an error, not ignored. */
-static const char *const k_known_keys[] = {"snug.threads", "session.collect_node_memory_stats_to_file", NULL};
+static const char *const k_known_keys[] = {"snug.threads", "session.collect_node_memory_stats_to_file",
+                                           "session.max_shape_override", "snug.static_allocation", NULL};
+
+/* session.max_shape_override / snug.static_allocation: plan once at the
+ * inputs' bounds; with static allocation, fail if anything would still
+ * allocate while running. */
+static int plan_bounds(sn_session *s, const snug_options *opts, sn_err *err) {
+    const char *mso = snug_options_get(opts, "session.max_shape_override");
+    const char *sa = snug_options_get(opts, "snug.static_allocation");
+    if (sa && strcmp(sa, "0") && strcmp(sa, "1"))
+        return sn_errf(err, SNUG_ERR_INVALID_ARG, "snug.static_allocation: '%s' is not 0 or 1", sa);
+    bool strict = sa && !strcmp(sa, "1");
+    if (!mso && !strict)
+        return SNUG_OK;
+    const sn_graph *g = s->graph;
+    sn_shape_override *ov = NULL;
+    int n_ov = 0, rc = SNUG_OK;
+    sn_tensor *b = sn_calloc((size_t)g->n_inputs + 1, sizeof *b);
+    if (!b)
+        return sn_errf(err, SNUG_ERR_OOM, "out of memory");
+    if (mso && (rc = sn_shape_override_parse(mso, &ov, &n_ov, err)) != SNUG_OK) {
+        sn_err_prefix(err, "session.max_shape_override");
+        goto done;
+    }
+    for (int k = 0; k < n_ov; k++) {
+        int v = sn_graph_find(g, ov[k].name);
+        if (v < 0 || !(g->values[v].flags & SN_VAL_INPUT)) {
+            rc = sn_errf(err, SNUG_ERR_INVALID_ARG, "session.max_shape_override: '%s' is not an input of the model",
+                         ov[k].name);
+            goto done;
+        }
+    }
+    for (int i = 0; i < g->n_inputs; i++) {
+        const sn_value *val = &g->values[g->inputs[i]];
+        const sn_tensor *d = &val->info;
+        char sb[160];
+        b[i] = *d;
+        b[i].data = NULL;
+        const sn_shape_override *o = NULL;
+        for (int k = 0; k < n_ov; k++)
+            if (!strcmp(ov[k].name, val->name))
+                o = &ov[k];
+        if (d->kind != SN_KIND_TENSOR || !sn_dtype_valid(d->dtype)) {
+            rc = sn_errf(err, SNUG_ERR_UNSUPPORTED, "input '%s' is not a tensor with a known type: cannot plan it ahead",
+                         val->name);
+            goto done;
+        }
+        if (o) {
+            if (d->rank >= 0 && o->rank != d->rank) {
+                rc = sn_errf(err, SNUG_ERR_SHAPE, "session.max_shape_override: input '%s' has rank %d, the bound %d",
+                             val->name, d->rank, o->rank);
+                goto done;
+            }
+            for (int k = 0; k < o->rank; k++)
+                if (d->rank >= 0 && d->dims[k] >= 0 && d->dims[k] != o->dims[k]) {
+                    rc = sn_errf(err, SNUG_ERR_SHAPE,
+                                 "session.max_shape_override: input '%s' dim %d is fixed at %lld, the bound says %lld",
+                                 val->name, k, (long long)d->dims[k], (long long)o->dims[k]);
+                    goto done;
+                }
+            sn_tensor_set_shape(&b[i], o->rank, o->dims);
+        } else if (!sn_tensor_shape_known(d)) {
+            rc = sn_errf(err, SNUG_ERR_INVALID_ARG,
+                         "input '%s' %s has dynamic dims: give its bound in session.max_shape_override (e.g. "
+                         "\"%s:[...]\") to plan ahead",
+                         val->name, sn_shape_str(d, sb, sizeof sb), val->name);
+            goto done;
+        }
+    }
+    if ((rc = sn_exec_set_bounds(s->exec, b, err)) != SNUG_OK) {
+        sn_err_prefix(err, "planning at the input bounds");
+        goto done;
+    }
+    if (strict)
+        for (int i = 0; i < g->n_nodes; i++)
+            if (sn_exec_node_dynamic(s->exec, i)) {
+                const sn_pnode *p = g->nodes[i].p;
+                rc = sn_errf(err, SNUG_ERR_UNSUPPORTED,
+                             "snug.static_allocation=1: node '%s' (%s) has output shapes known only while running, so "
+                             "it would allocate at run time",
+                             p->name[0] ? p->name : "(unnamed)", p->op_type);
+                goto done;
+            }
+done:
+    sn_shape_override_free(ov, n_ov);
+    sn_free(b);
+    return rc;
+}
 
 static int parse_int(const char *s, long lo, long hi, long *out) {
     char *end;
@@ -129,6 +217,8 @@ int sn_session_open(const char *path, const snug_options *opts, sn_session **out
     if ((rc = sn_pool_new((int)threads, &s->pool, err)) != SNUG_OK)
         goto fail;
     if ((rc = sn_exec_new(s->graph, s->pool, &s->log, &s->exec, err)) != SNUG_OK)
+        goto fail;
+    if ((rc = plan_bounds(s, opts, err)) != SNUG_OK)
         goto fail;
     const char *sp = snug_options_get(opts, "session.collect_node_memory_stats_to_file");
     if (sp && sp[0]) {
