@@ -266,6 +266,9 @@ static const char k_run_help[] =
     "                      [0,10), bools alternating\n"
     "  --output-dir DIR    write output i to DIR/output_<i>.pb (created if missing)\n"
     "  --threads N         worker threads (default: all cores)\n"
+    "  --bound NAME=VALUE  plan once with the symbolic dim NAME at most VALUE (sets\n"
+    "                      session.max_shape_override for every input from the\n"
+    "                      declared shapes; give one per symbolic dim)\n"
     "  --config KEY=VALUE  a session config entry (ONNX Runtime keys such as\n"
     "                      session.collect_node_memory_stats_to_file; docs/config.md)\n"
     "  --repeat N          run N times and report the time per run\n"
@@ -338,10 +341,60 @@ static bool dim_eval(const char *text, const kv *dims, const int64_t *vals, int 
     }
 }
 
+/* session.max_shape_override text for every input of the model at path,
+ * with symbolic dims (and dim expressions) at the given bounds. NULL after
+ * printing an error. */
+static char *bounds_override(const char *path, const kv *b, int n) {
+    int64_t vals[64];
+    for (int i = 0; i < n; i++) {
+        char *end;
+        vals[i] = strtoll(b[i].val, &end, 10);
+        if (!*b[i].val || *end || vals[i] < 1) {
+            fprintf(stderr, "snug run: --bound %s=%s: the bound must be a positive integer\n", b[i].key, b[i].val);
+            return NULL;
+        }
+    }
+    sn_err err = {0};
+    sn_model *m = NULL;
+    sn_graph *g = NULL;
+    if (sn_model_load(path, &m, &err) != SNUG_OK || sn_graph_build(m, &g, &err) != SNUG_OK) {
+        fprintf(stderr, "snug run: %s: %s\n", path, err.msg);
+        sn_graph_free(g);
+        sn_model_free(m);
+        return NULL;
+    }
+    size_t cap = 256 + (size_t)g->n_inputs * 256, o = 0;
+    char *text = malloc(cap);
+    text[0] = 0;
+    for (int i = 0; i < g->n_inputs && text; i++) {
+        const sn_value *v = &g->values[g->inputs[i]];
+        const sn_tensor *d = &v->info;
+        if (d->kind != SN_KIND_TENSOR || d->rank < 0)
+            continue;
+        o += (size_t)snprintf(text + o, cap - o, "%s%s:[", o ? ";" : "", v->name);
+        for (int k = 0; k < d->rank; k++) {
+            int64_t x = d->dims[k];
+            const char *nm = x <= SN_DIM_SYM(0) ? g->syms[SN_DIM_SYM_ID(x)] : NULL;
+            if (x < 0 && !(nm && dim_eval(nm, b, vals, n, &x))) {
+                fprintf(stderr, "snug run: input '%s' dim %d (%s) has no --bound\n", v->name, k, nm ? nm : "?");
+                free(text);
+                text = NULL;
+                break;
+            }
+            o += (size_t)snprintf(text + o, cap - o, "%s%lld", k ? "," : "", (long long)(x < 1 ? 1 : x));
+        }
+        if (text)
+            o += (size_t)snprintf(text + o, cap - o, "]");
+    }
+    sn_graph_free(g);
+    sn_model_free(m);
+    return text;
+}
+
 static int cmd_run(int argc, char **argv) {
     const char *path = NULL, *input_dir = NULL, *output_dir = NULL, *threads = NULL;
-    kv inputs[256], dims[64], configs[64];
-    int n_inputs = 0, n_dims = 0, n_configs = 0, repeat = 1, verbose = 0;
+    kv inputs[256], dims[64], configs[64], bounds[64];
+    int n_inputs = 0, n_dims = 0, n_configs = 0, n_bounds = 0, repeat = 1, verbose = 0;
     uint64_t seed = 1;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -349,11 +402,12 @@ static int cmd_run(int argc, char **argv) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             fputs(k_run_help, stdout);
             return 0;
-        } else if (!strcmp(a, "--input") || !strcmp(a, "--dim") || !strcmp(a, "--config")) {
+        } else if (!strcmp(a, "--input") || !strcmp(a, "--dim") || !strcmp(a, "--config") ||
+                   !strcmp(a, "--bound")) {
             if (!val || !strchr(val, '=') || val[0] == '=')
                 die_usage("run", !strcmp(a, "--input") ? "--input takes NAME=FILE"
-                                 : !strcmp(a, "--dim") ? "--dim takes NAME=VALUE"
-                                                       : "--config takes KEY=VALUE");
+                                 : !strcmp(a, "--config") ? "--config takes KEY=VALUE"
+                                                          : "--dim and --bound take NAME=VALUE");
             char *eq = strchr(argv[i + 1], '=');
             *eq = 0;
             if (!strcmp(a, "--input") && n_inputs < 256)
@@ -362,6 +416,8 @@ static int cmd_run(int argc, char **argv) {
                 dims[n_dims++] = (kv){argv[i + 1], eq + 1};
             else if (!strcmp(a, "--config") && n_configs < 64)
                 configs[n_configs++] = (kv){argv[i + 1], eq + 1};
+            else if (!strcmp(a, "--bound") && n_bounds < 64)
+                bounds[n_bounds++] = (kv){argv[i + 1], eq + 1};
             i++;
         } else if (!strcmp(a, "--input-dir") && val) {
             input_dir = val;
@@ -404,7 +460,13 @@ static int cmd_run(int argc, char **argv) {
             return 2;
         }
     }
+    char *override = NULL;
+    if (n_bounds && !(override = bounds_override(path, bounds, n_bounds)))
+        return 1;
     snug_options *opts = snug_options_new();
+    if (override)
+        snug_options_set(opts, "session.max_shape_override", override);
+    free(override);
     if (threads)
         snug_options_set(opts, "snug.threads", threads);
     for (int k = 0; k < n_configs; k++)

@@ -64,5 +64,11 @@ if [ "$(grep -c . "$tmp/stats.csv" 2>/dev/null)" = 395 ] &&
    head -1 "$tmp/stats.csv" | grep -q '^#name,input_sizes,initializers_sizes,total_dynamic_sizes,total_temp_allocations'; then ok
 else bad "stats file: want a header and 394 node rows"; fi
 expect 1 "unknown config key 'session.bogus'" -- "$snug" run "$fix" --config session.bogus=1
+# Planning at bounds: one plan for any shape within them; beyond is an error.
+expect 0 "present.0.key +float32 +\[1,4,13,8\].*|plan .* 1 plan\(s\) made" -- "$snug" run "$fix" --bound sequence_length=16 \
+  --bound past_sequence_length=32 --dim sequence_length=3 --dim past_sequence_length=10 -v
+expect 1 "input 'input_ids'.*beyond its planned bound 16" -- "$snug" run "$fix" --bound sequence_length=16 \
+  --bound past_sequence_length=32 --dim sequence_length=20 --dim past_sequence_length=0
+expect 1 "has no --bound" -- "$snug" run "$fix" --bound sequence_length=16
 echo "cli: $passes passed, $fails failed"
 [ "$fails" = 0 ]
