@@ -1,6 +1,7 @@
 /* Executor: plan (fold, infer, prepare, place) then run. See exec.h. */
 #include <string.h>
 
+#include "backends/backend.h"
 #include "exec/exec.h"
 #include "plan/memplan.h"
 
@@ -32,7 +33,8 @@ struct sn_exec {
     struct sn_exec **sub;    /* owned [sum of n_sub]: child executors, created lazily */
     int *sub_base;           /* owned [n_nodes]: index of node i's first child in sub */
     void **init_copy;        /* owned [n_values]: aligned copies of misaligned initializers */
-    uint8_t *arena;          /* owned */
+    sn_backend backend;      /* the device this executor runs on (the CPU) */
+    uint8_t *arena;          /* owned: from the backend's buffer_alloc */
     size_t arena_cap;
     void **folded;           /* owned: blocks of folded values */
     int n_folded, cap_folded;
@@ -109,6 +111,11 @@ int sn_exec_new(const sn_graph *g, sn_pool *pool, const sn_logger *log, sn_exec 
     ex->g = g;
     ex->pool = pool;
     ex->log = log;
+    int brc = sn_backend_new("cpu", &ex->backend, err);
+    if (brc != SNUG_OK) {
+        sn_free(ex);
+        return brc;
+    }
     size_t nv = (size_t)g->n_values + 1, nn = (size_t)g->n_nodes + 1;
     int n_sub = 0, arg = 1;
     for (int i = 0; i < g->n_nodes; i++) {
@@ -197,7 +204,9 @@ void sn_exec_free(sn_exec *ex) {
     sn_free(ex->vdep);
     sn_free(ex->vcap);
     sn_free(ex->bounds);
-    sn_free(ex->arena);
+    if (ex->arena)
+        ex->backend.ops->buffer_free(ex->backend.ctx, ex->arena);
+    sn_backend_free(&ex->backend);
     sn_free(ex->folded);
     sn_free(ex->dyn);
     sn_free(ex);
@@ -488,12 +497,13 @@ static int make_plan(sn_exec *ex, sn_err *err) {
     if ((rc = sn_memplan_place(blocks, nb, &total, &lower, err)) != SNUG_OK)
         goto done;
     if (total > ex->arena_cap) {
-        uint8_t *a = sn_malloc(total);
+        uint8_t *a = ex->backend.ops->buffer_alloc(ex->backend.ctx, total, err);
         if (!a) {
             rc = sn_errf(err, SNUG_ERR_OOM, "cannot allocate the %zu-byte activation arena", total);
             goto done;
         }
-        sn_free(ex->arena);
+        if (ex->arena)
+            ex->backend.ops->buffer_free(ex->backend.ctx, ex->arena);
         ex->arena = a;
         ex->arena_cap = total;
     }

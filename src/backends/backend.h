@@ -1,0 +1,61 @@
+/* The backend interface: a const table of functions plus a context, one per
+ * device kind (see DESIGN.md, "Backends"). The executor reaches kernels and
+ * memory only through it, so adding a device touches its own folder, one
+ * registry line (src/backends/registry.c) and one build option. A NULL
+ * member means the default described beside it. */
+#ifndef SN_BACKENDS_BACKEND_H
+#define SN_BACKENDS_BACKEND_H
+
+#include "core/core.h"
+
+struct sn_node;
+struct sn_op_def;
+
+typedef enum sn_device_type {
+    SN_DEVICE_CPU = 0,
+    SN_DEVICE_GPU = 1,
+    SN_DEVICE_ACCELERATOR = 2,
+} sn_device_type;
+
+typedef struct sn_mem_info {
+    uint64_t total, free; /* bytes */
+} sn_mem_info;
+
+typedef struct sn_backend_ops {
+    const char *name;       /* "cpu", "opencl", "cuda" */
+    sn_device_type type;
+    /* Device memory now; NULL: unknown (both 0). */
+    int (*mem_info)(void *ctx, sn_mem_info *out, sn_err *err);
+    /* A buffer of at least n bytes aligned to 64; NULL with err set. */
+    void *(*buffer_alloc)(void *ctx, size_t n, sn_err *err);
+    void (*buffer_free)(void *ctx, void *p);
+    /* Synchronous copies between host memory and device buffers (for the
+     * CPU both are host memory). */
+    int (*copy_to_device)(void *ctx, void *dst, const void *src, size_t n, sn_err *err);
+    int (*copy_to_host)(void *ctx, void *dst, const void *src, size_t n, sn_err *err);
+    /* The kernel for (domain, op, opset) on this device, or NULL. */
+    const struct sn_op_def *(*find_kernel)(void *ctx, const char *domain, const char *op, int64_t opset);
+    /* Whether the device can run this node; NULL: find_kernel != NULL. */
+    bool (*supports_op)(void *ctx, const struct sn_node *n);
+    /* Waits for queued work; NULL: work is synchronous. */
+    int (*synchronize)(void *ctx, sn_err *err);
+} sn_backend_ops;
+
+typedef struct sn_backend {
+    const sn_backend_ops *ops; /* borrowed: static table */
+    void *ctx;                 /* owned by the backend */
+} sn_backend;
+
+/* The registry: backends compiled into this build, by name ("cpu", ...). */
+int sn_backend_count(void);
+const char *sn_backend_name(int i);
+/* Creates backend `name` (NULL: "cpu"). Free with sn_backend_free. */
+int sn_backend_new(const char *name, sn_backend *out, sn_err *err);
+void sn_backend_free(sn_backend *b);
+
+/* Convenience wrappers that apply the NULL defaults. */
+int sn_backend_mem_info(const sn_backend *b, sn_mem_info *out, sn_err *err);
+const struct sn_op_def *sn_backend_find_kernel(const sn_backend *b, const char *domain, const char *op,
+                                               int64_t opset);
+
+#endif

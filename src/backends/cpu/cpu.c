@@ -1,0 +1,68 @@
+/* The CPU backend: host memory, the kernels of src/ops. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sysinfo.h>
+
+#include "backends/backend.h"
+#include "ops/op.h"
+
+static int cpu_mem_info(void *ctx, sn_mem_info *out, sn_err *err) {
+    (void)ctx;
+    struct sysinfo si;
+    if (sysinfo(&si) != 0)
+        return sn_errf(err, SNUG_ERR_IO, "sysinfo failed");
+    out->total = (uint64_t)si.totalram * si.mem_unit;
+    out->free = ((uint64_t)si.freeram + si.bufferram) * si.mem_unit;
+    return SNUG_OK;
+}
+
+static void *cpu_alloc(void *ctx, size_t n, sn_err *err) {
+    (void)ctx;
+    /* sn_malloc keeps allocation counting and fault injection in one place;
+     * over-allocate to align to 64 and keep the original pointer before it. */
+    size_t total;
+    if (!sn_add_ok(n, 64 + sizeof(void *), &total)) {
+        sn_errf(err, SNUG_ERR_OOM, "buffer of %zu bytes is too large", n);
+        return NULL;
+    }
+    char *raw = sn_malloc(total);
+    if (!raw) {
+        sn_errf(err, SNUG_ERR_OOM, "cannot allocate a buffer of %zu bytes", n);
+        return NULL;
+    }
+    uintptr_t a = ((uintptr_t)raw + sizeof(void *) + 63) & ~(uintptr_t)63;
+    ((void **)a)[-1] = raw;
+    return (void *)a;
+}
+
+static void cpu_free(void *ctx, void *p) {
+    (void)ctx;
+    if (p)
+        sn_free(((void **)p)[-1]);
+}
+
+static int cpu_copy(void *ctx, void *dst, const void *src, size_t n, sn_err *err) {
+    (void)ctx;
+    (void)err;
+    if (n)
+        memcpy(dst, src, n);
+    return SNUG_OK;
+}
+
+static const sn_op_def *cpu_find(void *ctx, const char *domain, const char *op, int64_t opset) {
+    (void)ctx;
+    return sn_op_find(domain, op, opset);
+}
+
+const sn_backend_ops sn_backend_cpu_ops = {
+    .name = "cpu",
+    .type = SN_DEVICE_CPU,
+    .mem_info = cpu_mem_info,
+    .buffer_alloc = cpu_alloc,
+    .buffer_free = cpu_free,
+    .copy_to_device = cpu_copy,
+    .copy_to_host = cpu_copy,
+    .find_kernel = cpu_find,
+    .supports_op = NULL,
+    .synchronize = NULL,
+};
