@@ -32,6 +32,8 @@ static const char k_bench_help[] =
     "  prefill tok/s   prompt tokens / time of the prefill step\n"
     "  TTFT            time to first token: the prefill step plus the argmax\n"
     "  decode tok/s    decoded tokens / time of the decode steps\n"
+    "  CPU time        CPU seconds of all threads during prefill and per decode\n"
+    "                  token (on a busy machine steadier than wall time)\n"
     "  peak RSS        the process's maximum resident set (getrusage), whole run\n"
     "  weights         initializer bytes in the model file (mapped, not copied), and\n"
     "                  the bytes a decode step reads (all but embedding tables that\n"
@@ -55,6 +57,13 @@ static const char k_bench_help[] =
 static double now_s(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* CPU seconds of the whole process (all threads). */
+static double cpu_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
@@ -299,7 +308,7 @@ int cmd_bench(int argc, char **argv) {
     sn_session *s = NULL;
     sn_kvloop *loop = NULL;
     int64_t *ids = NULL;
-    double *t_prefill = NULL, *t_ttft = NULL, *t_decode = NULL;
+    double *t_prefill = NULL, *t_ttft = NULL, *t_decode = NULL, *c_prefill = NULL, *c_decode = NULL;
     int status = 1;
     double t_load = now_s();
     int rc = sn_session_open(path, opts, &s, &err);
@@ -327,7 +336,9 @@ int cmd_bench(int argc, char **argv) {
     t_prefill = sn_calloc((size_t)rounds, sizeof(double));
     t_ttft = sn_calloc((size_t)rounds, sizeof(double));
     t_decode = sn_calloc((size_t)rounds, sizeof(double));
-    if (!ids || !t_prefill || !t_ttft || !t_decode) {
+    c_prefill = sn_calloc((size_t)rounds, sizeof(double));
+    c_decode = sn_calloc((size_t)rounds, sizeof(double));
+    if (!ids || !t_prefill || !t_ttft || !t_decode || !c_prefill || !c_decode) {
         fprintf(stderr, "snug bench: out of memory\n");
         goto done;
     }
@@ -339,35 +350,40 @@ int cmd_bench(int argc, char **argv) {
     for (long r = -warmup; r < rounds; r++) {
         const float *logits;
         sn_kvloop_reset(loop);
-        double t0 = now_s();
+        double c0 = cpu_s(), t0 = now_s();
         if (sn_kvloop_prefill(loop, ids, prompt, &logits, &err) != SNUG_OK) {
             fprintf(stderr, "snug bench: %s: prefill: %s\n", path, err.msg);
             goto done;
         }
-        double t1 = now_s();
+        double t1 = now_s(), c1 = cpu_s();
         first = sn_argmax_f32(logits + (prompt - 1) * vocab, vocab);
-        double t2 = now_s();
+        double t2 = now_s(), c2 = cpu_s();
         for (long k = 0; k < gen; k++) {
             if (sn_kvloop_decode(loop, ids[prompt + k], &logits, &err) != SNUG_OK) {
                 fprintf(stderr, "snug bench: %s: decode step %ld: %s\n", path, k, err.msg);
                 goto done;
             }
         }
-        double t3 = now_s();
+        double t3 = now_s(), c3 = cpu_s();
         if (r >= 0) {
             t_prefill[r] = t1 - t0;
             t_ttft[r] = t2 - t0;
             t_decode[r] = t3 - t2;
+            c_prefill[r] = c1 - c0;
+            c_decode[r] = c3 - c2;
         }
     }
-    double v_prefill[1024], v_decode[1024], v_ttft[1024];
+    double v_prefill[1024], v_decode[1024], v_ttft[1024], v_cp[1024], v_cd[1024];
     int nr = rounds < 1024 ? (int)rounds : 1024;
     for (int r = 0; r < nr; r++) {
         v_prefill[r] = (double)prompt / t_prefill[r];
         v_decode[r] = gen ? (double)gen / t_decode[r] : 0;
         v_ttft[r] = t_ttft[r] * 1e3;
+        v_cp[r] = c_prefill[r] * 1e3;
+        v_cd[r] = gen ? c_decode[r] * 1e3 / (double)gen : 0;
     }
     stat3 sp = stats_of(v_prefill, nr), sd = stats_of(v_decode, nr), stt = stats_of(v_ttft, nr);
+    stat3 scp = stats_of(v_cp, nr), scd = stats_of(v_cd, nr);
     size_t rss = peak_rss_bytes();
     uint64_t wb = s->model->weight_bytes, wtok = weight_bytes_per_token(s->graph);
     if (json) {
@@ -379,11 +395,12 @@ int cmd_bench(int argc, char **argv) {
                "\"kv_cache_bytes\": %zu, \"load_s\": %.6f, "
                "\"prefill_tok_s\": %.4f, \"decode_tok_s\": %.4f, \"ttft_ms\": %.4f, "
                "\"decode_ms_per_token\": %.4f, \"peak_rss_bytes\": %zu, \"weight_bytes\": %llu, "
-               "\"weight_bytes_per_token\": %llu, \"first_token\": %lld, \"gemm_kernel\": \"%s\", ",
+               "\"weight_bytes_per_token\": %llu, \"first_token\": %lld, \"gemm_kernel\": \"%s\", "
+               "\"prefill_cpu_ms\": %.4f, \"decode_cpu_ms_per_token\": %.4f, ",
                threads, prompt, gen, rounds, warmup, (unsigned long long)seed, (long long)vocab, info->n_layers,
                (long long)info->kv_heads, (long long)info->head_dim, info->kv_bytes, t_load, sp.med, sd.med,
                stt.med, sd.med > 0 ? 1e3 / sd.med : 0, rss, (unsigned long long)wb, (unsigned long long)wtok,
-               (long long)first, sn_sgemm_kernel_name());
+               (long long)first, sn_sgemm_kernel_name(), scp.med, scd.med);
         const char *names[3] = {"prefill_tok_s_rounds", "decode_tok_s_rounds", "ttft_ms_rounds"};
         const double *arrs[3] = {v_prefill, v_decode, v_ttft};
         for (int k = 0; k < 3; k++) {
@@ -409,6 +426,8 @@ int cmd_bench(int argc, char **argv) {
         if (gen)
             printf("decode       %10.2f tok/s   (min %.2f, max %.2f; %.2f ms/token)\n", sd.med, sd.min, sd.max,
                    1e3 / sd.med);
+        printf("CPU time     prefill %.1f ms, decode %.2f ms/token (all threads; wall time above)\n", scp.med,
+               scd.med);
         printf("peak RSS     %s\n", b3);
         printf("weights      %s in the file, %s read per decode step\n", b1, b2);
     }
@@ -418,6 +437,8 @@ done:
     sn_free(t_prefill);
     sn_free(t_ttft);
     sn_free(t_decode);
+    sn_free(c_prefill);
+    sn_free(c_decode);
     sn_kvloop_free(loop);
     sn_session_close(s);
     return status;

@@ -1,4 +1,18 @@
-/* The LLM step driver (see kvloop.h). */
+/* The LLM step driver (see kvloop.h).
+ *
+ * Padded steps. The executor plans for concrete shapes and re-plans when they
+ * change; a past that grows by one token per step would re-plan every step.
+ * When the model masks keys by attention_mask (Optimum and dynamo exports:
+ * attention_mask and position_ids, no contrib attention op), the past is
+ * instead fed at a padded length P, a multiple of SN_KVLOOP_BUCKET (32): slots
+ * [pos, P) hold stale data and are masked out (mask 0), the new tokens go
+ * after them (index P in present) and are copied into slots [pos, pos+S).
+ * Shapes then change once per bucket, and a step copies only its new rows.
+ * A masked key adds the dtype's lowest value to its score, so its softmax
+ * weight is exactly 0: the result equals the unpadded one. Models whose
+ * attention reads the mask otherwise (GroupQueryAttention: sequence lengths
+ * from the mask's sum, keys assumed contiguous) run exact shapes (P = pos)
+ * and copy all of present. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,7 +35,14 @@ struct sn_kvloop {
     sn_tensor *in;          /* owned [n_in]: the inputs of a step */
     sn_tensor *out;         /* owned [n_out]: views of the executor's outputs */
     int64_t past;           /* tokens in the cache */
+    int64_t pad;            /* P: the past length fed to the model (>= past), the row stride of kv */
+    int64_t bucket;         /* P is a multiple of this (1: exact shapes) */
+    int64_t mask_cap;       /* elements of mask */
 };
+
+/* A plan costs ~10 ms on SmolLM2-135M, a padded slot ~40 us per step: the
+ * sum over a bucket is least near 20 tokens. */
+#define SN_KVLOOP_BUCKET 32
 
 int64_t sn_argmax_f32(const float *x, int64_t n) {
     int64_t best = 0;
@@ -165,14 +186,24 @@ int sn_kvloop_new(sn_session *s, int64_t max_ctx, sn_kvloop **out, sn_err *err) 
         }
     }
     l->kv_esize = n_layers ? sn_dtype_size(l->kv_dtype) : 0;
+    /* Padded steps need the mask to do the masking (see the top of the file). */
+    l->bucket = l->i_mask >= 0 && l->i_pos >= 0 ? SN_KVLOOP_BUCKET : 1;
+    for (int i = 0; i < g->n_nodes && l->bucket > 1; i++)
+        if (strstr(g->nodes[i].p->op_type, "Attention") && strcmp(g->nodes[i].p->domain, ""))
+            l->bucket = 1;
+    l->info.bucket = l->bucket;
+    int64_t cap = (max_ctx + l->bucket - 1) / l->bucket * l->bucket; /* largest P */
+    l->mask_cap = cap + max_ctx;
     size_t per = 0;
-    if (n_layers && (!sn_mul_ok((size_t)l->info.kv_heads * (size_t)l->info.head_dim, (size_t)max_ctx, &per) ||
+    if (n_layers && (!sn_mul_ok((size_t)l->info.kv_heads * (size_t)l->info.head_dim, (size_t)cap, &per) ||
                      !sn_mul_ok(per, l->kv_esize, &per))) {
         rc = sn_errf(err, SNUG_ERR_RANGE, "kvloop: KV cache for %lld tokens overflows", (long long)max_ctx);
         goto fail;
     }
     for (int k = 0; k < 2 * n_layers; k++) {
-        if (!(l->kv[k] = sn_malloc(per ? per : 1))) {
+        /* zeroed: padded slots are masked, but NaN garbage there would still
+         * poison the scores (NaN + lowest = NaN) */
+        if (!(l->kv[k] = sn_calloc(1, per ? per : 1))) {
             rc = sn_errf(err, SNUG_ERR_OOM, "kvloop: out of memory for the KV cache (%d x %zu bytes)",
                          2 * n_layers, per);
             goto fail;
@@ -181,14 +212,12 @@ int sn_kvloop_new(sn_session *s, int64_t max_ctx, sn_kvloop **out, sn_err *err) 
     l->info.kv_bytes = per * 2 * (size_t)n_layers;
     l->info.has_position_ids = l->i_pos >= 0;
     l->ids = sn_malloc((size_t)max_ctx * sizeof(int64_t));
-    l->mask = sn_malloc((size_t)max_ctx * sizeof(int64_t));
+    l->mask = sn_malloc((size_t)l->mask_cap * sizeof(int64_t));
     l->pos = sn_malloc((size_t)max_ctx * sizeof(int64_t));
     if (!l->ids || !l->mask || !l->pos) {
         rc = sn_errf(err, SNUG_ERR_OOM, "out of memory");
         goto fail;
     }
-    for (int64_t i = 0; i < max_ctx; i++)
-        store_index(l->mask_dtype ? l->mask_dtype : SN_I64, l->mask, i, 1);
     *out = l;
     return SNUG_OK;
 fail:
@@ -212,7 +241,7 @@ void sn_kvloop_free(sn_kvloop *l) {
     sn_free(l);
 }
 
-void sn_kvloop_reset(sn_kvloop *l) { l->past = 0; }
+void sn_kvloop_reset(sn_kvloop *l) { l->past = l->pad = 0; }
 int64_t sn_kvloop_pos(const sn_kvloop *l) { return l->past; }
 const sn_kvloop_info *sn_kvloop_get_info(const sn_kvloop *l) { return &l->info; }
 
@@ -224,6 +253,18 @@ static void set_tensor(sn_tensor *t, sn_dtype dtype, int rank, const int64_t *di
     t->data = data;
 }
 
+/* Moves every head's rows [0, n) of buffer k from row stride `from` to `to`. */
+static void kv_restride(sn_kvloop *l, int k, int64_t n, int64_t from, int64_t to) {
+    size_t row = (size_t)l->info.head_dim * l->kv_esize;
+    uint8_t *b = l->kv[k];
+    if (to > from) /* heads move up: last head first */
+        for (int64_t h = l->info.kv_heads - 1; h > 0; h--)
+            memmove(b + (size_t)(h * to) * row, b + (size_t)(h * from) * row, (size_t)n * row);
+    else
+        for (int64_t h = 1; h < l->info.kv_heads; h++)
+            memmove(b + (size_t)(h * to) * row, b + (size_t)(h * from) * row, (size_t)n * row);
+}
+
 static int kvloop_step(sn_kvloop *l, const int64_t *ids, int64_t n, const float **logits, sn_err *err) {
     const sn_graph *g = l->s->graph;
     if (n < 1)
@@ -231,18 +272,21 @@ static int kvloop_step(sn_kvloop *l, const int64_t *ids, int64_t n, const float 
     if (n > l->info.max_ctx - l->past)
         return sn_errf(err, SNUG_ERR_RANGE, "kvloop: %lld + %lld tokens exceed the context of %lld", (long long)l->past,
                        (long long)n, (long long)l->info.max_ctx);
-    int64_t past = l->past, total = past + n;
+    int64_t past = l->past, P = l->pad, total = past + n;
     for (int64_t i = 0; i < n; i++) {
         store_index(l->ids_dtype, l->ids, i, ids[i]);
         if (l->i_pos >= 0)
             store_index(l->pos_dtype, l->pos, i, past + i);
     }
     set_tensor(&l->in[l->i_ids], l->ids_dtype, 2, (int64_t[]){1, n}, l->ids);
-    if (l->i_mask >= 0)
-        set_tensor(&l->in[l->i_mask], l->mask_dtype, 2, (int64_t[]){1, total}, l->mask);
+    if (l->i_mask >= 0) { /* ones for the cached tokens, zeros for the padding, ones for the new ones */
+        for (int64_t i = 0; i < P + n; i++)
+            store_index(l->mask_dtype, l->mask, i, i < past || i >= P);
+        set_tensor(&l->in[l->i_mask], l->mask_dtype, 2, (int64_t[]){1, P + n}, l->mask);
+    }
     if (l->i_pos >= 0)
         set_tensor(&l->in[l->i_pos], l->pos_dtype, 2, (int64_t[]){1, n}, l->pos);
-    int64_t kvdims[4] = {1, l->info.kv_heads, past, l->info.head_dim};
+    int64_t kvdims[4] = {1, l->info.kv_heads, P, l->info.head_dim};
     for (int k = 0; k < 2 * l->info.n_layers; k++)
         set_tensor(&l->in[l->i_past[k]], l->kv_dtype, 4, kvdims, l->kv[k]);
 
@@ -256,22 +300,35 @@ static int kvloop_step(sn_kvloop *l, const int64_t *ids, int64_t n, const float 
         return sn_errf(err, SNUG_ERR_UNSUPPORTED, "kvloop: logits are %s %s, expected float32 [1, %lld, vocab]",
                        sn_dtype_name(lt->dtype), sn_shape_str(lt, b, sizeof b), (long long)n);
     }
-    l->info.vocab = vocab;
-    size_t row = (size_t)(l->info.kv_heads * l->info.head_dim) * l->kv_esize;
     for (int k = 0; k < 2 * l->info.n_layers; k++) {
         const sn_tensor *p = &l->out[l->o_present[k]];
         if (p->kind != SN_KIND_TENSOR || p->dtype != l->kv_dtype || p->rank != 4 || p->dims[0] != 1 ||
-            p->dims[1] != l->info.kv_heads || p->dims[2] != total || p->dims[3] != l->info.head_dim) {
+            p->dims[1] != l->info.kv_heads || p->dims[2] != P + n || p->dims[3] != l->info.head_dim) {
             char b[128];
             return sn_errf(err, SNUG_ERR_SHAPE, "kvloop: output '%s' is %s %s, expected [1, %lld, %lld, %lld]",
                            g->values[g->outputs[l->o_present[k]]].name, sn_dtype_name(p->dtype),
-                           sn_shape_str(p, b, sizeof b), (long long)l->info.kv_heads, (long long)total,
+                           sn_shape_str(p, b, sizeof b), (long long)l->info.kv_heads, (long long)(P + n),
                            (long long)l->info.head_dim);
         }
-        /* [1, kv_heads, total, head_dim] packed: the next step's past as it is. */
-        memcpy(l->kv[k], p->data, row * (size_t)total);
+    }
+    l->info.vocab = vocab;
+    /* The next step's padded length, and the new rows into their slots. */
+    int64_t P2 = (total + l->bucket - 1) / l->bucket * l->bucket;
+    size_t row = (size_t)l->info.head_dim * l->kv_esize;
+    for (int k = 0; k < 2 * l->info.n_layers; k++) {
+        const uint8_t *src = l->out[l->o_present[k]].data;
+        uint8_t *dst = l->kv[k];
+        if (l->bucket == 1) { /* exact: present [1, kv_heads, total, head_dim] is the next past */
+            memcpy(dst, src, row * (size_t)(l->info.kv_heads * total));
+            continue;
+        }
+        if (P2 != P)
+            kv_restride(l, k, past, P, P2);
+        for (int64_t h = 0; h < l->info.kv_heads; h++)
+            memcpy(dst + (size_t)(h * P2 + past) * row, src + (size_t)(h * (P + n) + P) * row, (size_t)n * row);
     }
     l->past = total;
+    l->pad = P2;
     if (logits)
         *logits = lt->data;
     return SNUG_OK;

@@ -10,8 +10,12 @@
  * Batch 1; the attention mask is all ones.
  *
  * The KV cache lives in buffers the driver owns, sized for max_ctx tokens.
- * Today each step copies present into them; when the planner keeps the KV
- * cache persistent this becomes internal, the API stays. */
+ * Where the mask allows it, the past is fed padded to a multiple of 32 tokens
+ * (masked), so the executor re-plans once per 32 tokens instead of every
+ * step, and a step copies only its new rows out of present (kvloop.c says
+ * why this is exact); otherwise each step copies all of present. When the
+ * planner keeps the KV cache persistent this becomes internal, the API
+ * stays. */
 #ifndef SN_GENAI_KVLOOP_H
 #define SN_GENAI_KVLOOP_H
 
@@ -27,6 +31,7 @@ typedef struct sn_kvloop_info {
     int64_t vocab;        /* last dim of logits (known after the first step if symbolic) */
     int64_t max_ctx;
     bool has_position_ids;
+    int64_t bucket;       /* the past is padded to a multiple of this; 1: exact shapes */
     size_t kv_bytes;      /* bytes the driver holds for the KV cache */
 } sn_kvloop_info;
 

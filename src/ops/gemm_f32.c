@@ -436,9 +436,12 @@ static bool is_skinny(int transB, int64_t M, int64_t N) {
 
 /* M == 1, B row-major and not too wide: threads split K instead, so that
  * each streams one contiguous band of B's rows (the best access pattern
- * there is); partial rows go to the caller's stack and are summed in a fixed
- * order (results do not depend on timing). */
-#define KSPLIT_FLOATS 8192
+ * there is); partial rows go to the caller's stack (64 KiB) and are summed
+ * in a fixed order (results do not depend on timing). Four bands per thread:
+ * a worker that wakes late (a pool wake-up costs up to ~100 us on some VMs,
+ * as much as a whole 576 x 576 GEMV) leaves its bands to the others instead
+ * of holding up the call. */
+#define KSPLIT_FLOATS 16384
 
 typedef struct ksplit_job {
     const skinny_job *g;
@@ -471,7 +474,7 @@ static void skinny_run(const kset *ks, int transA, int transB, int64_t M, int64_
         threads = 1;
     if (threads > 1 && M == 1 && !transB && N * 2 <= KSPLIT_FLOATS && K >= 64 * threads) {
         float part[KSPLIT_FLOATS];
-        int64_t n_tasks = sn_imin(threads, KSPLIT_FLOATS / N);
+        int64_t n_tasks = sn_imin(sn_imin(4 * threads, KSPLIT_FLOATS / N), K / 16);
         ksplit_job kj = {&g, round_up((K + n_tasks - 1) / n_tasks, 4), part};
         n_tasks = (K + kj.rows - 1) / kj.rows;
         sn_pool_for(pool, n_tasks, 1, ksplit_task, &kj);
@@ -712,13 +715,16 @@ static void sgemm_impl(const kset *ks, int transA, int transB, int64_t M, int64_
 
     /* Tasks: column blocks of nc; when there are fewer than ~2 per thread
      * and the product is big enough to be worth threads, split rows too. */
+    /* Below ~4M multiply-adds (~50 us on one core) waking a pool thread costs
+     * about as much as it saves (tens of us on VMs): attention products of
+     * one head in a prefill are of this size. */
     double work = (double)M * (double)N * (double)K;
-    if (work < 64.0 * 64 * 64)
+    if (work < 4194304.0)
         n_threads = 1;
     g.n_jc = (N + g.nc - 1) / g.nc;
     if (n_threads > 1 && g.n_jc < 2 * n_threads) { /* narrower column blocks before splitting rows */
         int64_t nc = round_up((N + 2 * n_threads - 1) / (2 * n_threads), g.k->nr);
-        if (nc >= 4 * g.k->nr && nc < g.nc) {
+        if (nc >= 2 * g.k->nr && nc < g.nc) {
             g.nc = nc;
             g.n_jc = (N + nc - 1) / nc;
         }
