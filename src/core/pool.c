@@ -10,15 +10,29 @@ struct sn_pool {
     pthread_t *threads;    /* owned: n-1 workers */
     pthread_mutex_t mu;
     pthread_cond_t cv_job, cv_done;
-    uint64_t generation;   /* bumped per job */
-    int busy;              /* workers still in the current job */
-    bool stop;
+    uint64_t generation;   /* atomic: bumped per job (release after the job is written) */
+    int busy;              /* atomic: workers still in the current job */
+    int sleepers;          /* workers blocked on cv_job (under mu) */
+    int stop;              /* atomic */
     /* current job */
     sn_range_fn fn;
     void *arg;
     int64_t n_items, chunk, n_chunks;
     int64_t next;          /* atomic: next chunk to claim */
 };
+
+/* Spin this many pauses (tens of microseconds) for the next job or for the
+ * workers to finish before sleeping: an LLM decode step is hundreds of short
+ * parallel loops, and a futex wake-up costs ~100 us on some VMs. */
+#define SN_POOL_SPIN 4000
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
+#endif
+}
 
 static void pool_work(sn_pool *p) {
     for (;;) {
@@ -35,20 +49,31 @@ static void pool_work(sn_pool *p) {
 static void *pool_main(void *arg) {
     sn_pool *p = arg;
     uint64_t seen = 0;
-    pthread_mutex_lock(&p->mu);
     for (;;) {
-        while (!p->stop && p->generation == seen)
-            pthread_cond_wait(&p->cv_job, &p->mu);
-        if (p->stop)
+        uint64_t g = __atomic_load_n(&p->generation, __ATOMIC_ACQUIRE);
+        for (int i = 0; g == seen && i < SN_POOL_SPIN && !__atomic_load_n(&p->stop, __ATOMIC_RELAXED); i++) {
+            cpu_relax();
+            g = __atomic_load_n(&p->generation, __ATOMIC_ACQUIRE);
+        }
+        if (g == seen) {
+            pthread_mutex_lock(&p->mu);
+            p->sleepers++;
+            while ((g = __atomic_load_n(&p->generation, __ATOMIC_ACQUIRE)) == seen &&
+                   !__atomic_load_n(&p->stop, __ATOMIC_RELAXED))
+                pthread_cond_wait(&p->cv_job, &p->mu);
+            p->sleepers--;
+            pthread_mutex_unlock(&p->mu);
+        }
+        if (__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE))
             break;
-        seen = p->generation;
-        pthread_mutex_unlock(&p->mu);
+        seen = g;
         pool_work(p);
-        pthread_mutex_lock(&p->mu);
-        if (--p->busy == 0)
+        if (__atomic_sub_fetch(&p->busy, 1, __ATOMIC_ACQ_REL) == 0) {
+            pthread_mutex_lock(&p->mu);
             pthread_cond_signal(&p->cv_done);
+            pthread_mutex_unlock(&p->mu);
+        }
     }
-    pthread_mutex_unlock(&p->mu);
     return NULL;
 }
 
@@ -85,7 +110,7 @@ void sn_pool_free(sn_pool *p) {
     if (!p)
         return;
     pthread_mutex_lock(&p->mu);
-    p->stop = true;
+    __atomic_store_n(&p->stop, 1, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&p->cv_job);
     pthread_mutex_unlock(&p->mu);
     if (p->threads)
@@ -113,22 +138,27 @@ void sn_pool_for(sn_pool *p, int64_t n, int64_t grain, sn_range_fn fn, void *arg
     int64_t chunk = (n + (int64_t)p->n * 4 - 1) / ((int64_t)p->n * 4);
     if (chunk < grain)
         chunk = grain;
-    pthread_mutex_lock(&p->mu);
     p->fn = fn;
     p->arg = arg;
     p->n_items = n;
     p->chunk = chunk;
     p->n_chunks = (n + chunk - 1) / chunk;
-    p->next = 0;
-    p->busy = p->n - 1;
-    p->generation++;
-    pthread_cond_broadcast(&p->cv_job);
+    __atomic_store_n(&p->next, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->busy, p->n - 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&p->generation, 1, __ATOMIC_ACQ_REL);
+    pthread_mutex_lock(&p->mu);
+    if (p->sleepers)
+        pthread_cond_broadcast(&p->cv_job);
     pthread_mutex_unlock(&p->mu);
     pool_work(p);
-    pthread_mutex_lock(&p->mu);
-    while (p->busy > 0)
-        pthread_cond_wait(&p->cv_done, &p->mu);
-    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < SN_POOL_SPIN && __atomic_load_n(&p->busy, __ATOMIC_ACQUIRE) > 0; i++)
+        cpu_relax();
+    if (__atomic_load_n(&p->busy, __ATOMIC_ACQUIRE) > 0) {
+        pthread_mutex_lock(&p->mu);
+        while (__atomic_load_n(&p->busy, __ATOMIC_ACQUIRE) > 0)
+            pthread_cond_wait(&p->cv_done, &p->mu);
+        pthread_mutex_unlock(&p->mu);
+    }
 }
 
 #include <unistd.h>

@@ -79,6 +79,45 @@ static void store_index(sn_dtype t, void *buf, int64_t i, int64_t v) {
         ((int32_t *)buf)[i] = (int32_t)v;
 }
 
+/* Plans the session once for the largest step the loop can make (a prompt of
+ * max_ctx tokens, a KV cache of cap positions), so steps of any length run
+ * in that plan without re-planning or allocating. A model that cannot be
+ * planned at its bounds keeps planning per shape: slower, equally correct. */
+static void plan_at_bounds(sn_kvloop *l, int64_t cap) {
+    const sn_graph *g = l->s->graph;
+    sn_tensor *b = sn_calloc((size_t)g->n_inputs + 1, sizeof *b);
+    if (!b)
+        return;
+    bool ok = true;
+    for (int i = 0; i < g->n_inputs && ok; i++) {
+        const sn_tensor *d = &g->values[g->inputs[i]].info;
+        b[i] = *d;
+        b[i].data = NULL;
+        if (d->kind != SN_KIND_TENSOR || d->rank < 0) {
+            ok = false;
+            break;
+        }
+        for (int k = 0; k < d->rank; k++) {
+            if (d->dims[k] >= 0)
+                continue;
+            if (k == 0)
+                b[i].dims[k] = 1; /* batch */
+            else if (i == l->i_mask)
+                b[i].dims[k] = l->mask_cap;
+            else if (i == l->i_ids || i == l->i_pos)
+                b[i].dims[k] = l->info.max_ctx;
+            else if (k == 2)
+                b[i].dims[k] = cap; /* past length */
+            else
+                ok = false;
+        }
+    }
+    sn_err err = {0};
+    if (ok && sn_exec_set_bounds(l->s->exec, b, &err) != SNUG_OK)
+        sn_log(&l->s->log, SNUG_LOG_INFO, "kvloop: planning per step (cannot plan at the bounds: %s)", err.msg);
+    sn_free(b);
+}
+
 int sn_kvloop_new(sn_session *s, int64_t max_ctx, sn_kvloop **out, sn_err *err) {
     *out = NULL;
     const sn_graph *g = s->graph;
@@ -211,6 +250,7 @@ int sn_kvloop_new(sn_session *s, int64_t max_ctx, sn_kvloop **out, sn_err *err) 
     }
     l->info.kv_bytes = per * 2 * (size_t)n_layers;
     l->info.has_position_ids = l->i_pos >= 0;
+    plan_at_bounds(l, cap);
     l->ids = sn_malloc((size_t)max_ctx * sizeof(int64_t));
     l->mask = sn_malloc((size_t)l->mask_cap * sizeof(int64_t));
     l->pos = sn_malloc((size_t)max_ctx * sizeof(int64_t));
