@@ -218,6 +218,12 @@ int sn_session_open(const char *path, const snug_options *opts, sn_session **out
         goto fail;
     if ((rc = sn_exec_new(s->graph, s->pool, &s->log, &s->exec, err)) != SNUG_OK)
         goto fail;
+    s->api_in = sn_calloc((size_t)s->graph->n_inputs + 1, sizeof *s->api_in);
+    s->api_out = sn_calloc((size_t)s->graph->n_outputs + 1, sizeof *s->api_out);
+    if (!s->api_in || !s->api_out) {
+        rc = sn_errf(err, SNUG_ERR_OOM, "out of memory");
+        goto fail;
+    }
     if ((rc = plan_bounds(s, opts, err)) != SNUG_OK)
         goto fail;
     const char *sp = snug_options_get(opts, "session.collect_node_memory_stats_to_file");
@@ -268,6 +274,8 @@ void sn_session_close(sn_session *s) {
     sn_free(s->stats_max);
     sn_free(s->stats_run);
     sn_free(s->stats_path);
+    sn_free(s->api_in);
+    sn_free(s->api_out);
     sn_exec_free(s->exec);
     sn_pool_free(s->pool);
     sn_graph_free(s->graph);
@@ -316,9 +324,7 @@ int snug_session_run(snug_session *ps, const snug_tensor *inputs, int n_inputs, 
     if (n_outputs != g->n_outputs)
         return sn_errf(&s->err, SNUG_ERR_INVALID_ARG, "the model has %d outputs, room for %d given", g->n_outputs,
                        n_outputs);
-    sn_tensor in[64], out[64];
-    if (n_inputs > 64 || n_outputs > 64)
-        return sn_errf(&s->err, SNUG_ERR_UNSUPPORTED, "more than 64 inputs or outputs through the public API");
+    sn_tensor *in = s->api_in, *out = s->api_out;
     for (int i = 0; i < n_inputs; i++) {
         const snug_tensor *t = &inputs[i];
         if (!sn_dtype_valid(t->dtype) || t->rank < 0 || t->rank > SN_MAX_RANK)

@@ -15,6 +15,7 @@ typedef struct sn_session {
     sn_err err;       /* last error of the public API */
     /* session.collect_node_memory_stats_to_file: per-node maxima over runs,
      * rewritten to the file after each run. */
+    sn_tensor *api_in, *api_out; /* owned [n_inputs], [n_outputs]: snug_session_run's views */
     char *stats_path;           /* owned, or NULL */
     char **stats_keys;          /* owned [n_nodes] */
     struct sn_node_stats *stats_max, *stats_run; /* owned [n_nodes] */

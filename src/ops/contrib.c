@@ -76,9 +76,9 @@ static void gelu_apply(gelu_kind k, float alpha, float *v, int64_t n) {
             v[i] = x * (0.5f + 0.5f * tanhf(x * (0.7978845608028654f + 0.035677408136300125f * x * x)));
         }
         break;
-    case GELU_QUICK:
+    case GELU_QUICK: /* x * logistic(alpha * x), MLAS's logistic like ORT */
         for (int64_t i = 0; i < n; i++)
-            v[i] = v[i] / (1.0f + expf(-alpha * v[i]));
+            v[i] = v[i] * llm_logistic_mlas(alpha * v[i]);
         break;
     }
 }
@@ -245,7 +245,7 @@ static int norm_run(sn_kctx *c) {
         if (k == NORM_LN)
             mean = llm_ln_row(xr, g, be, eps, n, yr, &inv);
         else
-            inv = llm_rms_row(xr, g, eps, n, yr);
+            inv = llm_rms_row_ort(xr, g, eps, n, yr);
         if (y->dtype != SN_F32)
             llm_from_f32(y->dtype, ys, (char *)y->data + r * n * yes, n);
         store_stat(mean_out, r, mean);
@@ -355,7 +355,7 @@ static int skip_run(sn_kctx *c) {
         float *yr = f32 ? (float *)y->data + r * H : ys;
         float inv, mean = 0;
         if (simp)
-            inv = llm_rms_row(sum, g, eps, H, yr);
+            inv = llm_skip_rms_row_ort(sum, g, eps, H, yr);
         else
             mean = llm_ln_row(sum, g, be, eps, H, yr, &inv);
         if (!f32) {

@@ -9,6 +9,8 @@
 #endif
 #include <math.h>
 #include <string.h>
+
+#include "ops/logistic.h"
 #include <tgmath.h>
 
 #include "ops/elementwise.h"
@@ -94,13 +96,6 @@
         memcpy(&scale_, &bits_, sizeof scale_);                                            \
         (out) = p_ * scale_;                                                               \
     } while (0)
-#define EW_SIGMOID_FAST(v, out)                                                            \
-    do {                                                                                   \
-        float e_;                                                                          \
-        EW_EXPF_FAST(-(v), e_);                                                            \
-        float s_ = 1.0f / (1.0f + e_);                                                     \
-        (out) = (v) == (v) ? s_ : (v);                                                     \
-    } while (0)
 /* tanh(|v|) = 1 - 2 / (e^2|v| + 1); tiny |v| gives v itself */
 #define EW_TANH_FAST(v, out)                                                               \
     do {                                                                                   \
@@ -158,7 +153,7 @@ EW_UF(thresholdedrelu, v > A->alpha ? v : 0)
 /* Sigmoid and Tanh are compute-bound: on x86-64 also build an AVX2
  * copy, picked at load time. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
-#define EW_CLONES __attribute__((target_clones("avx2", "default")))
+#define EW_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define EW_CLONES
 #endif
@@ -168,10 +163,10 @@ EW_CLONES static void sigmoid_fast_f32(const ew_args *A, void *o_, const void *x
     const float *x = x_;
     if ((const void *)o == x_) {
         for (int64_t i = 0; i < n; i++)
-            EW_SIGMOID_FAST(o[i], o[i]);
+            o[i] = sn_logistic_f32(o[i]);
     } else {
         for (int64_t i = 0; i < n; i++)
-            EW_SIGMOID_FAST(x[i], o[i]);
+            o[i] = sn_logistic_f32(x[i]);
     }
 }
 EW_CLONES static void tanh_fast_f32(const ew_args *A, void *o_, const void *x_, int64_t n) {

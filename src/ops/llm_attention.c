@@ -327,6 +327,7 @@ static bool gqa_setup(const attn_job *j, int64_t b, int64_t h, int64_t s, llm_at
         lo = hi - o->window; /* the last local_window_size keys */
     r->lo = r->mask_lo = lo;
     r->hi = r->mask_hi = hi;
+    r->ort = o->S == 1 ? 2 : 1;
     if (o->bias) {
         r->bias1 = o->bias + b * o->bias_b + h * o->bias_n + s * o->bias_s;
         r->bias1_len = o->bias_len;

@@ -5,8 +5,18 @@
 #include <string.h>
 
 #include "ops/llm_kernels.h"
+#include "ops/logistic.h"
 
 #define LANES 8
+
+/* Kernels that must round like ONNX Runtime's AVX2 code use fmaf: a clone
+ * for x86-64-v3 (AVX2, FMA) is picked at load time where the
+ * toolchain supports it; elsewhere fmaf is exact in software. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+#define LLM_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define LLM_CLONES
+#endif
 
 /* ---- dtype staging ------------------------------------------------------ */
 
@@ -304,6 +314,174 @@ int32_t llm_dot_i8_i16(const int8_t *a, const int16_t *b, int64_t n) {
     return s;
 }
 
+/* ---- MatMulNBits, 4-bit blocks of 32, int8 A (ONNX Runtime's AVX2 CompInt8) */
+
+static inline int q4_at(const uint8_t *blob, int i) {
+    return (blob[i >> 1] >> ((i & 1) * 4)) & 15;
+}
+
+/* lanes[j] = sum over k in [4j, 4j+4) of qa[k] * (code[k] - zp) */
+static inline void q4_lanes_quad(const int8_t *qa, const uint8_t *blob, int zp, int32_t l[8]) {
+    for (int j = 0; j < 8; j++) {
+        int32_t s = 0;
+        for (int k = 4 * j; k < 4 * j + 4; k++)
+            s += (int32_t)qa[k] * (q4_at(blob, k) - zp);
+        l[j] = s;
+    }
+}
+
+/* Two blocks b0, b1 summed in groups of 8 and interleaved the way
+ * maddubs + hadd leave them: [b0 0-7, b0 8-15, b1 0-7, b1 8-15, b0 16-23,
+ * b0 24-31, b1 16-23, b1 24-31]. */
+static inline void q4_lanes_pair(const int8_t *qa, const uint8_t *blob, int zp, int32_t l[8]) {
+    int32_t g[2][4];
+    for (int b = 0; b < 2; b++)
+        for (int q = 0; q < 4; q++) {
+            int32_t s = 0;
+            for (int k = 8 * q; k < 8 * q + 8; k++)
+                s += (int32_t)qa[32 * b + k] * (q4_at(blob + 16 * b, k) - zp);
+            g[b][q] = s;
+        }
+    l[0] = g[0][0], l[1] = g[0][1], l[2] = g[1][0], l[3] = g[1][1];
+    l[4] = g[0][2], l[5] = g[0][3], l[6] = g[1][2], l[7] = g[1][3];
+}
+
+static inline int zp_of(const uint8_t *zp, int64_t blk) {
+    return zp ? (zp[blk >> 1] >> ((blk & 1) * 4)) & 15 : 8;
+}
+
+LLM_CLONES void llm_mnb4_lanes_ref(const int8_t *qa, const float *sa, const uint8_t *bcol,
+                                   const float *sb, const uint8_t *zp, int64_t kb, int m1,
+                                   float acc[8]) {
+    int32_t l[8];
+    for (int j = 0; j < 8; j++)
+        acc[j] = 0;
+    int64_t b = 0;
+    /* M = 1 with zero points: each block on its own, codes minus zp */
+    if (m1 && zp) {
+        for (; b < kb; b++) {
+            q4_lanes_quad(qa + 32 * b, bcol + 16 * b, zp_of(zp, b), l);
+            float c = sa[b] * sb[b];
+            for (int j = 0; j < 8; j++)
+                acc[j] = fmaf((float)l[j], c, acc[j]);
+        }
+        return;
+    }
+    /* pairs of blocks; M = 1 subtracts 8, M > 1 keeps the codes unsigned
+     * (the zero points come back through the block sums) */
+    int z = m1 ? 8 : 0;
+    for (; b + 1 < kb; b += 2) {
+        q4_lanes_pair(qa + 32 * b, bcol + 16 * b, z, l);
+        float c0 = sa[b] * sb[b], c1 = sa[b + 1] * sb[b + 1];
+        for (int j = 0; j < 8; j++)
+            acc[j] = fmaf((float)l[j], (j & 2) ? c1 : c0, acc[j]);
+    }
+    if (b < kb) {
+        q4_lanes_quad(qa + 32 * b, bcol + 16 * b, z, l);
+        float c = sa[b] * sb[b];
+        for (int j = 0; j < 8; j++)
+            acc[j] = fmaf((float)l[j], c, acc[j]);
+    }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define LLM_AVX2 __attribute__((target("avx2,fma")))
+
+/* 32 codes of a 4-bit block (16 bytes, even k in the low nibble) in k order */
+LLM_AVX2 static inline __m256i q4_codes32(const uint8_t *blob) {
+    __m128i b = _mm_loadu_si128((const __m128i *)blob);
+    __m128i m = _mm_set1_epi8(15);
+    __m128i lo = _mm_and_si128(b, m), hi = _mm_and_si128(_mm_srli_epi16(b, 4), m);
+    return _mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi));
+}
+
+/* int16 pair sums of w * a (w signed, |w| <= 15) */
+LLM_AVX2 static inline __m256i q4_pairs_signed(__m256i w, __m256i a) {
+    return _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w));
+}
+
+/* The AVX2 form of llm_mnb4_lanes_ref: the same integer lanes (maddubs,
+ * madd / hadd) and the same fused accumulation, so the same bits. */
+LLM_AVX2 static void mnb4_lanes_avx2(const int8_t *qa, const float *sa, const uint8_t *bcol,
+                                     const float *sb, const uint8_t *zp, int64_t kb, int m1,
+                                     float out[8]) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc = _mm256_setzero_ps();
+    int64_t b = 0;
+    if (m1 && zp) {
+        for (; b < kb; b++) {
+            __m256i w = _mm256_sub_epi8(q4_codes32(bcol + 16 * b), _mm256_set1_epi8((char)zp_of(zp, b)));
+            __m256i a = _mm256_loadu_si256((const __m256i *)(qa + 32 * b));
+            __m256i l = _mm256_madd_epi16(ones, q4_pairs_signed(w, a));
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(l), _mm256_set1_ps(sa[b] * sb[b]), acc);
+        }
+        _mm256_storeu_ps(out, acc);
+        return;
+    }
+    const __m256i z = _mm256_set1_epi8(m1 ? 8 : 0);
+    for (; b + 1 < kb; b += 2) {
+        __m256i a0 = _mm256_loadu_si256((const __m256i *)(qa + 32 * b));
+        __m256i a1 = _mm256_loadu_si256((const __m256i *)(qa + 32 * b + 32));
+        __m256i w0 = q4_codes32(bcol + 16 * b), w1 = q4_codes32(bcol + 16 * b + 16);
+        __m256i d0, d1;
+        if (m1) {
+            d0 = q4_pairs_signed(_mm256_sub_epi8(w0, z), a0);
+            d1 = q4_pairs_signed(_mm256_sub_epi8(w1, z), a1);
+        } else {
+            d0 = _mm256_maddubs_epi16(w0, a0);
+            d1 = _mm256_maddubs_epi16(w1, a1);
+        }
+        __m256i l = _mm256_madd_epi16(ones, _mm256_hadd_epi16(d0, d1));
+        float c0 = sa[b] * sb[b], c1 = sa[b + 1] * sb[b + 1];
+        __m256 c = _mm256_setr_ps(c0, c0, c1, c1, c0, c0, c1, c1);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(l), c, acc);
+    }
+    if (b < kb) {
+        __m256i a = _mm256_loadu_si256((const __m256i *)(qa + 32 * b));
+        __m256i w = q4_codes32(bcol + 16 * b);
+        __m256i d = m1 ? q4_pairs_signed(_mm256_sub_epi8(w, z), a) : _mm256_maddubs_epi16(w, a);
+        __m256i l = _mm256_madd_epi16(ones, d);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(l), _mm256_set1_ps(sa[b] * sb[b]), acc);
+    }
+    _mm256_storeu_ps(out, acc);
+}
+
+static int llm_cpu_avx2(void) {
+    static int v = -1; /* idempotent: every thread computes the same value */
+    if (v < 0)
+        v = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return v;
+}
+#endif
+
+void llm_mnb4_lanes(const int8_t *qa, const float *sa, const uint8_t *bcol, const float *sb,
+                    const uint8_t *zp, int64_t kb, int m1, float acc[8]) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (llm_cpu_avx2()) {
+        mnb4_lanes_avx2(qa, sa, bcol, sb, zp, kb, m1, acc);
+        return;
+    }
+#endif
+    llm_mnb4_lanes_ref(qa, sa, bcol, sb, zp, kb, m1, acc);
+}
+
+float llm_fold8(const float a[8]) {
+    return (((a[0] + a[1]) + a[2]) + a[3]) + (((a[4] + a[5]) + a[6]) + a[7]);
+}
+
+float llm_hsum8(const float a[8]) {
+    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+}
+
+LLM_CLONES float llm_mnb4_blksum(const float *ablk, const float *sb, const uint8_t *zp,
+                                 int64_t kb) {
+    float g = 0;
+    for (int64_t b = 0; b < kb; b++)
+        g = fmaf(ablk[b], -(sb[b] * (float)zp_of(zp, b)), g);
+    return g;
+}
+
 /* ---- normalization rows ------------------------------------------------- */
 
 static float sumsq(const float *x, int64_t n) {
@@ -379,23 +557,96 @@ float llm_ln_row_ref(const float *x, const float *gamma, const float *beta, floa
     return (float)mean;
 }
 
+/* ONNX Runtime's SimplifiedLayerNormalization / RMSNormalization: the sum
+ * of squares in eight lanes of fused multiply-adds, folded by halves
+ * ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)), the tail fused on top;
+ * y = x * (1 / sqrt(ms / n + eps)) * g. */
+LLM_CLONES float llm_rms_row_ort(const float *x, const float *gamma, float eps, int64_t n,
+                                 float *y) {
+    float l[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++)
+            l[k] = fmaf(x[i + k], x[i + k], l[k]);
+    float s = ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+    for (; i < n; i++)
+        s = fmaf(x[i], x[i], s);
+    float inv = 1.0f / sqrtf(s / (float)n + eps);
+    for (i = 0; i < n; i++)
+        y[i] = gamma ? x[i] * inv * gamma[i] : x[i] * inv;
+    return inv;
+}
+
+/* ONNX Runtime's SkipSimplifiedLayerNormalization: a sequential sum of
+ * squares and a division, y = x / sqrt(ms / n + eps) * g. */
+float llm_skip_rms_row_ort(const float *x, const float *gamma, float eps, int64_t n, float *y) {
+    float s = 0;
+    for (int64_t i = 0; i < n; i++)
+        s += x[i] * x[i];
+    float d = sqrtf(s / (float)n + eps);
+    for (int64_t i = 0; i < n; i++)
+        y[i] = gamma ? x[i] / d * gamma[i] : x[i] / d;
+    return 1.0f / d;
+}
+
+/* ---- ONNX Runtime's transcendental kernels (MLAS, FMA3) ----------------- */
+
+static inline float bits_f(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* exp(x) for x <= 0 as MLAS's sum-of-exp kernel computes it. */
+LLM_CLONES float llm_exp_mlas(float x) {
+    const float rb = 12582912.0f;
+    x = x > -88.3762626647949f ? x : -88.3762626647949f;
+    float biased = fmaf(x, 1.44269504088896341f, rb);
+    float m = biased - rb;
+    x = fmaf(m, -6.93145752e-1f, x);
+    x = fmaf(m, -1.42860677e-6f, x);
+    float p = 0x1.694000p-10f;
+    p = fmaf(p, x, 0x1.125edcp-7f);
+    p = fmaf(p, x, 0x1.555b5ap-5f);
+    p = fmaf(p, x, 0x1.555450p-3f);
+    p = fmaf(p, x, 0x1.fffff6p-2f);
+    p = fmaf(p, x, 1.0f);
+    p = fmaf(p, x, 1.0f);
+    uint32_t b;
+    memcpy(&b, &biased, sizeof b);
+    return p * bits_f((b << 23) + 0x3F800000u);
+}
+
+/* The logistic function as MLAS computes it (rational approximation). */
+LLM_CLONES float llm_logistic_mlas(float x) { return sn_logistic_f32(x); }
+
+/* Sum of exps in the order of MLAS's AVX2 kernel: eight lane accumulators
+ * fed 24 values per step, then 8 at a time (a short tail zero-padded), then
+ * ((a0+a1)+(a2+a3)) + ((a4+a5)+(a6+a7)). */
+void llm_sumexp_lanes_add(float lanes[8], const float *e, int64_t n) {
+    for (int64_t i = 0; i < n; i += 8)
+        for (int k = 0; k < 8 && i + k < n; k++)
+            lanes[k] += e[i + k];
+}
+
+float llm_sumexp_lanes_fold(const float lanes[8]) {
+    return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
+           ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+}
+
 /* ---- rotary ------------------------------------------------------------- */
 
-void llm_rope(const float *x, float *y, const float *cos, const float *sin, int64_t rot_dim,
-              int64_t head, int interleaved) {
+/* ONNX Runtime's MLAS kernel (AVX2) rounds one product and fuses the other:
+ * y1 = fma(a, cos, -(b * sin)), y2 = fma(a, sin, b * cos). */
+LLM_CLONES void llm_rope(const float *x, float *y, const float *cos, const float *sin,
+                         int64_t rot_dim, int64_t head, int interleaved) {
     int64_t half = rot_dim / 2;
-    if (interleaved) {
-        for (int64_t i = 0; i < half; i++) {
-            float a = x[2 * i], b = x[2 * i + 1];
-            y[2 * i] = a * cos[i] - b * sin[i];
-            y[2 * i + 1] = a * sin[i] + b * cos[i];
-        }
-    } else {
-        for (int64_t i = 0; i < half; i++) {
-            float a = x[i], b = x[i + half];
-            y[i] = a * cos[i] - b * sin[i];
-            y[i + half] = a * sin[i] + b * cos[i];
-        }
+    for (int64_t i = 0; i < half; i++) {
+        int64_t i1 = interleaved ? 2 * i : i, i2 = interleaved ? 2 * i + 1 : i + half;
+        float a = x[i1], b = x[i2];
+        float bs = b * sin[i], bc = b * cos[i];
+        y[i1] = fmaf(a, cos[i], -bs);
+        y[i2] = fmaf(a, sin[i], bc);
     }
     if (x != y && head > rot_dim)
         memcpy(y + rot_dim, x + rot_dim, (size_t)(head - rot_dim) * sizeof(float));
@@ -474,7 +725,63 @@ static void attn_finish(const llm_attn_row *r, const float *acc, float m, float 
     }
 }
 
+/* ONNX Runtime's GroupQueryAttention (CPU, float): prompt rows score with
+ * fused multiply-add chains (decode rows: see attn_dot_lanes) times the
+ * scale, MLAS's softmax exps and denominator, the value rows accumulated
+ * unnormalized in key order (fused for prompts, rounded products for
+ * decode) and scaled by 1 / sum at the end. Scores are computed twice (max, then exps) so the
+ * row needs no scratch proportional to the key count. */
+static inline float attn_dot_fma(const float *a, const float *b, int64_t n) {
+    float s = 0;
+    for (int64_t i = 0; i < n; i++)
+        s = fmaf(a[i], b[i], s);
+    return s;
+}
+
+/* Decode rows (one query): products rounded and summed in eight lanes,
+ * reduced pairwise. */
+static inline float attn_dot_lanes(const float *a, const float *b, int64_t n) {
+    float l[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t i = 0; i < n; i++)
+        l[i & 7] += a[i] * b[i];
+    return llm_sumexp_lanes_fold(l);
+}
+
+LLM_CLONES static void attn_row_ort(const llm_attn_row *r, float *acc) {
+    bool dec = r->ort == 2;
+    float m = -INFINITY;
+    for (int64_t j = r->lo; j < r->hi; j++) {
+        const float *k = r->k + j * r->k_stride;
+        float s = (dec ? attn_dot_lanes(r->q, k, r->H) : attn_dot_fma(r->q, k, r->H)) * r->scale;
+        m = s > m ? s : m;
+    }
+    for (int64_t d = 0; d < r->Hv; d++)
+        acc[d] = 0;
+    float lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t j = r->lo; j < r->hi; j++) {
+        const float *k = r->k + j * r->k_stride;
+        float s = (dec ? attn_dot_lanes(r->q, k, r->H) : attn_dot_fma(r->q, k, r->H)) * r->scale;
+        float e = llm_exp_mlas(s + -m);
+        lanes[(j - r->lo) & 7] += e;
+        const float *v = r->v + j * r->v_stride;
+        if (dec)
+            for (int64_t d = 0; d < r->Hv; d++)
+                acc[d] += e * v[d];
+        else
+            for (int64_t d = 0; d < r->Hv; d++)
+                acc[d] = fmaf(e, v[d], acc[d]);
+    }
+    float inv = 1.0f / llm_sumexp_lanes_fold(lanes);
+    for (int64_t d = 0; d < r->Hv; d++)
+        r->y[d] = acc[d] * inv;
+}
+
 void llm_attn_row_run(const llm_attn_row *r, float *acc) {
+    if (r->ort && r->hi > r->lo && r->softcap <= 0 && !r->bias1 && !r->bias2 && !r->sink &&
+        !r->qk_out && r->mask_lo <= r->lo && r->mask_hi >= r->hi) {
+        attn_row_ort(r, acc);
+        return;
+    }
     float sc[ATTN_CHUNK];
     float m = -INFINITY, l = 0;
     for (int64_t d = 0; d < r->Hv; d++)

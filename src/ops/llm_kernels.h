@@ -64,6 +64,43 @@ float llm_ln_row(const float *x, const float *gamma, const float *beta, float ep
 float llm_ln_row_ref(const float *x, const float *gamma, const float *beta, float eps, int64_t n,
                      float *y, float *inv_std);
 
+/* ---- ONNX Runtime parity ------------------------------------------------
+ * The model fixtures compare with ONNX Runtime's CPU kernels on x86-64 with
+ * AVX2 (MLAS); where int8 quantization of activations (MatMulNBits
+ * accuracy_level 4) follows, a one-ulp difference upstream can flip a
+ * rounding and grow through the layers, so these reproduce its rounding
+ * order exactly. */
+
+/* SimplifiedLayerNormalization / RMSNormalization (eight fused lanes). */
+float llm_rms_row_ort(const float *x, const float *gamma, float eps, int64_t n, float *y);
+/* SkipSimplifiedLayerNormalization (sequential sum, division). */
+float llm_skip_rms_row_ort(const float *x, const float *gamma, float eps, int64_t n, float *y);
+/* exp(x), x <= 0, as MLAS's softmax computes it. */
+float llm_exp_mlas(float x);
+/* MLAS's logistic (Sigmoid, QuickGelu). */
+float llm_logistic_mlas(float x);
+/* Softmax denominator in MLAS's order: lanes[k] accumulates e[i] with
+ * i % 8 == k, in order (call with consecutive pieces whose lengths are
+ * multiples of 8 but the last); fold gives the sum. */
+void llm_sumexp_lanes_add(float lanes[8], const float *e, int64_t n);
+float llm_sumexp_lanes_fold(const float lanes[8]);
+
+/* MatMulNBits 4-bit, block 32, A quantized to int8 per block (qa, scales sa),
+ * one column (codes bcol [kb, 16], scales sb [kb], packed zero points zp or
+ * NULL): the eight lane accumulators of ORT's AVX2 kernels. m1: the M = 1
+ * kernel (zero points applied to the codes); else the M > 1 kernel (codes
+ * unsigned; add llm_mnb4_blksum after the fold and the bias). */
+void llm_mnb4_lanes(const int8_t *qa, const float *sa, const uint8_t *bcol, const float *sb,
+                    const uint8_t *zp, int64_t kb, int m1, float acc[8]);
+void llm_mnb4_lanes_ref(const int8_t *qa, const float *sa, const uint8_t *bcol, const float *sb,
+                        const uint8_t *zp, int64_t kb, int m1, float acc[8]);
+/* Lane reductions: columns in groups of four (fold) and the rest (hsum). */
+float llm_fold8(const float a[8]);
+float llm_hsum8(const float a[8]);
+/* sum over blocks of ablk[b] * -(sb[b] * zp[b]) as one fused chain
+ * (ablk = scale_a * sum of the block's int8 codes). */
+float llm_mnb4_blksum(const float *ablk, const float *sb, const uint8_t *zp, int64_t kb);
+
 /* ---- rotary embedding ---------------------------------------------------
  * Rotates the first rot_dim values of one head vector x[0..head) by the
  * angles whose cos/sin are cos[0..rot_dim/2), sin[...]; the rest is copied.
@@ -107,6 +144,9 @@ typedef struct llm_attn_row {
     float sink_val;
     int zero_if_masked;    /* all keys at -inf: output zeros (else NaN like the math) */
     float *y;              /* [Hv] */
+    int ort;               /* round like ONNX Runtime's GroupQueryAttention where
+                              the row allows (no softcap, biases, sink or qk_out):
+                              1 prompt rows, 2 decode (one query row) */
 } llm_attn_row;
 
 /* acc: Hv floats of scratch. */

@@ -13,13 +13,14 @@
  *     (parallel over columns);
  *   - larger M (prefill): panels of columns are dequantized into the
  *     workspace and multiplied with sn_sgemm_ws;
- *   - accuracy_level 4 with integer zero points, when MNB_INT8_ACC4 is 1: A
- *     is quantized to int8 per block (symmetric, like MLAS's CompInt8) and
- *     blocks are dotted in integers. Off: ONNX Runtime 1.32's CPU kernel
- *     (measured on AVX2 with the generated cases, K up to 4096) gives
- *     level-4 results within 2% of the tolerance of the fp32 computation,
- *     while int8 quantization of A moves results by about 1e-2 relative, so
- *     fp32 is the closer match; the path stays for when that changes.
+ *   - accuracy_level 4 with integer zero points and a constant B: A is
+ *     quantized to int8 per block (symmetric, like MLAS's CompInt8) and
+ *     blocks are dotted in integers; for 4-bit blocks of 32 the float
+ *     rounding reproduces ONNX Runtime's AVX2 kernels exactly (M = 1 and
+ *     M > 1 differ there), since an LLM amplifies any difference once the
+ *     next layer re-quantizes. ORT only takes this path when it can prepack
+ *     B (a constant); with B a graph input it computes level 4 in float, and
+ *     so does snug.
  * Non-float32 tensors are staged to float32 in the workspace. */
 #include <string.h>
 
@@ -31,18 +32,24 @@
 #define MNB_GEMM_MIN_M 4
 #define MNB_PANEL 256 /* columns per dequantized panel (prefill) */
 #define MNB_SLOTS 64  /* work slots of the column-parallel paths */
-#define MNB_INT8_ACC4 0
+#define MNB_INT8_ACC4 1
 
 typedef struct mnb_geom {
     int64_t M, K, N, bits, bs, kb, blob;
     int zp_kind;  /* 0 none, 1 packed uint8, 2 float */
     bool empty;   /* B has a zero dim: Y = bias (or 0) */
     bool int8;    /* accuracy_level 4 path */
+    bool ort4;    /* int8 path rounding exactly like ORT's AVX2 kernels (4-bit, block 32) */
     bool gemm;    /* prefill path */
 } mnb_geom;
 
+/* prepare's verdict on the int8 path, kept as the node's state: ORT
+ * quantizes A only when B is a constant it can prepack, and otherwise
+ * computes accuracy_level 4 in float. */
+static const char mnb_int8_tag = 1;
+
 static int mnb_geom_of(const sn_node *node, int n_in, const sn_tensor *const *in, bool shapes,
-                       mnb_geom *g, sn_err *err) {
+                       bool b_const, mnb_geom *g, sn_err *err) {
     memset(g, 0, sizeof *g);
     g->K = sn_attr_int(node, "K", -1);
     g->N = sn_attr_int(node, "N", -1);
@@ -115,8 +122,10 @@ static int mnb_geom_of(const sn_node *node, int n_in, const sn_tensor *const *in
     if (llm_has(n_in, in, 5) && sn_tensor_numel(in[5]) != g->N)
         return sn_kfail(err, node, SNUG_ERR_SHAPE, "bias has %lld values, expected N=%lld",
                         (long long)sn_tensor_numel(in[5]), (long long)g->N);
-    g->int8 = MNB_INT8_ACC4 && sn_attr_int(node, "accuracy_level", 0) == 4 && g->zp_kind != 2 &&
+    g->int8 = MNB_INT8_ACC4 && b_const && sn_attr_int(node, "accuracy_level", 0) == 4 &&
+              g->zp_kind != 2 &&
               (g->bits == 4 || g->bits == 8);
+    g->ort4 = g->int8 && g->bits == 4 && g->bs == 32 && g->zp_kind != 2;
     g->gemm = !g->int8 && g->M >= MNB_GEMM_MIN_M;
     return SNUG_OK;
 }
@@ -124,7 +133,7 @@ static int mnb_geom_of(const sn_node *node, int n_in, const sn_tensor *const *in
 int llm_mnb_infer(sn_infer_ctx *c) {
     mnb_geom g;
     const sn_tensor *a = c->in[0];
-    SN_TRY(mnb_geom_of(c->node, c->n_in, c->in, false, &g, c->err));
+    SN_TRY(mnb_geom_of(c->node, c->n_in, c->in, false, false, &g, c->err));
     if (a->rank == SN_RANK_UNKNOWN) {
         llm_set_out(c->out[0], a->dtype, SN_RANK_UNKNOWN, NULL);
         return SNUG_OK;
@@ -142,7 +151,7 @@ int llm_mnb_infer(sn_infer_ctx *c) {
 /* Workspace layout (each part 64-byte aligned). */
 typedef struct mnb_ws {
     size_t a, y, sc, zp, bias; /* float32 staging (0 when not needed) */
-    size_t qa, sa;             /* int8 path: quantized A, its block scales */
+    size_t qa, sa, ab;         /* int8 path: quantized A, its block scales, block sums */
     size_t asum, ap;           /* float GEMV path: block sums of A, permuted A */
     size_t slot;               /* per slot: block buffer */
     size_t panel, gemm;        /* prefill path */
@@ -163,6 +172,7 @@ static void mnb_ws_layout(const mnb_geom *g, sn_dtype dt, mnb_ws *w) {
     if (g->int8) {
         w->qa = llm_al((size_t)(g->M * g->kb * g->bs));
         w->sa = llm_al((size_t)(g->M * g->kb) * f);
+        w->ab = llm_al((size_t)(g->M * g->kb) * f);
     }
     if (g->gemm) {
         int64_t nb = sn_imin(g->N, MNB_PANEL);
@@ -175,13 +185,15 @@ static void mnb_ws_layout(const mnb_geom *g, sn_dtype dt, mnb_ws *w) {
         if (!g->int8 && g->bits == 4)
             w->ap = llm_al((size_t)(g->M * (g->K / g->bs) * g->bs) * f);
     }
-    w->total = w->a + w->y + w->sc + w->zp + w->bias + w->qa + w->sa + w->asum + w->ap +
+    w->total = w->a + w->y + w->sc + w->zp + w->bias + w->qa + w->sa + w->ab + w->asum + w->ap +
                w->slot + w->panel + w->gemm;
 }
 
 int llm_mnb_prepare(sn_prep_ctx *c) {
     mnb_geom g;
-    SN_TRY(mnb_geom_of(c->node, c->n_in, c->in, true, &g, c->err));
+    bool b_const = c->in[1]->data != NULL;
+    SN_TRY(mnb_geom_of(c->node, c->n_in, c->in, true, b_const, &g, c->err));
+    c->state = b_const ? (void *)&mnb_int8_tag : NULL;
     mnb_ws w;
     mnb_ws_layout(&g, c->in[0]->dtype, &w);
     c->workspace = w.total;
@@ -199,6 +211,8 @@ typedef struct mnb_job {
     const float *zpf;     /* [N, kb] */
     const int8_t *qa;     /* int8 path: [M, kb * bs] */
     const float *sa;      /* [M, kb] */
+    const float *ab;      /* [M, kb]: sa * sum of the block's codes (ort4, M > 1) */
+    const float *bias;    /* [N] or NULL: added by the ort4 path itself */
     const float *asum;    /* float path: block sums of A [M, kb] */
     const float *ap;      /* 4-bit float path: A's full blocks permuted [M, K / bs * bs] */
     char *slots;          /* MNB_SLOTS buffers of slot_bytes */
@@ -243,10 +257,36 @@ static void mnb_cols_f32(const mnb_job *j, int64_t n0, int64_t n1) {
     }
 }
 
+/* Columns [n0, n1): int8 path rounding like ORT (see llm_mnb4_lanes): per
+ * column the lanes, their fold (columns in groups of four) or sum (the last
+ * N % 4), the bias, then for M > 1 the zero points through the block sums. */
+static void mnb_cols_ort4(const mnb_job *j, int64_t n0, int64_t n1) {
+    const mnb_geom *g = j->g;
+    int64_t kp = g->kb * g->bs, n4 = g->N - g->N % 4;
+    for (int64_t n = n0; n < n1; n++) {
+        const uint8_t *bcol = j->b + n * g->kb * g->blob, *zp = j->zp8 ? j->zp8 + n * j->zp_stride : NULL;
+        const float *sb = j->sc + n * g->kb;
+        for (int64_t m = 0; m < g->M; m++) {
+            float acc[8];
+            llm_mnb4_lanes(j->qa + m * kp, j->sa + m * g->kb, bcol, sb, zp, g->kb, g->M == 1, acc);
+            float v = n < n4 ? llm_fold8(acc) : llm_hsum8(acc);
+            if (j->bias)
+                v += j->bias[n];
+            if (g->M > 1)
+                v += llm_mnb4_blksum(j->ab + m * g->kb, sb, zp, g->kb);
+            j->y[m * g->N + n] = v;
+        }
+    }
+}
+
 /* Columns [n0, n1): int8 path. */
 static void mnb_cols_i8(const mnb_job *j, int64_t n0, int64_t n1, int16_t *codes) {
     const mnb_geom *g = j->g;
     int64_t kp = g->kb * g->bs;
+    if (g->ort4) {
+        mnb_cols_ort4(j, n0, n1);
+        return;
+    }
     for (int64_t n = n0; n < n1; n++) {
         const uint8_t *bcol = j->b + n * g->kb * g->blob;
         for (int64_t blk = 0; blk < g->kb; blk++) {
@@ -296,14 +336,21 @@ static void mnb_quantize_a(void *arg, int64_t m0, int64_t m1) {
     for (int64_t m = m0; m < m1; m++)
         for (int64_t blk = 0; blk < g->kb; blk++) {
             int64_t k0 = blk * g->bs, len = sn_imin(g->bs, g->K - k0);
-            ((float *)j->sa)[m * g->kb + blk] =
-                llm_q8_quantize(j->a + m * g->K + k0, len, (int8_t *)j->qa + m * kp + k0);
+            int8_t *q = (int8_t *)j->qa + m * kp + k0;
+            float sa = llm_q8_quantize(j->a + m * g->K + k0, len, q);
+            ((float *)j->sa)[m * g->kb + blk] = sa;
+            /* the block is zero-padded to bs codes (ORT reads whole blocks) */
+            memset(q + len, 0, (size_t)(g->bs - len));
+            int32_t sum = 0;
+            for (int64_t k = 0; k < len; k++)
+                sum += q[k];
+            ((float *)j->ab)[m * g->kb + blk] = sa * (float)sum;
         }
 }
 
 int llm_mnb_run(sn_kctx *c) {
     mnb_geom g;
-    SN_TRY(mnb_geom_of(c->node, c->n_in, c->in, true, &g, c->err));
+    SN_TRY(mnb_geom_of(c->node, c->n_in, c->in, true, c->state == &mnb_int8_tag, &g, c->err));
     const sn_tensor *A = c->in[0];
     sn_tensor *Y = c->out[0];
     sn_dtype dt = A->dtype;
@@ -355,6 +402,10 @@ int llm_mnb_run(sn_kctx *c) {
     p += w.qa;
     j.sa = (const float *)p;
     p += w.sa;
+    j.ab = (const float *)p;
+    p += w.ab;
+    if (g.ort4)
+        j.bias = bias;
     j.asum = (const float *)p;
     for (int64_t m = 0; m < g.M && w.asum; m++)
         for (int64_t blk = 0; blk < g.kb; blk++) {
@@ -391,7 +442,7 @@ int llm_mnb_run(sn_kctx *c) {
         j.slot_bytes = llm_al((size_t)g.bs * sizeof(float));
         sn_pool_for(c->pool, MNB_SLOTS, 1, mnb_slot_task, &j);
     }
-    if (bias)
+    if (bias && !g.ort4)
         for (int64_t m = 0; m < g.M; m++)
             for (int64_t n = 0; n < g.N; n++)
                 y[m * g.N + n] += bias[n];

@@ -180,6 +180,96 @@ def mnb(out_dir):
     return errs
 
 
+# MatMulNBits with accuracy_level 4 and constant weights. ORT prepacks a
+# constant B and then quantizes A to int8 per block (MLAS CompInt8, with its
+# own rounding order; M = 1 and M > 1 take different kernels); with B a graph
+# input (the cases above) it computes in float. SmolLM2-135M's shapes, an
+# activation row like an RMS-normed hidden state (a few large channels), N
+# not a multiple of 4, an odd block count, no zero points, a bias.
+
+
+def llm_activations(r, M, K):
+    a = r.standard_normal((M, K)).astype(np.float32)
+    hot = r.choice(K, size=max(1, K // 64), replace=False)
+    a[:, hot] *= 20.0
+    return a
+
+
+def quant4(r, N, K, bs=32):
+    """Random weights quantized like the model builder: (codes, scales, packed zp)."""
+    kb = (K + bs - 1) // bs
+    w = r.standard_normal((N, kb * bs)).astype(np.float32) * 0.05
+    w[:, K:] = 0
+    wb = w.reshape(N, kb, bs)
+    lo, hi = np.minimum(wb.min(-1), 0), np.maximum(wb.max(-1), 0)
+    sc = np.maximum((hi - lo) / 15, 1e-8).astype(np.float32)
+    zp = np.clip(np.round(-lo / sc), 0, 15).astype(np.int64)
+    codes = np.clip(np.round(wb / sc[:, :, None]) + zp[:, :, None], 0, 15).astype(np.int64)
+    return codes, sc, zp
+
+
+def mnb_const_model(name, layers, K, N, M, zp=True, bias=False, norm=False, r=None):
+    """`layers` MatMulNBits (acc 4, constant B) in a chain (N == K after the
+    first), optionally with a SimplifiedLayerNormalization before each."""
+    nodes, inits = [], []
+    x = "A"
+    for i in range(layers):
+        k_i = K if i == 0 else N
+        codes, sc, zpc = quant4(r, N, k_i)
+        kb = codes.shape[1]
+        inits.append(numpy_helper.from_array(pack_codes(codes, 4).reshape(N, kb, 16), f"B{i}"))
+        inits.append(numpy_helper.from_array(sc.reshape(-1), f"S{i}"))
+        ins = [x, f"B{i}", f"S{i}"]
+        if zp:
+            inits.append(numpy_helper.from_array(pack_codes(zpc, 4).reshape(N, -1), f"Z{i}"))
+            ins.append(f"Z{i}")
+        if bias:
+            if not zp:
+                ins.append("")
+            ins += ["", f"bias{i}"]
+            inits.append(numpy_helper.from_array(randn(r, N, scale=0.1), f"bias{i}"))
+        if norm:
+            inits.append(numpy_helper.from_array((1 + 0.1 * randn(r, k_i)).astype(np.float32), f"g{i}"))
+            nodes.append(helper.make_node("SimplifiedLayerNormalization", [x, f"g{i}"], [f"n{i}"],
+                                          axis=-1, epsilon=1e-5, stash_type=1))
+            ins[0] = f"n{i}"
+        y = "Y" if i == layers - 1 else f"h{i}"
+        nodes.append(helper.make_node("MatMulNBits", ins, [y], domain=MS, K=k_i, N=N, bits=4,
+                                      block_size=32, accuracy_level=4))
+        x = y
+    graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info("A", F32, [M, K])],
+                              [helper.make_tensor_value_info("Y", F32, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
+                                                    helper.make_opsetid(MS, 1)])
+    model.ir_version = 10
+    return model
+
+
+@case
+def mnb_const(out_dir):
+    specs = [  # name, M, K, N, layers, kw
+        ("mnb_const_acc4_m1_q", 1, 576, 576, 1, {}),
+        ("mnb_const_acc4_m1_kv", 1, 576, 192, 1, {}),
+        ("mnb_const_acc4_m1_down", 1, 1536, 576, 1, {}),
+        ("mnb_const_acc4_m5_up", 5, 576, 1536, 1, {}),
+        ("mnb_const_acc4_m7_n30", 7, 576, 30, 1, {}),
+        ("mnb_const_acc4_m2_k544", 2, 544, 64, 1, {}),
+        ("mnb_const_acc4_m1_k544_n7", 1, 544, 7, 1, {}),
+        ("mnb_const_acc4_m4_nozp", 4, 576, 40, 1, {"zp": False}),
+        ("mnb_const_acc4_m1_nozp", 1, 576, 40, 1, {"zp": False}),
+        ("mnb_const_acc4_m3_bias", 3, 576, 36, 1, {"bias": True}),
+        # re-quantizing chains: one rounding that differs from ORT's flips an
+        # int8 code downstream and grows, as through an LLM's layers
+        ("mnb_const_acc4_chain8_m1", 1, 576, 576, 8, {"norm": True}),
+        ("mnb_const_acc4_chain8_m6", 6, 576, 576, 8, {"norm": True}),
+    ]
+    for name, M, K, N, layers, kw in specs:
+        r = rng_for(name)
+        model = mnb_const_model(name, layers, K, N, M, r=r, **kw)
+        save(out_dir, name, model, [("A", llm_activations(r, M, K))], ["Y"])
+    return {}
+
+
 # ---------------------------------------------------------- GroupQueryAttention
 
 

@@ -2,7 +2,11 @@
  * their scalar references on odd sizes: dot, block dequantization (2/4/8
  * bits, partial blocks), the 4-bit GEMV column kernel, int8 quantization, RMS and layer norm rows, rotary
  * (half/interleaved, partial, in place) and the online-softmax attention row
- * (ranges, masks, biases, softcap, sink, qk outputs, fully masked rows). */
+ * (ranges, masks, biases, softcap, sink, qk outputs, fully masked rows).
+ * The ONNX Runtime parity kernels: the int8 MatMulNBits lanes (SIMD form
+ * bit-identical to the scalar one, and the scalar one to the plain integer
+ * dot), MLAS's exp and logistic near the true functions, the ORT norm rows
+ * and the ORT attention rows near the reference. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -194,8 +198,10 @@ static void test_attn(void) {
     for (int i = 0; i < H; i++)
         q[i] *= 3; /* peaky softmax */
     for (int variant = 0; variant < 10; variant++)
-        for (int mode = 0; mode < 4; mode++) {
+        for (int mode = 0; mode < 6; mode++) {
             llm_attn_row r = {0};
+            /* modes 4, 5: the ONNX Runtime rows (prompt, decode) where they apply */
+            r.ort = mode >= 4 ? mode - 3 : 0;
             r.q = q;
             r.k = k;
             r.v = v;
@@ -215,14 +221,14 @@ static void test_attn(void) {
             r.bias2 = variant == 8 ? b2 : NULL;
             r.sink = variant == 9;
             r.sink_val = 0.7f;
-            r.qk_mode = mode;
+            r.qk_mode = mode < 4 ? mode : 0;
             r.zero_if_masked = 1;
             for (int j = 0; j < L; j++)
                 qk1[j] = qk2[j] = 0;
-            r.qk_out = qk1;
+            r.qk_out = mode < 4 ? qk1 : NULL;
             r.y = y1;
             llm_attn_row_run(&r, acc);
-            r.qk_out = qk2;
+            r.qk_out = mode < 4 ? qk2 : NULL;
             r.y = y2;
             llm_attn_row_ref(&r, sc);
             char what[64];
@@ -249,6 +255,95 @@ static void test_attn(void) {
     }
 }
 
+static void test_mnb4_parity(void) {
+    enum { KB = 7 };
+    int8_t qa[KB * 32];
+    uint8_t b[KB * 16], zp[(KB + 1) / 2];
+    float sa[KB], sb[KB];
+    for (int i = 0; i < KB * 32; i++)
+        qa[i] = (int8_t)(int)(frand() * 127.0f);
+    for (int i = 0; i < KB * 16; i++)
+        b[i] = (uint8_t)((unsigned)(g_rng >> 20) & 255), frand();
+    for (int i = 0; i < (KB + 1) / 2; i++)
+        zp[i] = (uint8_t)((unsigned)(g_rng >> 30) & 255), frand();
+    for (int i = 0; i < KB; i++) {
+        sa[i] = 0.01f + fabsf(frand()) * 0.02f;
+        sb[i] = 0.001f + fabsf(frand()) * 0.01f;
+    }
+    for (int64_t kb = 1; kb <= KB; kb++)
+        for (int m1 = 0; m1 < 2; m1++)
+            for (int z = 0; z < 2; z++) {
+                const uint8_t *zpp = z ? zp : NULL;
+                float a[8], r[8];
+                llm_mnb4_lanes(qa, sa, b, sb, zpp, kb, m1, a);
+                llm_mnb4_lanes_ref(qa, sa, b, sb, zpp, kb, m1, r);
+                if (memcmp(a, r, sizeof a)) {
+                    fprintf(stderr, "FAIL mnb4 lanes kb %lld m1 %d zp %d not bit-identical\n",
+                            (long long)kb, m1, z);
+                    g_fail = 1;
+                }
+                /* the lanes sum to the block-scaled integer dot (plus the
+                 * zero-point term for M > 1) */
+                double want = 0, got = 0;
+                for (int64_t blk = 0; blk < kb; blk++) {
+                    int zv = zpp ? (zp[blk / 2] >> (4 * (blk & 1))) & 15 : 8;
+                    int32_t d = 0;
+                    for (int k = 0; k < 32; k++) {
+                        int c = (b[blk * 16 + k / 2] >> (4 * (k & 1))) & 15;
+                        d += qa[blk * 32 + k] * (c - zv);
+                    }
+                    want += (double)sa[blk] * sb[blk] * d;
+                }
+                for (int j = 0; j < 8; j++)
+                    got += r[j];
+                if (!m1 || !zpp) {
+                    /* M > 1 lanes hold unsigned codes (zero points apart);
+                     * M = 1 without zero points subtracts 8 in the lanes */
+                    float ab[KB];
+                    for (int64_t blk = 0; blk < kb; blk++) {
+                        int32_t s = 0;
+                        for (int k = 0; k < 32; k++)
+                            s += qa[blk * 32 + k];
+                        ab[blk] = sa[blk] * (float)s;
+                    }
+                    if (!m1)
+                        got += llm_mnb4_blksum(ab, sb, zpp, kb);
+                }
+                if (fabs(got - want) > 1e-5 * (1 + fabs(want))) {
+                    fprintf(stderr, "FAIL mnb4 dot kb %lld m1 %d zp %d: %g vs %g\n",
+                            (long long)kb, m1, z, got, want);
+                    g_fail = 1;
+                }
+            }
+}
+
+static void test_mlas_functions(void) {
+    for (float x = -30.0f; x <= 0.0f; x += 0.37f) {
+        float e = llm_exp_mlas(x);
+        if (!close_to(e, expf(x), 3e-7f, 0)) {
+            fprintf(stderr, "FAIL exp_mlas(%g) = %g\n", (double)x, (double)e);
+            g_fail = 1;
+        }
+    }
+    for (float x = -25.0f; x <= 25.0f; x += 0.41f) {
+        float l = llm_logistic_mlas(x), w = 1.0f / (1.0f + expf(-x));
+        if (!close_to(l, w, 1e-5f, 1e-7f)) {
+            fprintf(stderr, "FAIL logistic_mlas(%g) = %g\n", (double)x, (double)l);
+            g_fail = 1;
+        }
+    }
+    float x[203], g[203], y[203], r[203];
+    fill(x, 203);
+    fill(g, 203);
+    for (int64_t n = 1; n <= 203; n += 101) {
+        llm_rms_row_ort(x, g, 1e-5f, n, y);
+        llm_rms_row_ref(x, g, 1e-5f, n, r);
+        expect_vec("rms ort", y, r, n, 1e-5f, 1e-6f);
+        llm_skip_rms_row_ort(x, g, 1e-5f, n, y);
+        expect_vec("skip rms ort", y, r, n, 1e-5f, 1e-6f);
+    }
+}
+
 int main(void) {
     test_dot();
     test_dequant();
@@ -257,6 +352,8 @@ int main(void) {
     test_norms();
     test_rope();
     test_attn();
+    test_mnb4_parity();
+    test_mlas_functions();
     if (g_fail)
         return 1;
     printf("test_llm_kernels: ok\n");

