@@ -275,70 +275,12 @@ static const char k_run_help[] =
     "  --verbose           also print the execution plan's figures (nodes folded /\n"
     "                      static / dynamic, arena size against its lower bound)\n";
 
-/* Evaluates a dim_param such as "past_sequence_length + sequence_length"
- * (names, integers, + - *) with the --dim bindings; false if a name is
- * unbound or the text is not such an expression. */
-typedef struct dimexpr {
-    const char *p;
-    const kv *dims;
-    const int64_t *vals;
-    int n;
-} dimexpr;
-
-static void dx_space(dimexpr *e) {
-    while (*e->p == ' ')
-        e->p++;
-}
-
-static bool dx_factor(dimexpr *e, int64_t *out) {
-    dx_space(e);
-    if (*e->p >= '0' && *e->p <= '9') {
-        char *end;
-        *out = strtoll(e->p, &end, 10);
-        e->p = end;
-        return true;
-    }
-    const char *b = e->p;
-    while (*e->p && *e->p != ' ' && *e->p != '+' && *e->p != '-' && *e->p != '*')
-        e->p++;
-    size_t len = (size_t)(e->p - b);
-    for (int i = 0; len && i < e->n; i++)
-        if (strlen(e->dims[i].key) == len && !strncmp(e->dims[i].key, b, len)) {
-            *out = e->vals[i];
-            return true;
-        }
-    return false;
-}
-
-static bool dx_term(dimexpr *e, int64_t *out) {
-    if (!dx_factor(e, out))
-        return false;
-    for (;;) {
-        dx_space(e);
-        if (*e->p != '*')
-            return true;
-        e->p++;
-        int64_t r;
-        if (!dx_factor(e, &r))
-            return false;
-        *out *= r;
-    }
-}
-
+/* --dim/--bound values as bindings for sn_dim_eval. */
 static bool dim_eval(const char *text, const kv *dims, const int64_t *vals, int n, int64_t *out) {
-    dimexpr e = {text, dims, vals, n};
-    if (!dx_term(&e, out))
-        return false;
-    for (;;) {
-        dx_space(&e);
-        if (!*e.p)
-            return *out >= 0;
-        char op = *e.p++;
-        int64_t r;
-        if ((op != '+' && op != '-') || !dx_term(&e, &r))
-            return false;
-        *out = op == '+' ? *out + r : *out - r;
-    }
+    sn_dim_bind b[64];
+    for (int i = 0; i < n && i < 64; i++)
+        b[i] = (sn_dim_bind){dims[i].key, vals[i]};
+    return sn_dim_eval(text, b, n < 64 ? n : 64, out);
 }
 
 /* session.max_shape_override text for every input of the model at path,

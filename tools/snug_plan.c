@@ -15,10 +15,7 @@
 #include "plan/memplan.h"
 #include "plan/stats.h"
 
-typedef struct dimbind {
-    const char *name;
-    int64_t val;
-} dimbind;
+typedef sn_dim_bind dimbind;
 
 typedef struct popts {
     const char *cmd;
@@ -29,70 +26,6 @@ typedef struct popts {
     dimbind dims[64];
     int n_dims;
 } popts;
-
-/* ---- dim expressions ("past_sequence_length + sequence_length") ---------- */
-
-typedef struct dx {
-    const char *p;
-    const dimbind *b;
-    int n;
-} dx;
-
-static void dx_sp(dx *e) {
-    while (*e->p == ' ')
-        e->p++;
-}
-
-static bool dx_factor(dx *e, int64_t *out) {
-    dx_sp(e);
-    if (*e->p >= '0' && *e->p <= '9') {
-        char *end;
-        *out = strtoll(e->p, &end, 10);
-        e->p = end;
-        return true;
-    }
-    const char *s = e->p;
-    while (*e->p && !strchr(" +-*", *e->p))
-        e->p++;
-    size_t len = (size_t)(e->p - s);
-    for (int i = 0; len && i < e->n; i++)
-        if (strlen(e->b[i].name) == len && !strncmp(e->b[i].name, s, len)) {
-            *out = e->b[i].val;
-            return true;
-        }
-    return false;
-}
-
-static bool dx_term(dx *e, int64_t *out) {
-    if (!dx_factor(e, out))
-        return false;
-    for (;;) {
-        dx_sp(e);
-        if (*e->p != '*')
-            return true;
-        e->p++;
-        int64_t r;
-        if (!dx_factor(e, &r))
-            return false;
-        *out *= r;
-    }
-}
-
-static bool dim_eval(const char *text, const dimbind *b, int n, int64_t *out) {
-    dx e = {text, b, n};
-    if (!dx_term(&e, out))
-        return false;
-    for (;;) {
-        dx_sp(&e);
-        if (!*e.p)
-            return *out >= 0;
-        char op = *e.p++;
-        int64_t r;
-        if ((op != '+' && op != '-') || !dx_term(&e, &r))
-            return false;
-        *out = op == '+' ? *out + r : *out - r;
-    }
-}
 
 /* Bindings: the user's --dim first, then the LLM names at (batch, seq, past). */
 static int make_binds(const popts *o, int64_t seq, int64_t past, dimbind *b) {
@@ -137,7 +70,7 @@ static bool input_shape(const sn_graph *g, const sn_value *v, const sn_shape_ove
             continue;
         const char *nm = d <= SN_DIM_SYM(0) ? g->syms[SN_DIM_SYM_ID(d)] : NULL;
         int64_t val;
-        if (!nm || !dim_eval(nm, b, nb, &val)) {
+        if (!nm || !sn_dim_eval(nm, b, nb, &val)) {
             snprintf(err, cap, "input '%s' dim %d (%s) is not bound: use --dim NAME=VALUE or --shape", v->name, k,
                      nm ? nm : "unnamed");
             return false;

@@ -54,20 +54,25 @@ struct sn_exec {
     sn_exec_stats stats;
 };
 
-static void *dyn_alloc(sn_exec *ex, size_t bytes) {
-    if (ex->n_dyn == ex->cap_dyn) {
-        int nc = ex->cap_dyn ? ex->cap_dyn * 2 : 32;
-        void **d = sn_realloc(ex->dyn, sizeof *d * (size_t)nc);
+/* Zeroed heap memory recorded in a growable list (*list, *n, *cap) so it
+ * can be released in one sweep. */
+static void *listed_alloc(void ***list, int *n, int *cap, size_t bytes) {
+    if (*n == *cap) {
+        int nc = *cap ? *cap * 2 : 32;
+        void **d = sn_realloc(*list, sizeof *d * (size_t)nc);
         if (!d)
             return NULL;
-        ex->dyn = d;
-        ex->cap_dyn = nc;
+        *list = d;
+        *cap = nc;
     }
     void *p = sn_calloc(1, bytes ? bytes : 1);
     if (p)
-        ex->dyn[ex->n_dyn++] = p;
+        (*list)[(*n)++] = p;
     return p;
 }
+
+/* Memory of the current run (dynamic values), released by the next run. */
+static void *dyn_alloc(sn_exec *ex, size_t bytes) { return listed_alloc(&ex->dyn, &ex->n_dyn, &ex->cap_dyn, bytes); }
 
 static void dyn_release(sn_exec *ex) {
     for (int i = 0; i < ex->n_dyn; i++)
@@ -75,19 +80,9 @@ static void dyn_release(sn_exec *ex) {
     ex->n_dyn = 0;
 }
 
+/* Memory of folded values, released with the plan. */
 static void *folded_alloc(sn_exec *ex, size_t bytes) {
-    if (ex->n_folded == ex->cap_folded) {
-        int nc = ex->cap_folded ? ex->cap_folded * 2 : 32;
-        void **d = sn_realloc(ex->folded, sizeof *d * (size_t)nc);
-        if (!d)
-            return NULL;
-        ex->folded = d;
-        ex->cap_folded = nc;
-    }
-    void *p = sn_calloc(1, bytes ? bytes : 1);
-    if (p)
-        ex->folded[ex->n_folded++] = p;
-    return p;
+    return listed_alloc(&ex->folded, &ex->n_folded, &ex->cap_folded, bytes);
 }
 
 static void plan_release(sn_exec *ex) {

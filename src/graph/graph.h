@@ -80,6 +80,16 @@ int sn_graph_find(const sn_graph *g, const char *name);
 int sn_graph_infer(sn_graph *g, int n_bind, const char *const *dim_names,
                    const int64_t *dim_vals, sn_err *err);
 
+/* A value bound to a symbolic dim name. */
+typedef struct sn_dim_bind {
+    const char *name;
+    int64_t val;
+} sn_dim_bind;
+/* Evaluates a dim_param such as "past_sequence_length + sequence_length"
+ * (names, integers, + - *) with the bindings; false if a name is unbound,
+ * the text is not such an expression, or the result is negative. */
+bool sn_dim_eval(const char *expr, const sn_dim_bind *b, int n, int64_t *out);
+
 /* Converts a declared type into a tensor info (symbolic dims interned). */
 int sn_type_to_info(sn_graph *g, const sn_type *t, sn_tensor *info);
 
