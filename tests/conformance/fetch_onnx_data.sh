@@ -9,8 +9,9 @@ cache=${SNUG_CACHE:-$HOME/.cache/snug}/onnx-testdata-$ver
 if [ ! -f "$cache/.complete" ]; then
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT
-  py=python3
-  command -v "$py" >/dev/null || { echo "fetch_onnx_data: python3 is required" >&2; exit 1; }
+  # The project venv's pip: Debian's python3 has no pip of its own.
+  venv=$(bash "$(dirname "$0")/../../scripts/venv.sh") || { echo "fetch_onnx_data: no Python venv" >&2; exit 1; }
+  py=$venv/bin/python
   "$py" -m pip download --no-deps --only-binary=:all: -q -d "$tmp" "onnx==$ver" >&2 ||
     { echo "fetch_onnx_data: could not download onnx==$ver from PyPI" >&2; exit 1; }
   rm -rf "$cache"

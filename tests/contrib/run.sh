@@ -7,8 +7,7 @@ set -euo pipefail
 runner=$1
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 out="${SNUG_CACHE:-$HOME/.cache/snug}/contrib-cases"
-py="${SNUG_VENV:-$HOME/.cache/snug/venv}/bin/python"
-[[ -x "$py" ]] || py=/root/.cache/snug-venv/bin/python
+py="$(bash "$here/../../scripts/venv.sh")/bin/python" || py=
 if [[ ! -x "$py" ]] || ! "$py" -c 'import onnxruntime' 2>/dev/null; then
   echo "run.sh: no Python with onnxruntime (run scripts/venv.sh)" >&2
   exit 1
