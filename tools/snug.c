@@ -185,6 +185,21 @@ static void fill_input(sn_tensor *t, uint64_t seed) {
     }
 }
 
+/* LLM inputs whose generated values must make sense: an attention mask of
+ * ones (masks decide sequence lengths in GroupQueryAttention) and
+ * position_ids counting 0, 1, ... along the last axis. */
+static void fill_llm_input(const char *name, sn_tensor *t) {
+    if (t->rank < 1 || !sn_dtype_is_int(t->dtype))
+        return;
+    int64_t n = sn_tensor_numel(t), last = t->dims[t->rank - 1];
+    if (strstr(name, "attention_mask"))
+        for (int64_t i = 0; i < n; i++)
+            sn_store_f64(t->dtype, t->data, (size_t)i, 1.0);
+    else if (!strcmp(name, "position_ids") && last > 0)
+        for (int64_t i = 0; i < n; i++)
+            sn_store_f64(t->dtype, t->data, (size_t)i, (double)(i % last));
+}
+
 static const char *ends_with(const char *s, const char *suf) {
     size_t a = strlen(s), b = strlen(suf);
     return a >= b && !strcmp(s + a - b, suf) ? s + a - b : NULL;
@@ -263,7 +278,8 @@ static const char k_run_help[] =
     "                      that are generated; unbound symbolic dims default to 1\n"
     "  --seed N            seed for generated inputs (default 1); inputs not given\n"
     "                      are filled deterministically: floats in [-1,1), integers in\n"
-    "                      [0,10), bools alternating\n"
+    "                      [0,10), bools alternating; an attention_mask with ones and\n"
+    "                      position_ids counting 0, 1, ... along the last axis\n"
     "  --output-dir DIR    write output i to DIR/output_<i>.pb (created if missing)\n"
     "  --threads N         worker threads (default: all cores)\n"
     "  --bound NAME=VALUE  plan once with the symbolic dim NAME at most VALUE (sets\n"
@@ -497,6 +513,7 @@ static int cmd_run(int argc, char **argv) {
         }
         in[i].data = own[i];
         fill_input(&in[i], seed + (uint64_t)i);
+        fill_llm_input(v->name, &in[i]);
     }
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
