@@ -70,5 +70,10 @@ expect 0 "present.0.key +float32 +\[1,4,13,8\].*|plan .* 1 plan\(s\) made" -- "$
 expect 1 "input 'input_ids'.*beyond its planned bound 16" -- "$snug" run "$fix" --bound sequence_length=16 \
   --bound past_sequence_length=32 --dim sequence_length=20 --dim past_sequence_length=0
 expect 1 "has no --bound" -- "$snug" run "$fix" --bound sequence_length=16
+# snug bench drives the KV cache itself; bad flags are usage errors.
+expect 0 "decode +[0-9.]+ tok/s" -- "$snug" bench "$fix" --prompt 8 --gen 4 --rounds 1 --warmup 0 --threads 2
+expect 0 "\"decode_tok_s\"" -- "$snug" bench "$fix" --prompt 4 --gen 2 --rounds 1 --warmup 0 --json
+expect 2 "unknown option|usage" -- "$snug" bench "$fix" --bogus
+expect 1 "snug bench: " -- "$snug" bench "$tmp/missing.onnx"
 echo "cli: $passes passed, $fails failed"
 [ "$fails" = 0 ]
