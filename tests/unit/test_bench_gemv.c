@@ -11,58 +11,14 @@
 #include <string.h>
 #include <time.h>
 
+#include "gemm_check.h"
 #include "ops/gemm.h"
-
-static uint64_t g_rng = 0x2545F4914F6CDD1Dull;
-static float frand(void) {
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return (float)((g_rng >> 40) & 0xFFFF) / 32768.0f - 1.0f;
-}
 
 static int check(sn_gemm_isa isa, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, float beta,
                  sn_pool *pool) {
-    int64_t pad = (M + N + K) % 3; /* leading dimensions larger than needed, sometimes */
-    int64_t lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
-    int64_t arows = ta ? K : M, brows = tb ? N : K;
-    /* exact sizes: the last row ends where the allocation ends */
-    size_t na = (size_t)((arows - 1) * lda + (ta ? M : K)), nb = (size_t)((brows - 1) * ldb + (tb ? K : N));
-    size_t nc = (size_t)(M * ldc);
-    float *A = malloc(na * sizeof *A), *B = malloc(nb * sizeof *B);
-    float *C = malloc(nc * sizeof *C), *R = malloc(nc * sizeof *R);
-    for (size_t i = 0; i < na; i++)
-        A[i] = frand();
-    for (size_t i = 0; i < nb; i++)
-        B[i] = frand();
-    for (size_t i = 0; i < nc; i++)
-        C[i] = R[i] = frand();
-    if (beta == 0.0f) /* beta == 0 must not read C: poison it */
-        for (int64_t i = 0; i < M; i++)
-            for (int64_t j = 0; j < N; j++)
-                C[i * ldc + j] = NAN;
-    sn_sgemm_isa(isa, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pool);
-    sn_sgemm_ref(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, R, ldc);
-    int bad = 0;
-    for (int64_t i = 0; i < M && !bad; i++)
-        for (int64_t j = 0; j < ldc && !bad; j++) {
-            float c = C[i * ldc + j], r = R[i * ldc + j];
-            if (j >= N) { /* padding columns must be untouched */
-                if (memcmp(&c, &r, sizeof c) != 0)
-                    bad = 1;
-            } else if (!(fabsf(c - r) <= 1e-5f * (float)K + 1e-5f * fabsf(r))) {
-                bad = 1;
-            }
-            if (bad)
-                fprintf(stderr, "FAIL isa=%d ta=%d tb=%d M=%lld N=%lld K=%lld alpha=%g beta=%g at (%lld,%lld): %g vs %g\n",
-                        (int)isa, ta, tb, (long long)M, (long long)N, (long long)K, alpha, beta, (long long)i,
-                        (long long)j, c, r);
-        }
-    free(A);
-    free(B);
-    free(C);
-    free(R);
-    return bad;
+    /* leading dimensions larger than needed, sometimes; exact allocations */
+    gemm_case_opts o = {(int)isa, (M + N + K) % 3, 1, 1e-5f};
+    return gemm_check(&o, ta, tb, M, N, K, alpha, beta, pool);
 }
 
 static double now_s(void) {
@@ -72,6 +28,7 @@ static double now_s(void) {
 }
 
 int main(void) {
+    g_rng = 0x2545F4914F6CDD1Dull;
     static const int64_t Ms[] = {1, 2, 3, 5, 8};
     static const int64_t Ns[] = {2, 7, 8, 9, 15, 16, 17, 31, 33, 64, 65, 130, 577, 2100};
     static const int64_t Ks[] = {1, 3, 4, 5, 8, 17, 64, 301};

@@ -8,59 +8,17 @@
 #include <string.h>
 #include <time.h>
 
+#include "gemm_check.h"
 #include "ops/gemm.h"
-
-static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
-static float frand(void) {
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return (float)((g_rng >> 40) & 0xFFFF) / 32768.0f - 1.0f;
-}
 
 static int check(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, float beta,
                  sn_pool *pool) {
-    int64_t pad = 3; /* leading dimensions larger than needed */
-    int64_t lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
-    int64_t arows = ta ? K : M, brows = tb ? N : K;
-    size_t na = (size_t)(arows * lda + 1), nb = (size_t)(brows * ldb + 1), nc = (size_t)(M * ldc + 1);
-    float *A = malloc(na * sizeof *A), *B = malloc(nb * sizeof *B);
-    float *C = malloc(nc * sizeof *C), *R = malloc(nc * sizeof *R);
-    for (size_t i = 0; i < na; i++)
-        A[i] = frand();
-    for (size_t i = 0; i < nb; i++)
-        B[i] = frand();
-    for (size_t i = 0; i < nc; i++)
-        C[i] = R[i] = frand();
-    if (beta == 0.0f) /* beta == 0 must not read C: poison it */
-        for (int64_t i = 0; i < M; i++)
-            for (int64_t j = 0; j < N; j++)
-                C[i * ldc + j] = NAN;
-    sn_sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pool);
-    sn_sgemm_ref(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, R, ldc);
-    int bad = 0;
-    for (int64_t i = 0; i < M && !bad; i++)
-        for (int64_t j = 0; j < ldc && !bad; j++) {
-            float c = C[i * ldc + j], r = R[i * ldc + j];
-            if (j >= N) { /* padding columns must be untouched */
-                if (memcmp(&c, &r, sizeof c) != 0)
-                    bad = 1;
-            } else if (!(fabsf(c - r) <= 1e-4f * (float)K + 1e-4f * fabsf(r))) {
-                bad = 1;
-            }
-            if (bad)
-                fprintf(stderr, "FAIL ta=%d tb=%d M=%lld N=%lld K=%lld alpha=%g beta=%g at (%lld,%lld): %g vs %g\n",
-                        ta, tb, (long long)M, (long long)N, (long long)K, alpha, beta,
-                        (long long)i, (long long)j, c, r);
-        }
-    free(A);
-    free(B);
-    free(C);
-    free(R);
-    return bad;
+    gemm_case_opts o = {-1, 3, 0, 1e-4f}; /* the public sn_sgemm; leading dimensions 3 larger */
+    return gemm_check(&o, ta, tb, M, N, K, alpha, beta, pool);
 }
 
 int main(void) {
+    g_rng = 0x9E3779B97F4A7C15ull;
     static const int64_t sizes[] = {1, 3, 7, 17, 33, 65, 129};
     static const float ab[][2] = {{1, 0}, {0.5f, 1}, {-2, 0.25f}, {1, 1}};
     int ns = (int)(sizeof sizes / sizeof sizes[0]);
