@@ -270,6 +270,9 @@ static int open_and_plan(const popts *o, planned *p) {
         return rc;
     if (sn_exec_plan(p->s->exec, p->in, &err) != SNUG_OK) {
         fprintf(stderr, "snug %s: planning %s: %s\n", o->cmd, o->path, err.msg);
+        if (err.code == SNUG_ERR_RANGE)
+            fprintf(stderr, "snug %s: (planned for --ctx %lld: is that longer than the model supports?)\n", o->cmd,
+                    (long long)o->ctx);
         return 1;
     }
     return 0;
