@@ -13,9 +13,18 @@ enum vkind {
     VK_ARENA,    /* planned: arena + offset */
     VK_VIEW,     /* planned alias of another value's bytes (valias) */
     VK_DYN,      /* shape known only at run time: allocated per run */
+    VK_STATE,    /* graph output written into a persistent state buffer */
 };
 
 enum nmode { NM_FOLDED = 0, NM_STATIC, NM_DYNAMIC };
+
+/* A persistent state buffer (sn_exec_add_state): outlives plans and runs. */
+typedef struct sn_exec_state {
+    int in_v;    /* the graph input value it feeds */
+    int out_v;   /* the graph output value written into it, -1 if none */
+    void *data;  /* owned: from the backend, zeroed when added */
+    size_t cap;  /* bytes */
+} sn_exec_state;
 
 struct sn_exec {
     const sn_graph *g;       /* borrowed */
@@ -51,6 +60,8 @@ struct sn_exec {
     sn_tensor **argout;
     int arg_cap;
     int cur_node;            /* node being run (for subgraph calls) */
+    sn_exec_state *states;   /* owned [n_states] */
+    int n_states;
     sn_exec_stats stats;
 };
 
@@ -201,6 +212,9 @@ void sn_exec_free(sn_exec *ex) {
     sn_free(ex->bounds);
     if (ex->arena)
         ex->backend.ops->buffer_free(ex->backend.ctx, ex->arena);
+    for (int k = 0; k < ex->n_states; k++)
+        ex->backend.ops->buffer_free(ex->backend.ctx, ex->states[k].data);
+    sn_free(ex->states);
     sn_backend_free(&ex->backend);
     sn_free(ex->folded);
     sn_free(ex->dyn);
@@ -301,6 +315,30 @@ static int check_packed(const sn_node *n, const sn_tensor *const *t, int count, 
     return SNUG_OK;
 }
 
+static sn_exec_state *state_of_input(const sn_exec *ex, int v) {
+    for (int k = 0; k < ex->n_states; k++)
+        if (ex->states[k].in_v == v)
+            return &ex->states[k];
+    return NULL;
+}
+
+/* A state's output is computed into the state buffer instead of the arena. */
+static int plan_state_output(sn_exec *ex, const sn_exec_state *st, sn_err *err) {
+    int v = st->out_v;
+    if (v < 0 || (ex->vkind[v] != VK_ARENA && ex->vkind[v] != VK_DYN))
+        return SNUG_OK;
+    if (ex->vkind[v] == VK_ARENA && sn_tensor_nbytes(&ex->vals[v]) > st->cap) {
+        char b[160];
+        return sn_errf(err, SNUG_ERR_RANGE, "output '%s' %s needs %zu bytes, more than its %zu-byte state buffer",
+                       ex->g->values[v].name, sn_shape_str(&ex->vals[v], b, sizeof b),
+                       sn_tensor_nbytes(&ex->vals[v]), st->cap);
+    }
+    ex->vkind[v] = VK_STATE;
+    ex->vals[v].data = st->data;
+    ex->vcap[v] = st->cap;
+    return SNUG_OK;
+}
+
 static int make_plan(sn_exec *ex, sn_err *err) {
     const sn_graph *g = ex->g;
     int rc = SNUG_OK;
@@ -308,10 +346,11 @@ static int make_plan(sn_exec *ex, sn_err *err) {
     int *bval = NULL, *last = NULL, *share = NULL;
     plan_release(ex);
     int n_plans = ex->stats.n_plans + 1;
-    size_t copied = ex->stats.copied_init_bytes;
+    size_t copied = ex->stats.copied_init_bytes, persistent = ex->stats.persistent_bytes;
     memset(&ex->stats, 0, sizeof ex->stats);
     ex->stats.n_plans = n_plans;
     ex->stats.copied_init_bytes = copied;
+    ex->stats.persistent_bytes = persistent;
     /* Value kinds and infos for what is known before any node. Graph-input
      * data is hidden while planning: a plan depends on shapes only. */
     for (int v = 0; v < g->n_values; v++) {
@@ -427,6 +466,8 @@ static int make_plan(sn_exec *ex, sn_err *err) {
         if (ex->vkind[v] == VK_INPUT)
             ex->vals[v].data = saved[v];
     sn_free(saved);
+    for (int k = 0; k < ex->n_states && rc == SNUG_OK; k++)
+        rc = plan_state_output(ex, &ex->states[k], err);
     if (rc != SNUG_OK) {
         plan_release(ex);
         return rc;
@@ -539,6 +580,13 @@ static int call_kernel(sn_exec *ex, const sn_node *n, void *state, void *ws, sn_
     return n->op->run(&kc);
 }
 
+static void *state_of_output(const sn_exec *ex, int v) {
+    for (int k = 0; k < ex->n_states; k++)
+        if (ex->states[k].out_v == v)
+            return ex->states[k].data;
+    return NULL;
+}
+
 static int run_dynamic(sn_exec *ex, const sn_node *n, sn_err *err) {
     for (int j = 0; j < n->n_in; j++)
         ex->argin[j] = n->in[j] >= 0 ? &ex->vals[n->in[j]] : NULL;
@@ -566,6 +614,13 @@ static int run_dynamic(sn_exec *ex, const sn_node *n, sn_err *err) {
             size_t nb = sn_tensor_nbytes(t);
             if (sn_tensor_numel(t) < 0 || nb > ((size_t)1 << 56))
                 return sn_kfail(err, n, SNUG_ERR_RANGE, "output %d is too large", j);
+            if (ex->vkind[n->out[j]] == VK_STATE) {
+                if (nb > ex->vcap[n->out[j]])
+                    return sn_kfail(err, n, SNUG_ERR_RANGE, "output %d needs %zu bytes, more than its %zu-byte "
+                                    "state buffer", j, nb, ex->vcap[n->out[j]]);
+                t->data = state_of_output(ex, n->out[j]);
+                continue;
+            }
             if (j == 0 && (n->op->flags & SN_OP_VIEW0) && ex->argin[0] && ex->argin[0]->data &&
                 sn_tensor_nbytes(ex->argin[0]) == nb && ex->argin[0]->dtype == t->dtype) {
                 t->data = ex->argin[0]->data;
@@ -770,7 +825,16 @@ int sn_exec_run(sn_exec *ex, const sn_tensor *inputs, sn_tensor *outputs, sn_err
                                    sn_shape_str(t, b2, sizeof b2));
         }
         ex->vals[v] = *t;
-        if (t->kind == SN_KIND_TENSOR && !t->data && sn_tensor_numel(t) > 0)
+        const sn_exec_state *st = state_of_input(ex, v);
+        if (st) {
+            char b[160];
+            if (t->kind != SN_KIND_TENSOR || sn_tensor_nbytes(t) > st->cap)
+                return sn_errf(err, SNUG_ERR_RANGE, "input '%s' %s needs %zu bytes, more than its %zu-byte state "
+                               "buffer", g->values[v].name, sn_shape_str(t, b, sizeof b), sn_tensor_nbytes(t),
+                               st->cap);
+            ex->vals[v].data = st->data;
+        }
+        if (t->kind == SN_KIND_TENSOR && !ex->vals[v].data && sn_tensor_numel(t) > 0)
             return sn_errf(err, SNUG_ERR_INVALID_ARG, "input '%s' has no data", g->values[v].name);
     }
     if (ex->parent) {
@@ -798,13 +862,74 @@ int sn_exec_plan(sn_exec *ex, const sn_tensor *inputs, sn_err *err) {
     return make_plan(ex, err);
 }
 
+bool sn_exec_state_shareable(const sn_exec *ex, int input, int output) {
+    const sn_graph *g = ex->g;
+    if (input < 0 || input >= g->n_inputs || output < 0 || output >= g->n_outputs)
+        return false;
+    /* The output's producer writes into the buffer the input is read from,
+     * so it must be the only reader and must declare that it can. */
+    const sn_value *in = &g->values[g->inputs[input]];
+    int p = g->values[g->outputs[output]].producer;
+    if (p < 0 || !(g->nodes[p].op->flags & SN_OP_KV_SHARE) || in->n_cons < 1)
+        return false;
+    for (int c = 0; c < in->n_cons; c++)
+        if (in->cons[c] != p)
+            return false;
+    /* and the pair must be one the op shares: past key (value) at input 3
+     * (4) with present key (value) at output 1 (2) */
+    const sn_node *n = &g->nodes[p];
+    int ov = g->outputs[output], iv = g->inputs[input];
+    for (int j = 1; j <= 2; j++)
+        if (j < n->n_out && j + 2 < n->n_in && n->out[j] == ov && n->in[j + 2] == iv)
+            return true;
+    return false;
+}
+
+int sn_exec_add_state(sn_exec *ex, int input, int output, const sn_tensor *bound, sn_err *err) {
+    const sn_graph *g = ex->g;
+    if (ex->planned)
+        return sn_errf(err, SNUG_ERR_INVALID_ARG, "persistent state must be added before the first plan");
+    if (input < 0 || input >= g->n_inputs || output < -1 || output >= g->n_outputs)
+        return sn_errf(err, SNUG_ERR_INVALID_ARG, "state: input %d / output %d out of range", input, output);
+    int iv = g->inputs[input], ov = output >= 0 ? g->outputs[output] : -1;
+    const sn_value *in = &g->values[iv];
+    const sn_tensor *decl = &in->info;
+    char b[160];
+    if (state_of_input(ex, iv))
+        return sn_errf(err, SNUG_ERR_INVALID_ARG, "input '%s' is already persistent state", in->name);
+    if (bound->kind != SN_KIND_TENSOR || !sn_tensor_shape_known(bound) || bound->dtype != decl->dtype)
+        return sn_errf(err, SNUG_ERR_INVALID_ARG, "state '%s': its bound %s %s must be a concrete %s tensor",
+                       in->name, sn_dtype_name(bound->dtype), sn_shape_str(bound, b, sizeof b),
+                       sn_dtype_name(decl->dtype));
+    if (ov >= 0 && !sn_exec_state_shareable(ex, input, output))
+        return sn_errf(err, SNUG_ERR_UNSUPPORTED, "output '%s' cannot share a buffer with input '%s': its producer "
+                       "must be the input's only reader and write a shared KV cache", g->values[ov].name, in->name);
+    size_t cap = sn_tensor_nbytes(bound);
+    sn_exec_state *ns = sn_realloc(ex->states, sizeof *ns * (size_t)(ex->n_states + 1));
+    if (!ns)
+        return sn_errf(err, SNUG_ERR_OOM, "out of memory");
+    ex->states = ns;
+    void *data = ex->backend.ops->buffer_alloc(ex->backend.ctx, cap ? cap : 1, err);
+    if (!data)
+        return sn_errf(err, SNUG_ERR_OOM, "cannot allocate the %zu-byte state buffer of '%s'", cap, in->name);
+    memset(data, 0, cap); /* stale rows are masked, but NaN garbage would still poison scores */
+    ex->states[ex->n_states++] = (sn_exec_state){iv, ov, data, cap};
+    ex->stats.persistent_bytes += cap;
+    return SNUG_OK;
+}
+
+void *sn_exec_state_data(const sn_exec *ex, int input) {
+    const sn_exec_state *st = input >= 0 && input < ex->g->n_inputs ? state_of_input(ex, ex->g->inputs[input]) : NULL;
+    return st ? st->data : NULL;
+}
+
 const sn_tensor *sn_exec_value_info(const sn_exec *ex, int v) { return &ex->vals[v]; }
 
 sn_storage sn_exec_value_storage(const sn_exec *ex, int v, size_t *offset) {
     static const sn_storage map[] = {
         [VK_NONE] = SN_STORE_NONE,   [VK_CONST] = SN_STORE_CONST, [VK_FOLDED] = SN_STORE_FOLDED,
         [VK_INPUT] = SN_STORE_INPUT, [VK_ARENA] = SN_STORE_ARENA, [VK_VIEW] = SN_STORE_VIEW,
-        [VK_DYN] = SN_STORE_DYNAMIC,
+        [VK_DYN] = SN_STORE_DYNAMIC, [VK_STATE] = SN_STORE_STATE,
     };
     if (offset)
         *offset = ex->vkind[v] == VK_ARENA ? ex->voff[v] : 0;

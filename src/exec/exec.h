@@ -20,6 +20,7 @@ typedef struct sn_exec_stats {
     int n_inplace;           /* static nodes whose output reuses input 0's block */
     int n_plans;             /* how many times a plan was made */
     size_t copied_init_bytes; /* weights copied because the file left them misaligned */
+    size_t persistent_bytes; /* state buffers (sn_exec_add_state): the KV cache */
 } sn_exec_stats;
 
 /* pool and log are borrowed and may be NULL. */
@@ -45,6 +46,22 @@ int sn_exec_plan(sn_exec *ex, const sn_tensor *inputs, sn_err *err);
  * excepted); an input beyond its bound is an error naming input and bound. */
 int sn_exec_set_bounds(sn_exec *ex, const sn_tensor *bounds, sn_err *err);
 
+/* Makes graph input `input` persistent state: a buffer of bound's bytes
+ * (kind, dtype, shape; zeroed), allocated now from the executor's device
+ * and kept across plans and runs: the persistent region of the memory plan,
+ * where a KV cache lives. Every run feeds the input from that buffer (the
+ * caller's data pointer is ignored; its shape must fit the buffer), and the
+ * caller reads and writes it through sn_exec_state_data. With output >= 0,
+ * graph output `output` is computed straight into the same buffer instead of
+ * the arena: its producer must be the input's only reader and must declare
+ * SN_OP_KV_SHARE (GroupQueryAttention with past and present in one buffer
+ * writes only the new rows). Call before the first plan. */
+int sn_exec_add_state(sn_exec *ex, int input, int output, const sn_tensor *bound, sn_err *err);
+/* Whether sn_exec_add_state(ex, input, output, ...) may share the buffer. */
+bool sn_exec_state_shareable(const sn_exec *ex, int input, int output);
+/* The state buffer of graph input `input`, or NULL when it is not state. */
+void *sn_exec_state_data(const sn_exec *ex, int input);
+
 /* How a value is stored in the current plan. */
 typedef enum sn_storage {
     SN_STORE_NONE = 0,
@@ -54,6 +71,7 @@ typedef enum sn_storage {
     SN_STORE_ARENA,   /* planned slot in the arena */
     SN_STORE_VIEW,    /* alias of another value's bytes */
     SN_STORE_DYNAMIC, /* shape known only at run time */
+    SN_STORE_STATE,   /* output computed into a persistent state buffer */
 } sn_storage;
 
 /* The planned info (kind, dtype, shape) of value v, its storage, and for

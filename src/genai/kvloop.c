@@ -26,8 +26,10 @@ struct sn_kvloop {
     int o_logits;             /* graph output position */
     int *i_past;            /* owned [2 * n_layers]: input position of layer l's key (2l) and value (2l+1) */
     int *o_present;         /* owned [2 * n_layers]: output positions, same order */
-    void **kv;              /* owned [2 * n_layers]: [kv_heads, max_ctx, head_dim] elements each, the
-                             * first kv_heads * past * head_dim of them packed as [1, kv_heads, past, head_dim] */
+    void **kv;              /* owned array [2 * n_layers] of the executor's state buffers (borrowed):
+                             * [kv_heads, cap, head_dim] elements each, the first kv_heads * P * head_dim
+                             * of them packed as [1, kv_heads, P, head_dim] (shared: P = cap) */
+    bool shared;            /* present is computed into the past buffer: no copy between steps */
     sn_dtype kv_dtype;
     size_t kv_esize;        /* bytes per KV element */
     sn_dtype ids_dtype, mask_dtype, pos_dtype;
@@ -77,6 +79,14 @@ static void store_index(sn_dtype t, void *buf, int64_t i, int64_t v) {
         ((int64_t *)buf)[i] = v;
     else
         ((int32_t *)buf)[i] = (int32_t)v;
+}
+
+static void set_tensor(sn_tensor *t, sn_dtype dtype, int rank, const int64_t *dims, void *data) {
+    memset(t, 0, sizeof *t);
+    t->kind = SN_KIND_TENSOR;
+    t->dtype = dtype;
+    sn_tensor_set_shape(t, rank, dims);
+    t->data = data;
 }
 
 /* Plans the session once for the largest step the loop can make (a prompt of
@@ -239,16 +249,23 @@ int sn_kvloop_new(sn_session *s, int64_t max_ctx, sn_kvloop **out, sn_err *err) 
         rc = sn_errf(err, SNUG_ERR_RANGE, "kvloop: KV cache for %lld tokens overflows", (long long)max_ctx);
         goto fail;
     }
+    /* The KV cache is the executor's persistent state (zeroed: padded slots
+     * are masked, but NaN garbage there would still poison the scores). With
+     * exact shapes and an attention op that can write into its past buffer,
+     * past and present share it and a step copies nothing. */
+    l->shared = l->bucket == 1 && n_layers > 0;
+    for (int k = 0; k < 2 * n_layers && l->shared; k++)
+        l->shared = sn_exec_state_shareable(s->exec, l->i_past[k], l->o_present[k]);
     for (int k = 0; k < 2 * n_layers; k++) {
-        /* zeroed: padded slots are masked, but NaN garbage there would still
-         * poison the scores (NaN + lowest = NaN) */
-        if (!(l->kv[k] = sn_calloc(1, per ? per : 1))) {
-            rc = sn_errf(err, SNUG_ERR_OOM, "kvloop: out of memory for the KV cache (%d x %zu bytes)",
-                         2 * n_layers, per);
+        sn_tensor bound;
+        set_tensor(&bound, l->kv_dtype, 4, (int64_t[]){1, l->info.kv_heads, cap, l->info.head_dim}, NULL);
+        if ((rc = sn_exec_add_state(s->exec, l->i_past[k], l->shared ? l->o_present[k] : -1, &bound, err)) !=
+            SNUG_OK)
             goto fail;
-        }
+        l->kv[k] = sn_exec_state_data(s->exec, l->i_past[k]);
     }
     l->info.kv_bytes = per * 2 * (size_t)n_layers;
+    l->info.shared_kv = l->shared;
     l->info.has_position_ids = l->i_pos >= 0;
     plan_at_bounds(l, cap);
     l->ids = sn_malloc((size_t)max_ctx * sizeof(int64_t));
@@ -268,8 +285,6 @@ fail:
 void sn_kvloop_free(sn_kvloop *l) {
     if (!l)
         return;
-    for (int k = 0; l->kv && k < 2 * l->info.n_layers; k++)
-        sn_free(l->kv[k]);
     sn_free(l->kv);
     sn_free(l->i_past);
     sn_free(l->o_present);
@@ -284,14 +299,6 @@ void sn_kvloop_free(sn_kvloop *l) {
 void sn_kvloop_reset(sn_kvloop *l) { l->past = l->pad = 0; }
 int64_t sn_kvloop_pos(const sn_kvloop *l) { return l->past; }
 const sn_kvloop_info *sn_kvloop_get_info(const sn_kvloop *l) { return &l->info; }
-
-static void set_tensor(sn_tensor *t, sn_dtype dtype, int rank, const int64_t *dims, void *data) {
-    memset(t, 0, sizeof *t);
-    t->kind = SN_KIND_TENSOR;
-    t->dtype = dtype;
-    sn_tensor_set_shape(t, rank, dims);
-    t->data = data;
-}
 
 /* Moves every head's rows [0, n) of buffer k from row stride `from` to `to`. */
 static void kv_restride(sn_kvloop *l, int k, int64_t n, int64_t from, int64_t to) {
@@ -326,7 +333,8 @@ static int kvloop_step(sn_kvloop *l, const int64_t *ids, int64_t n, const float 
     }
     if (l->i_pos >= 0)
         set_tensor(&l->in[l->i_pos], l->pos_dtype, 2, (int64_t[]){1, n}, l->pos);
-    int64_t kvdims[4] = {1, l->info.kv_heads, P, l->info.head_dim};
+    int64_t cap = l->shared ? (l->info.max_ctx + l->bucket - 1) / l->bucket * l->bucket : 0;
+    int64_t kvdims[4] = {1, l->info.kv_heads, l->shared ? cap : P, l->info.head_dim};
     for (int k = 0; k < 2 * l->info.n_layers; k++)
         set_tensor(&l->in[l->i_past[k]], l->kv_dtype, 4, kvdims, l->kv[k]);
 
@@ -343,11 +351,13 @@ static int kvloop_step(sn_kvloop *l, const int64_t *ids, int64_t n, const float 
     for (int k = 0; k < 2 * l->info.n_layers; k++) {
         const sn_tensor *p = &l->out[l->o_present[k]];
         if (p->kind != SN_KIND_TENSOR || p->dtype != l->kv_dtype || p->rank != 4 || p->dims[0] != 1 ||
-            p->dims[1] != l->info.kv_heads || p->dims[2] != P + n || p->dims[3] != l->info.head_dim) {
+            p->dims[1] != l->info.kv_heads || p->dims[2] != (l->shared ? cap : P + n) ||
+            p->dims[3] != l->info.head_dim) {
             char b[128];
             return sn_errf(err, SNUG_ERR_SHAPE, "kvloop: output '%s' is %s %s, expected [1, %lld, %lld, %lld]",
                            g->values[g->outputs[l->o_present[k]]].name, sn_dtype_name(p->dtype),
-                           sn_shape_str(p, b, sizeof b), (long long)l->info.kv_heads, (long long)(P + n),
+                           sn_shape_str(p, b, sizeof b), (long long)l->info.kv_heads,
+                           (long long)(l->shared ? cap : P + n),
                            (long long)l->info.head_dim);
         }
     }
@@ -355,7 +365,7 @@ static int kvloop_step(sn_kvloop *l, const int64_t *ids, int64_t n, const float 
     /* The next step's padded length, and the new rows into their slots. */
     int64_t P2 = (total + l->bucket - 1) / l->bucket * l->bucket;
     size_t row = (size_t)l->info.head_dim * l->kv_esize;
-    for (int k = 0; k < 2 * l->info.n_layers; k++) {
+    for (int k = 0; k < 2 * l->info.n_layers && !l->shared; k++) {
         const uint8_t *src = l->out[l->o_present[k]].data;
         uint8_t *dst = l->kv[k];
         if (l->bucket == 1) { /* exact: present [1, kv_heads, total, head_dim] is the next past */

@@ -9,13 +9,13 @@
  *   genai:   the same names without position_ids; the mask width drives GQA.
  * Batch 1; the attention mask is all ones.
  *
- * The KV cache lives in buffers the driver owns, sized for max_ctx tokens.
- * Where the mask allows it, the past is fed padded to a multiple of 32 tokens
- * (masked), so the executor re-plans once per 32 tokens instead of every
- * step, and a step copies only its new rows out of present (kvloop.c says
- * why this is exact); otherwise each step copies all of present. When the
- * planner keeps the KV cache persistent this becomes internal, the API
- * stays. */
+ * The KV cache is the executor's persistent state (sn_exec_add_state),
+ * sized for max_ctx tokens. When the attention op can write into its past
+ * buffer (GroupQueryAttention), past and present are that one buffer and a
+ * step copies nothing. Otherwise, where the mask allows it, the past is fed
+ * padded to a multiple of 32 tokens (masked) and a step copies only its new
+ * rows out of present (kvloop.c says why this is exact); failing both, each
+ * step copies all of present. */
 #ifndef SN_GENAI_KVLOOP_H
 #define SN_GENAI_KVLOOP_H
 
@@ -32,7 +32,8 @@ typedef struct sn_kvloop_info {
     int64_t max_ctx;
     bool has_position_ids;
     int64_t bucket;       /* the past is padded to a multiple of this; 1: exact shapes */
-    size_t kv_bytes;      /* bytes the driver holds for the KV cache */
+    size_t kv_bytes;      /* bytes of the KV cache (the executor's persistent state) */
+    bool shared_kv;       /* present is computed into the past buffers: no copy per step */
 } sn_kvloop_info;
 
 /* s is borrowed and must outlive the loop; the loop runs s->exec. Fails with

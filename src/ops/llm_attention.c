@@ -418,6 +418,8 @@ int llm_gqa_run(sn_kctx *c) {
     float *pk = fout[1], *pv = fout[2], *qh = fout[3], *yf = c->out[0]->dtype == SN_F32
                                                                ? (float *)c->out[0]->data
                                                                : fout[4];
+    /* past and present in one buffer (a KV cache shared between steps) */
+    bool shared = Lp > 0 && fin[GQA_PK] == pk && fin[GQA_PV] == pv;
     /* new q, k, v rows and their row strides */
     const float *qsrc = fin[GQA_Q], *ksrc, *vsrc;
     int64_t qrs = g.D, krs, koff = 0, voff = 0;
@@ -492,8 +494,10 @@ int llm_gqa_run(sn_kctx *c) {
                 if (vs != vd)
                     memmove(vd, vs, pbytes);
             }
-            memset(kd + T * H, 0, (size_t)((Lc - T) * H) * sizeof(float));
-            memset(vd + T * H, 0, (size_t)((Lc - T) * H) * sizeof(float));
+            if (!shared) { /* a shared cache keeps its rows beyond T: nobody reads them */
+                memset(kd + T * H, 0, (size_t)((Lc - T) * H) * sizeof(float));
+                memset(vd + T * H, 0, (size_t)((Lc - T) * H) * sizeof(float));
+            }
         }
     }
     o.causal = sn_attr_int(c->node, "causal", 1) != 0;

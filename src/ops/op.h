@@ -77,6 +77,11 @@ enum {
     /* Handles sub-byte element types (int4, uint4, int2, uint2, float4),
      * packed several to a byte. Other ops refuse such tensors. */
     SN_OP_PACKED_OK = 1u << 5,
+    /* Outputs 1 and 2 (present key, value) may be the very buffers of
+     * inputs 3 and 4 (past key, value), sized for the whole context (a
+     * shared KV cache): run then writes only the new rows
+     * (sn_exec_add_state). */
+    SN_OP_KV_SHARE = 1u << 6,
 };
 
 typedef struct sn_op_def {

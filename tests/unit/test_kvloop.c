@@ -206,9 +206,15 @@ static void check_fixture(const char *root, const char *preset, const char *styl
     /* Padded steps where the mask masks keys; exact shapes under GroupQueryAttention. */
     CHECK((info->bucket == 1) == (strstr(style, "genai") != NULL), "%s/%s: padding bucket %lld", preset, style,
           (long long)info->bucket);
-    printf("%s/%s: %d prompts, %d decode steps checked (%d layers, %lld kv heads x %lld, past padded to %lld)\n",
+    /* GroupQueryAttention writes present into the past buffer: no copy per step. */
+    CHECK(info->shared_kv == (strstr(style, "genai") != NULL), "%s/%s: shared KV cache %d", preset, style,
+          (int)info->shared_kv);
+    const sn_exec_stats *xs = sn_exec_get_stats(s->exec);
+    CHECK(xs->persistent_bytes == info->kv_bytes, "%s/%s: persistent region %zu bytes, KV cache %zu", preset,
+          style, xs->persistent_bytes, info->kv_bytes);
+    printf("%s/%s: %d prompts, %d decode steps checked (%d layers, %lld kv heads x %lld, past padded to %lld%s)\n",
            preset, style, n_prompts, n_steps, info->n_layers, (long long)info->kv_heads, (long long)info->head_dim,
-           (long long)info->bucket);
+           (long long)info->bucket, info->shared_kv ? ", past and present shared" : "");
 
     /* The context is a hard bound, and a failed step leaves the cache as it was. */
     sn_kvloop_reset(l);
