@@ -48,6 +48,9 @@ typedef struct snug_allocator {
 void snug_set_allocator(const snug_allocator *a);
 /* Number of allocations made through the library allocator so far. */
 uint64_t snug_alloc_count(void);
+/* Bytes the library holds right now through the default allocator (-1 when
+ * an allocator was set with snug_set_allocator: it keeps its own count). */
+int64_t snug_alloc_live_bytes(void);
 
 /* ---- tensors ------------------------------------------------------------- */
 

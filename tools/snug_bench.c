@@ -116,23 +116,41 @@ static long parse_count(const char *opt, const char *val, long lo, long hi) {
     return v;
 }
 
-/* Bytes a decode step reads from the weights: every initializer except those
- * consumed only as the data input of Gather (embedding tables). */
-static uint64_t weight_bytes_per_token(const sn_graph *g) {
-    uint64_t total = 0;
-    for (int v = 0; v < g->n_values; v++) {
-        const sn_value *val = &g->values[v];
-        if (!(val->flags & SN_VAL_INIT) || !val->n_cons)
-            continue;
-        bool gathered_only = true;
-        for (int c = 0; c < val->n_cons; c++) {
-            const sn_node *n = &g->nodes[val->cons[c]];
-            if (strcmp(n->p->op_type, "Gather") || n->in[0] != v)
-                gathered_only = false;
+/* A /proc/self/status figure in bytes ("VmRSS", "VmHWM"), 0 if unknown. */
+static size_t proc_status_bytes(const char *key) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f)
+        return 0;
+    char line[256];
+    size_t klen = strlen(key), kib = 0;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, key, klen) && line[klen] == ':') {
+            kib = (size_t)strtoull(line + klen + 1, NULL, 10);
+            break;
         }
-        if (!gathered_only)
-            total += sn_tensor_nbytes(&val->init->t);
+    fclose(f);
+    return kib * 1024;
+}
+
+/* Resident bytes of the file mappings whose path starts with dir (the
+ * model file and its external data). */
+static size_t mapped_rss_under(const char *dir) {
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f)
+        return 0;
+    char line[4096];
+    size_t dlen = strlen(dir), total = 0;
+    bool in = false;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) { /* a mapping's header line */
+            const char *path = strchr(line, '/');
+            in = path && !strncmp(path, dir, dlen);
+        } else if (in && !strncmp(line, "Rss:", 4)) {
+            total += (size_t)strtoull(line + 4, NULL, 10) * 1024;
+        }
     }
+    fclose(f);
     return total;
 }
 
@@ -310,6 +328,7 @@ int cmd_bench(int argc, char **argv) {
     int64_t *ids = NULL;
     double *t_prefill = NULL, *t_ttft = NULL, *t_decode = NULL, *c_prefill = NULL, *c_decode = NULL;
     int status = 1;
+    size_t rss_base = proc_status_bytes("VmRSS"), file_base = proc_status_bytes("RssFile");
     double t_load = now_s();
     int rc = sn_session_open(path, opts, &s, &err);
     snug_options_free(opts);
@@ -347,6 +366,7 @@ int cmd_bench(int argc, char **argv) {
         ids[i] = (int64_t)((xorshift64(&st) >> 11) % (uint64_t)vocab);
 
     int64_t first = -1;
+    uint64_t decode_allocs = 0;
     for (long r = -warmup; r < rounds; r++) {
         const float *logits;
         sn_kvloop_reset(loop);
@@ -358,6 +378,7 @@ int cmd_bench(int argc, char **argv) {
         double t1 = now_s(), c1 = cpu_s();
         first = sn_argmax_f32(logits + (prompt - 1) * vocab, vocab);
         double t2 = now_s(), c2 = cpu_s();
+        uint64_t a0 = snug_alloc_count();
         for (long k = 0; k < gen; k++) {
             if (sn_kvloop_decode(loop, ids[prompt + k], &logits, &err) != SNUG_OK) {
                 fprintf(stderr, "snug bench: %s: decode step %ld: %s\n", path, k, err.msg);
@@ -365,6 +386,7 @@ int cmd_bench(int argc, char **argv) {
             }
         }
         double t3 = now_s(), c3 = cpu_s();
+        decode_allocs += snug_alloc_count() - a0;
         if (r >= 0) {
             t_prefill[r] = t1 - t0;
             t_ttft[r] = t2 - t0;
@@ -384,8 +406,25 @@ int cmd_bench(int argc, char **argv) {
     }
     stat3 sp = stats_of(v_prefill, nr), sd = stats_of(v_decode, nr), stt = stats_of(v_ttft, nr);
     stat3 scp = stats_of(v_cp, nr), scd = stats_of(v_cd, nr);
-    size_t rss = peak_rss_bytes();
-    uint64_t wb = s->model->weight_bytes, wtok = weight_bytes_per_token(s->graph);
+    size_t rss = peak_rss_bytes(), hwm = proc_status_bytes("VmHWM");
+    /* RSS growth without the pages of the program's own code that ran (file
+     * pages outside the model's folder): those belong to no plan. Code only
+     * ever grows, so subtracting its final figure from the peak is safe. */
+    char mdir[4096];
+    snprintf(mdir, sizeof mdir, "%s", path);
+    char *slash = strrchr(mdir, '/');
+    if (slash)
+        slash[1] = 0;
+    char mabs[4096];
+    if (!realpath(slash ? mdir : ".", mabs))
+        snprintf(mabs, sizeof mabs, "%s", mdir);
+    size_t model_rss = mapped_rss_under(mabs), file_now = proc_status_bytes("RssFile");
+    size_t code = file_now > file_base + model_rss ? file_now - file_base - model_rss : 0;
+    size_t growth = hwm > rss_base + code ? hwm - rss_base - code : 0;
+    uint64_t wb = s->model->weight_bytes, wtok, wgather;
+    sn_graph_weight_use(s->graph, &wtok, &wgather);
+    sn_kvloop_mem mem;
+    sn_kvloop_memory(loop, &mem);
     if (json) {
         printf("{\"model\": \"");
         for (const char *c = path; *c; c++)
@@ -396,11 +435,19 @@ int cmd_bench(int argc, char **argv) {
                "\"prefill_tok_s\": %.4f, \"decode_tok_s\": %.4f, \"ttft_ms\": %.4f, "
                "\"decode_ms_per_token\": %.4f, \"peak_rss_bytes\": %zu, \"weight_bytes\": %llu, "
                "\"weight_bytes_per_token\": %llu, \"first_token\": %lld, \"gemm_kernel\": \"%s\", "
-               "\"prefill_cpu_ms\": %.4f, \"decode_cpu_ms_per_token\": %.4f, ",
+               "\"prefill_cpu_ms\": %.4f, \"decode_cpu_ms_per_token\": %.4f, "
+               "\"decode_allocations\": %llu, \"rss_base_bytes\": %zu, \"rss_growth_bytes\": %zu, \"code_rss_bytes\": %zu, "
+               "\"predicted\": {\"weights_read\": %llu, \"weights_gathered\": %llu, \"weights_copied\": %llu, "
+               "\"arena\": %llu, \"lower_bound\": %llu, \"kv\": %llu, \"folded\": %llu, \"driver\": %llu, "
+               "\"other_heap\": %llu, \"total\": %llu}, ",
                threads, prompt, gen, rounds, warmup, (unsigned long long)seed, (long long)vocab, info->n_layers,
                (long long)info->kv_heads, (long long)info->head_dim, info->kv_bytes, t_load, sp.med, sd.med,
                stt.med, sd.med > 0 ? 1e3 / sd.med : 0, rss, (unsigned long long)wb, (unsigned long long)wtok,
-               (long long)first, sn_sgemm_kernel_name(), scp.med, scd.med);
+               (long long)first, sn_sgemm_kernel_name(), scp.med, scd.med, (unsigned long long)decode_allocs,
+               rss_base, growth, code, (unsigned long long)mem.weights_read, (unsigned long long)mem.weights_gathered,
+               (unsigned long long)mem.weights_copied, (unsigned long long)mem.arena,
+               (unsigned long long)mem.lower_bound, (unsigned long long)mem.kv, (unsigned long long)mem.folded,
+               (unsigned long long)mem.driver, (unsigned long long)mem.other_heap, (unsigned long long)mem.total);
         const char *names[3] = {"prefill_tok_s_rounds", "decode_tok_s_rounds", "ttft_ms_rounds"};
         const double *arrs[3] = {v_prefill, v_decode, v_ttft};
         for (int k = 0; k < 3; k++) {
@@ -429,6 +476,16 @@ int cmd_bench(int argc, char **argv) {
         printf("CPU time     prefill %.1f ms, decode %.2f ms/token (all threads; wall time above)\n", scp.med,
                scd.med);
         printf("peak RSS     %s\n", b3);
+        char p1[64], p2[64], p3[64], p4[64], p5[64];
+        cli_human_bytes((double)growth, p1, sizeof p1);
+        cli_human_bytes((double)mem.total, p2, sizeof p2);
+        cli_human_bytes((double)(mem.weights_read + mem.weights_gathered + mem.weights_copied), p3, sizeof p3);
+        cli_human_bytes((double)mem.arena, p4, sizeof p4);
+        cli_human_bytes((double)mem.lower_bound, p5, sizeof p5);
+        printf("memory       RSS growth %s, predicted %s (%+.1f%%): weights touched %s, arena %s (lower bound "
+               "%s), KV %s\n", p1, p2, growth ? 100.0 * ((double)mem.total - (double)growth) / (double)growth : 0.0,
+               p3, p4, p5, b4);
+        printf("allocations  %llu during the decode steps\n", (unsigned long long)decode_allocs);
         printf("weights      %s in the file, %s read per decode step\n", b1, b2);
     }
     status = 0;

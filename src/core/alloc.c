@@ -1,3 +1,4 @@
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -7,6 +8,12 @@
  * Set before sessions exist; the counter is atomic. */
 static snug_allocator g_alloc;
 static uint64_t g_count;
+static int64_t g_live; /* bytes held through the default allocator (malloc_usable_size) */
+
+static void live_add(void *p, int sign) {
+    if (p && !g_alloc.malloc_fn)
+        __atomic_add_fetch(&g_live, sign * (int64_t)malloc_usable_size(p), __ATOMIC_RELAXED);
+}
 
 void snug_set_allocator(const snug_allocator *a) {
     if (a)
@@ -17,11 +24,19 @@ void snug_set_allocator(const snug_allocator *a) {
 
 uint64_t snug_alloc_count(void) { return __atomic_load_n(&g_count, __ATOMIC_RELAXED); }
 
+int64_t snug_alloc_live_bytes(void) {
+    return g_alloc.malloc_fn ? -1 : __atomic_load_n(&g_live, __ATOMIC_RELAXED);
+}
+
 void *sn_malloc(size_t n) {
     __atomic_add_fetch(&g_count, 1, __ATOMIC_RELAXED);
     if (n == 0)
         n = 1;
-    return g_alloc.malloc_fn ? g_alloc.malloc_fn(g_alloc.user, n) : malloc(n);
+    if (g_alloc.malloc_fn)
+        return g_alloc.malloc_fn(g_alloc.user, n);
+    void *p = malloc(n);
+    live_add(p, 1);
+    return p;
 }
 
 void *sn_calloc(size_t count, size_t size) {
@@ -38,16 +53,26 @@ void *sn_realloc(void *p, size_t n) {
     __atomic_add_fetch(&g_count, 1, __ATOMIC_RELAXED);
     if (n == 0)
         n = 1;
-    return g_alloc.realloc_fn ? g_alloc.realloc_fn(g_alloc.user, p, n) : realloc(p, n);
+    if (g_alloc.realloc_fn)
+        return g_alloc.realloc_fn(g_alloc.user, p, n);
+    size_t old = p ? malloc_usable_size(p) : 0;
+    void *q = realloc(p, n);
+    if (q) {
+        __atomic_sub_fetch(&g_live, (int64_t)old, __ATOMIC_RELAXED);
+        live_add(q, 1);
+    }
+    return q;
 }
 
 void sn_free(void *p) {
     if (!p)
         return;
-    if (g_alloc.free_fn)
+    if (g_alloc.free_fn) {
         g_alloc.free_fn(g_alloc.user, p);
-    else
+    } else {
+        live_add(p, -1);
         free(p);
+    }
 }
 
 char *sn_strndup(const char *s, size_t n) {

@@ -158,20 +158,27 @@ int sn_exec_new(const sn_graph *g, sn_pool *pool, const sn_logger *log, sn_exec 
         b += g->nodes[i].n_sub;
     }
     /* Weights the loader left misaligned in the file map get one aligned
-     * copy here; the source pages are then released, so the weights are
-     * resident once. */
+     * copy here, made in chunks whose source pages are released as soon as
+     * they are copied: the weights are resident once, and at no moment
+     * twice. Gather copies bytes whatever their alignment, so a table only
+     * gathered (an embedding) stays mapped and only its selected rows are
+     * ever resident. */
     for (int v = 0; v < g->n_values; v++) {
         const sn_init *in = g->values[v].init;
-        if (!(g->values[v].flags & SN_VAL_INIT) || !in || !sn_init_misaligned(in))
+        if (!(g->values[v].flags & SN_VAL_INIT) || !in || !sn_init_misaligned(in) || sn_value_gathered_only(g, v))
             continue;
         size_t nb = sn_tensor_nbytes(&in->t);
         if (!(ex->init_copy[v] = sn_malloc(nb))) {
             sn_exec_free(ex);
             return sn_errf(err, SNUG_ERR_OOM, "out of memory for an aligned copy of '%s' (%zu bytes)", in->name, nb);
         }
-        memcpy(ex->init_copy[v], in->t.data, nb);
+        const size_t chunk = (size_t)4 << 20;
+        for (size_t off = 0; off < nb; off += chunk) {
+            size_t n = nb - off < chunk ? nb - off : chunk;
+            memcpy((uint8_t *)ex->init_copy[v] + off, (const uint8_t *)in->t.data + off, n);
+            sn_model_release_bytes(g->model, in->t.data, off + n);
+        }
         ex->stats.copied_init_bytes += nb;
-        sn_model_release_bytes(g->model, in->t.data, nb);
     }
     *out = ex;
     return SNUG_OK;

@@ -40,6 +40,7 @@ struct sn_kvloop {
     int64_t pad;            /* P: the past length fed to the model (>= past), the row stride of kv */
     int64_t bucket;         /* P is a multiple of this (1: exact shapes) */
     int64_t mask_cap;       /* elements of mask */
+    int64_t heap_planned;   /* snug_alloc_live_bytes() once planned */
 };
 
 /* A plan costs ~10 ms on SmolLM2-135M, a padded slot ~40 us per step: the
@@ -242,7 +243,7 @@ int sn_kvloop_new(sn_session *s, int64_t max_ctx, sn_kvloop **out, sn_err *err) 
             l->bucket = 1;
     l->info.bucket = l->bucket;
     int64_t cap = (max_ctx + l->bucket - 1) / l->bucket * l->bucket; /* largest P */
-    l->mask_cap = cap + max_ctx;
+    l->mask_cap = l->bucket > 1 ? cap + max_ctx : max_ctx; /* P + n, or past + n */
     size_t per = 0;
     if (n_layers && (!sn_mul_ok((size_t)l->info.kv_heads * (size_t)l->info.head_dim, (size_t)cap, &per) ||
                      !sn_mul_ok(per, l->kv_esize, &per))) {
@@ -275,6 +276,7 @@ int sn_kvloop_new(sn_session *s, int64_t max_ctx, sn_kvloop **out, sn_err *err) 
         rc = sn_errf(err, SNUG_ERR_OOM, "out of memory");
         goto fail;
     }
+    l->heap_planned = snug_alloc_live_bytes();
     *out = l;
     return SNUG_OK;
 fail:
@@ -390,4 +392,38 @@ int sn_kvloop_prefill(sn_kvloop *l, const int64_t *ids, int64_t n, const float *
 
 int sn_kvloop_decode(sn_kvloop *l, int64_t id, const float **logits, sn_err *err) {
     return kvloop_step(l, &id, 1, logits, err);
+}
+
+#define SN_FAULT_AROUND ((uint64_t)64 << 10)
+
+void sn_kvloop_memory(const sn_kvloop *l, sn_kvloop_mem *m) {
+    const sn_graph *g = l->s->graph;
+    const sn_exec_stats *xs = sn_exec_get_stats(l->s->exec);
+    memset(m, 0, sizeof *m);
+    uint64_t gathered_all;
+    sn_graph_weight_use(g, &m->weights_read, &gathered_all);
+    for (int v = 0; v < g->n_values; v++) {
+        const sn_value *val = &g->values[v];
+        if (!(val->flags & SN_VAL_INIT) || !sn_value_gathered_only(g, v))
+            continue;
+        const sn_tensor *t = &val->init->t;
+        uint64_t bytes = sn_tensor_nbytes(t), rows = t->rank >= 1 && t->dims[0] > 0 ? (uint64_t)t->dims[0] : 1;
+        uint64_t row = bytes / rows, per = (row + SN_FAULT_AROUND - 1) / SN_FAULT_AROUND * SN_FAULT_AROUND;
+        uint64_t touched = (uint64_t)l->info.max_ctx * per;
+        m->weights_gathered += touched < bytes ? touched : bytes;
+    }
+    /* a copied initializer is resident as its copy, its source released */
+    for (int v = 0; v < g->n_values; v++)
+        if ((g->values[v].flags & SN_VAL_INIT) && g->values[v].n_cons && !sn_value_gathered_only(g, v) &&
+            sn_init_misaligned(g->values[v].init))
+            m->weights_read -= sn_tensor_nbytes(&g->values[v].init->t);
+    m->weights_copied = xs->copied_init_bytes;
+    m->arena = xs->arena_bytes;
+    m->lower_bound = xs->lower_bound;
+    m->kv = xs->persistent_bytes;
+    m->folded = xs->folded_bytes;
+    m->driver = (uint64_t)(2 * l->info.max_ctx + l->mask_cap) * sizeof(int64_t);
+    uint64_t listed = m->weights_copied + m->arena + m->kv + m->folded + m->driver;
+    m->other_heap = l->heap_planned > 0 && (uint64_t)l->heap_planned > listed ? (uint64_t)l->heap_planned - listed : 0;
+    m->total = m->weights_read + m->weights_gathered + listed + m->other_heap;
 }

@@ -59,6 +59,32 @@ void sn_kvloop_reset(sn_kvloop *l);
 int64_t sn_kvloop_pos(const sn_kvloop *l);
 const sn_kvloop_info *sn_kvloop_get_info(const sn_kvloop *l);
 
+/* What a loop holds resident at its peak, predicted from the plan before
+ * any step runs (every figure in bytes). Weights are mapped from the file,
+ * so only the pages a step touches become resident: every initializer a
+ * kernel reads whole, and of a table that is only gathered (an embedding)
+ * the pages of the rows max_ctx tokens can select. A page fault on a file
+ * mapping maps the whole aligned fault-around window (64 KiB by default on
+ * Linux) when the file is in the page cache, so each such row is counted
+ * as one window (at most the table). */
+typedef struct sn_kvloop_mem {
+    uint64_t weights_read;   /* initializers read whole by some kernel */
+    uint64_t weights_gathered; /* pages of gathered-only tables, bound for max_ctx tokens */
+    uint64_t weights_copied; /* aligned copies of misaligned initializers */
+    uint64_t arena;          /* the planned activation arena (workspace inside) */
+    uint64_t lower_bound;    /* largest total of planned tensors alive at one step */
+    uint64_t kv;             /* the KV cache (persistent region) */
+    uint64_t folded;         /* constants computed at plan time */
+    uint64_t driver;         /* the loop's own buffers (ids, mask, positions) */
+    uint64_t other_heap;     /* the rest of the library's heap once planned: graph, plans, kernel
+                              * state (process-wide, through the default allocator; 0 if unknown) */
+    uint64_t total;          /* all of the above but lower_bound */
+} sn_kvloop_mem;
+
+/* Valid once the loop planned at its bounds (after sn_kvloop_new; a model
+ * that plans per step reports its current plan). */
+void sn_kvloop_memory(const sn_kvloop *l, sn_kvloop_mem *m);
+
 /* Index of the largest of n floats (the first on ties). */
 int64_t sn_argmax_f32(const float *x, int64_t n);
 

@@ -451,3 +451,25 @@ int sn_graph_build(const sn_model *m, sn_graph **out, sn_err *err) {
     }
     return rc;
 }
+
+bool sn_value_gathered_only(const sn_graph *g, int v) {
+    const sn_value *val = &g->values[v];
+    if (val->n_cons < 1 || (val->flags & SN_VAL_OUTPUT))
+        return false;
+    for (int c = 0; c < val->n_cons; c++) {
+        const sn_node *n = &g->nodes[val->cons[c]];
+        if (strcmp(n->p->op_type, "Gather") || strcmp(n->p->domain, "") || n->in[0] != v)
+            return false;
+    }
+    return true;
+}
+
+void sn_graph_weight_use(const sn_graph *g, uint64_t *read_whole, uint64_t *gathered) {
+    *read_whole = *gathered = 0;
+    for (int v = 0; v < g->n_values; v++) {
+        const sn_value *val = &g->values[v];
+        if (!(val->flags & SN_VAL_INIT) || !val->n_cons)
+            continue;
+        *(sn_value_gathered_only(g, v) ? gathered : read_whole) += sn_tensor_nbytes(&val->init->t);
+    }
+}

@@ -75,6 +75,13 @@ int sn_graph_sym(sn_graph *g, const char *name);
 /* The value id of name in g, or -1. */
 int sn_graph_find(const sn_graph *g, const char *name);
 
+/* True when every reader of value v is a Gather taking it as its data
+ * (an embedding table): only the selected rows are ever read. */
+bool sn_value_gathered_only(const sn_graph *g, int v);
+/* Initializer bytes a run reads whole (all but gathered-only tables), and
+ * the bytes of the gathered-only tables. */
+void sn_graph_weight_use(const sn_graph *g, uint64_t *read_whole, uint64_t *gathered);
+
 /* Symbolic inference over g: input infos from the declared types, dims named
  * in dim_names bound to dim_vals (n_bind entries). Fills values[].info. */
 int sn_graph_infer(sn_graph *g, int n_bind, const char *const *dim_names,

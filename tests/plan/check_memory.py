@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""Issue-5 guarantees on the LLM fixtures, through `snug bench --json`:
+
+  a. decode steps within the planned context allocate nothing (the library's
+     allocator counter over every decode step);
+  b. the planned arena is at most 1.10 x its lower bound (the largest total of
+     tensors alive at one step);
+  c. the predicted peak (weights touched + arena with workspace + KV cache +
+     the library's other heap once planned) is within 5% of the measured peak
+     RSS growth (the program's own code pages excluded).
+
+(c) is measured with a prefill of the whole planned context (the arena is
+planned for it, so that run touches all of it); (a) with a short prompt and
+decode steps up to the context. Prints one table row per fixture.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.environ.get("SNUG_MODELS", os.path.expanduser("~/.cache/snug/models"))
+
+
+def bench(snug, model, prompt, gen, ctx):
+    cmd = [snug, "bench", model, "--prompt", str(prompt), "--gen", str(gen), "--ctx", str(ctx),
+           "--rounds", "1", "--warmup", "0", "--threads", "2", "--json"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)}: exit {r.returncode}: {r.stderr.strip()}")
+    return json.loads(r.stdout)
+
+
+def mib(b):
+    return f"{b / 2**20:9.2f}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--snug", required=True)
+    ap.add_argument("--fixture", action="append", required=True, help="e.g. tiny/genai (repeatable)")
+    ap.add_argument("--ctx", type=int, default=96)
+    ap.add_argument("--tolerance", type=float, default=0.05)
+    a = ap.parse_args()
+    failures = []
+    print(f"{'fixture':28} {'arena MiB':>9} {'lower MiB':>9} {'pred MiB':>9} {'meas MiB':>9} {'pred/meas':>9} "
+          f"{'allocs':>6}")
+    for fx in a.fixture:
+        model = os.path.join(ROOT, fx, "model.onnx")
+        if not os.path.exists(model):
+            failures.append(f"{fx}: {model} is missing (models.build builds it)")
+            continue
+        try:
+            peak = bench(a.snug, model, a.ctx, 0, a.ctx)
+            dec = bench(a.snug, model, 8, a.ctx - 8, a.ctx)
+        except Exception as e:  # noqa: BLE001 - report and go on with the next fixture
+            failures.append(f"{fx}: {e}")
+            continue
+        p = peak["predicted"]
+        meas = peak["rss_growth_bytes"]
+        ratio = p["total"] / meas if meas else float("inf")
+        allocs = dec["decode_allocations"]
+        print(f"{fx:28} {mib(p['arena'])} {mib(p['lower_bound'])} {mib(p['total'])} {mib(meas)} {ratio:9.3f} "
+              f"{allocs:6d}")
+        if allocs != 0:
+            failures.append(f"{fx}: (a) {allocs} allocations during {a.ctx - 8} decode steps")
+        if p["arena"] > 1.10 * p["lower_bound"]:
+            failures.append(f"{fx}: (b) arena {p['arena']} > 1.10 x lower bound {p['lower_bound']}")
+        if abs(ratio - 1) > a.tolerance:
+            failures.append(f"{fx}: (c) predicted {p['total']} vs measured {meas} bytes ({ratio:.3f}); "
+                            f"components {p}")
+    for f in failures:
+        print("FAIL", f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
