@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "exec/session.h"
+#include "genai/kvloop.h"
 #include "graph/layers.h"
 #include "plan/estimate.h"
 #include "plan/memplan.h"
@@ -181,9 +182,11 @@ typedef struct planned {
     uint64_t *kv_bytes; /* [n_inputs] KV input bytes at ctx (0 for others) */
     int *kv_layer;      /* [n_inputs] */
     uint64_t kv_total;
+    sn_kvloop *loop;    /* an LLM: planned the way snug run / bench drive it, or NULL */
 } planned;
 
 static void planned_free(planned *p) {
+    sn_kvloop_free(p->loop);
     free(p->in);
     free(p->kv_bytes);
     free(p->kv_layer);
@@ -268,6 +271,19 @@ static int open_and_plan(const popts *o, planned *p) {
     sn_shape_override_free(ov, n_ov);
     if (rc)
         return rc;
+    /* An LLM at its default shapes is planned by the step driver itself: the
+     * KV cache as the executor's persistent state (present computed into it
+     * where the attention op can), activations at the bounds of a prompt of
+     * up to ctx tokens. That is the plan snug run and snug bench execute. */
+    if (p->kv_total && !n_ov && !o->n_dims && o->batch == 1 && o->seq == o->ctx &&
+        sn_kvloop_new(p->s, o->ctx, &p->loop, &err) == SNUG_OK && sn_exec_get_stats(p->s->exec)->n_plans > 0) {
+        const sn_kvloop_info *info = sn_kvloop_get_info(p->loop);
+        uint64_t per = info->n_layers ? (uint64_t)info->kv_bytes / (2 * (uint64_t)info->n_layers) : 0;
+        for (int i = 0; i < ni; i++)
+            p->kv_bytes[i] = p->kv_bytes[i] ? per : 0;
+        p->kv_total = info->kv_bytes;
+        return 0;
+    }
     if (sn_exec_plan(p->s->exec, p->in, &err) != SNUG_OK) {
         fprintf(stderr, "snug %s: planning %s: %s\n", o->cmd, o->path, err.msg);
         if (err.code == SNUG_ERR_RANGE)
