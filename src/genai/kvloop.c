@@ -13,6 +13,7 @@
  * attention reads the mask otherwise (GroupQueryAttention: sequence lengths
  * from the mask's sum, keys assumed contiguous) run exact shapes (P = pos)
  * and copy all of present. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -235,6 +236,19 @@ int sn_kvloop_new(sn_session *s, int64_t max_ctx, sn_kvloop **out, sn_err *err) 
             goto fail;
         }
     }
+    /* A rotary table inside the attention op bounds the positions. */
+    for (int i = 0; i < g->n_nodes; i++) {
+        const sn_node *n = &g->nodes[i];
+        if (strcmp(n->p->op_type, "GroupQueryAttention") || n->n_in <= 7 || n->in[7] < 0 ||
+            !(g->values[n->in[7]].flags & SN_VAL_INIT))
+            continue;
+        const sn_tensor *cs = &g->values[n->in[7]].init->t;
+        if (cs->rank == 2 && cs->dims[0] < max_ctx) {
+            rc = sn_errf(err, SNUG_ERR_RANGE, "kvloop: a context of %lld tokens is longer than the model's %lld "
+                         "positions (cos_cache of '%s')", (long long)max_ctx, (long long)cs->dims[0], n->p->name);
+            goto fail;
+        }
+    }
     l->kv_esize = n_layers ? sn_dtype_size(l->kv_dtype) : 0;
     /* Padded steps need the mask to do the masking (see the top of the file). */
     l->bucket = l->i_mask >= 0 && l->i_pos >= 0 ? SN_KVLOOP_BUCKET : 1;
@@ -340,7 +354,15 @@ static int kvloop_step(sn_kvloop *l, const int64_t *ids, int64_t n, const float 
     for (int k = 0; k < 2 * l->info.n_layers; k++)
         set_tensor(&l->in[l->i_past[k]], l->kv_dtype, 4, kvdims, l->kv[k]);
 
-    SN_TRY(sn_exec_run(l->s->exec, l->in, l->out, err));
+    int rc = sn_exec_run(l->s->exec, l->in, l->out, err);
+    if (rc == SNUG_ERR_RANGE) { /* most often a position table (rotary cache) shorter than the context */
+        char m[sizeof err->msg];
+        snprintf(m, sizeof m, "%s", err->msg);
+        return sn_errf(err, rc, "%s (step at positions %lld..%lld: is the context longer than the model supports?)",
+                       m, (long long)past, (long long)(total - 1));
+    }
+    if (rc != SNUG_OK)
+        return rc;
 
     const sn_tensor *lt = &l->out[l->o_logits];
     int64_t numel = sn_tensor_numel(lt);

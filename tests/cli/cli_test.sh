@@ -75,5 +75,7 @@ expect 0 "decode +[0-9.]+ tok/s" -- "$snug" bench "$fix" --prompt 8 --gen 4 --ro
 expect 0 "\"decode_tok_s\"" -- "$snug" bench "$fix" --prompt 4 --gen 2 --rounds 1 --warmup 0 --json
 expect 2 "unknown option|usage" -- "$snug" bench "$fix" --bogus
 expect 1 "snug bench: " -- "$snug" bench "$tmp/missing.onnx"
+expect 0 "memory +RSS growth .* predicted .*arena" -- "$snug" bench "$fix" --prompt 8 --gen 4 --rounds 1 --warmup 0
+expect 0 "\"decode_allocations\": 0, " -- "$snug" bench "$fix" --prompt 8 --gen 4 --rounds 1 --warmup 0 --json
 echo "cli: $passes passed, $fails failed"
 [ "$fails" = 0 ]

@@ -11,7 +11,10 @@
 
 (c) is measured with a prefill of the whole planned context (the arena is
 planned for it, so that run touches all of it); (a) with a short prompt and
-decode steps up to the context. Prints one table row per fixture.
+decode steps up to the context. Prints one table row per fixture; with
+--ort also ONNX Runtime's peak RSS growth on the same prefill (default session
+options: memory pattern and arena on; peak minus the RSS after importing
+onnxruntime), through bench/vs_ort's worker in the project venv.
 """
 import argparse
 import json
@@ -31,6 +34,18 @@ def bench(snug, model, prompt, gen, ctx):
     return json.loads(r.stdout)
 
 
+def ort_growth(model, ctx):
+    venv_py = os.path.expanduser("~/.cache/snug/venv/bin/python")
+    vs_ort = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "vs_ort")
+    cmd = [venv_py, vs_ort, "--ort-worker", "--model", model, "--threads", "2", "--prompt", str(ctx), "--gen", "0",
+           "--warmup", "0"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        return None
+    d = json.loads(r.stdout)
+    return d["peak_rss_bytes"] - d["rss_after_import_bytes"]
+
+
 def mib(b):
     return f"{b / 2**20:9.2f}"
 
@@ -41,10 +56,11 @@ def main():
     ap.add_argument("--fixture", action="append", required=True, help="e.g. tiny/genai (repeatable)")
     ap.add_argument("--ctx", type=int, default=96)
     ap.add_argument("--tolerance", type=float, default=0.05)
+    ap.add_argument("--ort", action="store_true", help="add ONNX Runtime's peak RSS growth (not checked)")
     a = ap.parse_args()
     failures = []
     print(f"{'fixture':28} {'arena MiB':>9} {'lower MiB':>9} {'pred MiB':>9} {'meas MiB':>9} {'pred/meas':>9} "
-          f"{'allocs':>6}")
+          f"{'allocs':>6}" + (f" {'ORT MiB':>9}" if a.ort else ""))
     for fx in a.fixture:
         model = os.path.join(ROOT, fx, "model.onnx")
         if not os.path.exists(model):
@@ -61,7 +77,11 @@ def main():
         ratio = p["total"] / meas if meas else float("inf")
         allocs = dec["decode_allocations"]
         print(f"{fx:28} {mib(p['arena'])} {mib(p['lower_bound'])} {mib(p['total'])} {mib(meas)} {ratio:9.3f} "
-              f"{allocs:6d}")
+              f"{allocs:6d}", end="")
+        if a.ort:
+            og = ort_growth(model, a.ctx)
+            print(f" {mib(og) if og is not None else '        -'}", end="")
+        print()
         if allocs != 0:
             failures.append(f"{fx}: (a) {allocs} allocations during {a.ctx - 8} decode steps")
         if p["arena"] > 1.10 * p["lower_bound"]:
