@@ -130,6 +130,12 @@ static void plan_at_bounds(sn_kvloop *l, int64_t cap) {
     sn_free(b);
 }
 
+/* Linux's default fault-around window: a read fault on a file map maps the
+ * aligned 64 KiB around it from the page cache. (Large folios in the page
+ * cache are mapped whole, up to 2 MiB on 6.x kernels: a file whose cache
+ * holds them becomes resident in bigger pieces than this predicts.) */
+#define SN_FAULT_AROUND ((uint64_t)64 << 10)
+
 int sn_kvloop_new(sn_session *s, int64_t max_ctx, sn_kvloop **out, sn_err *err) {
     *out = NULL;
     const sn_graph *g = s->graph;
@@ -416,29 +422,55 @@ int sn_kvloop_decode(sn_kvloop *l, int64_t id, const float **logits, sn_err *err
     return kvloop_step(l, &id, 1, logits, err);
 }
 
-#define SN_FAULT_AROUND ((uint64_t)64 << 10)
+static int cmp_range(const void *a, const void *b) {
+    const uintptr_t *x = a, *y = b;
+    return x[0] < y[0] ? -1 : x[0] > y[0];
+}
 
 void sn_kvloop_memory(const sn_kvloop *l, sn_kvloop_mem *m) {
     const sn_graph *g = l->s->graph;
     const sn_exec_stats *xs = sn_exec_get_stats(l->s->exec);
     memset(m, 0, sizeof *m);
-    uint64_t gathered_all;
-    sn_graph_weight_use(g, &m->weights_read, &gathered_all);
+    /* Mapped weights a kernel reads whole: a read fault maps the aligned
+     * fault-around window around it, so the resident set is the union of
+     * the windows covering those tensors (the neighbours' bytes in them
+     * included, even the released sources of aligned copies). Weights not
+     * in a file map (decoded at load, copies) are heap, counted below. */
+    const uintptr_t W = SN_FAULT_AROUND;
+    uintptr_t(*r)[2] = sn_malloc(sizeof *r * ((size_t)g->n_values + 1));
+    int nr = 0;
     for (int v = 0; v < g->n_values; v++) {
         const sn_value *val = &g->values[v];
-        if (!(val->flags & SN_VAL_INIT) || !sn_value_gathered_only(g, v))
+        if (!(val->flags & SN_VAL_INIT) || !val->n_cons)
             continue;
         const sn_tensor *t = &val->init->t;
-        uint64_t bytes = sn_tensor_nbytes(t), rows = t->rank >= 1 && t->dims[0] > 0 ? (uint64_t)t->dims[0] : 1;
-        uint64_t row = bytes / rows, per = (row + SN_FAULT_AROUND - 1) / SN_FAULT_AROUND * SN_FAULT_AROUND;
-        uint64_t touched = (uint64_t)l->info.max_ctx * per;
-        m->weights_gathered += touched < bytes ? touched : bytes;
+        uint64_t bytes = sn_tensor_nbytes(t);
+        if (!t->data || !bytes || !sn_model_maps(g->model, t->data, bytes))
+            continue;
+        if (sn_value_gathered_only(g, v)) {
+            /* a row per token: one window each, at most the table */
+            uint64_t rows = t->rank >= 1 && t->dims[0] > 0 ? (uint64_t)t->dims[0] : 1;
+            uint64_t per = (bytes / rows + W - 1) / W * W;
+            uint64_t touched = (uint64_t)l->info.max_ctx * per;
+            m->weights_gathered += touched < bytes ? touched : bytes;
+        } else if (!sn_init_misaligned(val->init) && r) {
+            uintptr_t a = (uintptr_t)t->data;
+            r[nr][0] = a / W * W;
+            r[nr][1] = (a + bytes + W - 1) / W * W;
+            nr++;
+        }
     }
-    /* a copied initializer is resident as its copy, its source released */
-    for (int v = 0; v < g->n_values; v++)
-        if ((g->values[v].flags & SN_VAL_INIT) && g->values[v].n_cons && !sn_value_gathered_only(g, v) &&
-            sn_init_misaligned(g->values[v].init))
-            m->weights_read -= sn_tensor_nbytes(&g->values[v].init->t);
+    if (r) {
+        qsort(r, (size_t)nr, sizeof *r, cmp_range);
+        uintptr_t end = 0;
+        for (int k = 0; k < nr; k++) {
+            uintptr_t b = r[k][0] > end ? r[k][0] : end;
+            if (r[k][1] > b)
+                m->weights_read += r[k][1] - b;
+            end = r[k][1] > end ? r[k][1] : end;
+        }
+        sn_free(r);
+    }
     m->weights_copied = xs->copied_init_bytes;
     m->arena = xs->arena_bytes;
     m->lower_bound = xs->lower_bound;

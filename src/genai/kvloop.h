@@ -68,7 +68,8 @@ const sn_kvloop_info *sn_kvloop_get_info(const sn_kvloop *l);
  * Linux) when the file is in the page cache, so each such row is counted
  * as one window (at most the table). */
 typedef struct sn_kvloop_mem {
-    uint64_t weights_read;   /* initializers read whole by some kernel */
+    uint64_t weights_read;   /* mapped initializers read whole by some kernel: the fault-around
+                              * windows covering them */
     uint64_t weights_gathered; /* pages of gathered-only tables, bound for max_ctx tokens */
     uint64_t weights_copied; /* aligned copies of misaligned initializers */
     uint64_t arena;          /* the planned activation arena (workspace inside) */

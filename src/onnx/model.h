@@ -159,6 +159,8 @@ bool sn_init_misaligned(const sn_init *in);
  * again from the file if touched). No-op for memory that is not a file map
  * of m, e.g. a caller's buffer. */
 void sn_model_release_bytes(const sn_model *m, const void *p, size_t n);
+/* True when [p, p+n) lies in one of the model's own file maps. */
+bool sn_model_maps(const sn_model *m, const void *p, size_t n);
 /* Same, from a buffer the caller keeps alive (dir used for external data;
  * may be NULL, then external data is an error). */
 int sn_model_load_buffer(const void *buf, size_t len, const char *dir,

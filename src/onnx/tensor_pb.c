@@ -43,14 +43,19 @@ bool sn_init_misaligned(const sn_init *in) {
  * (they are re-read from the file if ever touched): resident memory then
  * holds the weights once, not twice. Only for our own read-only file maps,
  * never for a caller's buffer. */
-void sn_model_release_bytes(const sn_model *m, const void *ptr, size_t n) {
+bool sn_model_maps(const sn_model *m, const void *ptr, size_t n) {
     const struct sn_model_priv *mp = m->priv;
     const uint8_t *p = ptr;
     bool in_map = mp->map && p >= (const uint8_t *)mp->map && p + n <= (const uint8_t *)mp->map + mp->map_len;
     for (int i = 0; i < mp->n_ext && !in_map; i++)
         in_map = mp->ext[i].map && p >= (const uint8_t *)mp->ext[i].map &&
                  p + n <= (const uint8_t *)mp->ext[i].map + mp->ext[i].size;
-    if (!in_map)
+    return in_map;
+}
+
+void sn_model_release_bytes(const sn_model *m, const void *ptr, size_t n) {
+    const uint8_t *p = ptr;
+    if (!sn_model_maps(m, ptr, n))
         return;
     /* Rounded outward: the map is read-only and never written, so dropping
      * a neighbour's page costs at most a re-read from the page cache. */

@@ -53,15 +53,17 @@ def mib(b):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--snug", required=True)
-    ap.add_argument("--fixture", action="append", required=True, help="e.g. tiny/genai (repeatable)")
-    ap.add_argument("--ctx", type=int, default=96)
+    ap.add_argument("--fixture", action="append", default=[], help="e.g. tiny/genai (repeatable)")
+    ap.add_argument("--ctx", type=int, default=64)
+    ap.add_argument("--report-only", action="append", default=[],
+                    help="a fixture whose row is printed but whose (c) is not checked (repeatable)")
     ap.add_argument("--tolerance", type=float, default=0.05)
     ap.add_argument("--ort", action="store_true", help="add ONNX Runtime's peak RSS growth (not checked)")
     a = ap.parse_args()
     failures = []
     print(f"{'fixture':28} {'arena MiB':>9} {'lower MiB':>9} {'pred MiB':>9} {'meas MiB':>9} {'pred/meas':>9} "
           f"{'allocs':>6}" + (f" {'ORT MiB':>9}" if a.ort else ""))
-    for fx in a.fixture:
+    for fx in a.fixture + a.report_only:
         model = os.path.join(ROOT, fx, "model.onnx")
         if not os.path.exists(model):
             failures.append(f"{fx}: {model} is missing (models.build builds it)")
@@ -86,7 +88,7 @@ def main():
             failures.append(f"{fx}: (a) {allocs} allocations during {a.ctx - 8} decode steps")
         if p["arena"] > 1.10 * p["lower_bound"]:
             failures.append(f"{fx}: (b) arena {p['arena']} > 1.10 x lower bound {p['lower_bound']}")
-        if abs(ratio - 1) > a.tolerance:
+        if abs(ratio - 1) > a.tolerance and fx not in a.report_only:
             failures.append(f"{fx}: (c) predicted {p['total']} vs measured {meas} bytes ({ratio:.3f}); "
                             f"components {p}")
     for f in failures:
