@@ -776,20 +776,6 @@ LLM_CLONES static void attn_row_ort(const llm_attn_row *r, float *acc) {
         r->y[d] = acc[d] * inv;
 }
 
-void llm_attn_keys_t(const float *k, int64_t n, int64_t H, float *kt, int64_t ld) {
-    /* eight keys at a time so each destination row is written in runs */
-    int64_t j = 0;
-    for (; j + 8 <= n; j += 8)
-        for (int64_t d = 0; d < H; d++)
-            for (int t = 0; t < 8; t++)
-                kt[d * ld + j + t] = k[(j + t) * H + d];
-    for (; j < n; j++)
-        for (int64_t d = 0; d < H; d++)
-            kt[d * ld + j] = k[j * H + d];
-    for (int64_t d = 0; d < H; d++)
-        memset(kt + d * ld + n, 0, 8 * sizeof(float));
-}
-
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define ATTN_AVX2 __attribute__((target("avx2,fma")))
@@ -955,10 +941,76 @@ ATTN_AVX2 static void attn_row_ort_avx2(const llm_attn_row *r, float *acc) {
         r->y[c] = acc[c] * inv;
 }
 
+/* 8 x 8 blocks through registers (unpack, shuffle, 128-bit swaps); column
+ * tiles keep the destination rows being filled in cache. */
+ATTN_AVX2 static void transpose_avx2(const float *src, int64_t rows, int64_t cols, float *dst,
+                                     int64_t ld) {
+    int64_t r8 = rows / 8 * 8, c8 = cols / 8 * 8;
+    for (int64_t t0 = 0; t0 < c8; t0 += 128)
+        for (int64_t r = 0; r < r8; r += 8)
+            for (int64_t c = t0; c < c8 && c < t0 + 128; c += 8) {
+                const float *s = src + r * cols + c;
+                __m256 a[8], b[8];
+                for (int k = 0; k < 8; k++)
+                    a[k] = _mm256_loadu_ps(s + k * cols);
+                for (int k = 0; k < 8; k += 2) {
+                    b[k] = _mm256_unpacklo_ps(a[k], a[k + 1]);
+                    b[k + 1] = _mm256_unpackhi_ps(a[k], a[k + 1]);
+                }
+                for (int k = 0; k < 8; k += 4) {
+                    a[k] = _mm256_shuffle_ps(b[k], b[k + 2], 0x44);
+                    a[k + 1] = _mm256_shuffle_ps(b[k], b[k + 2], 0xEE);
+                    a[k + 2] = _mm256_shuffle_ps(b[k + 1], b[k + 3], 0x44);
+                    a[k + 3] = _mm256_shuffle_ps(b[k + 1], b[k + 3], 0xEE);
+                }
+                float *d = dst + c * ld + r;
+                for (int k = 0; k < 4; k++) {
+                    _mm256_storeu_ps(d + k * ld, _mm256_permute2f128_ps(a[k], a[k + 4], 0x20));
+                    _mm256_storeu_ps(d + (k + 4) * ld, _mm256_permute2f128_ps(a[k], a[k + 4], 0x31));
+                }
+            }
+    /* the edges: the last rows % 8 rows, then the last cols % 8 columns */
+    for (int64_t r = r8; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++)
+            dst[c * ld + r] = src[r * cols + c];
+    for (int64_t c = c8; c < cols; c++)
+        for (int64_t r = 0; r < r8; r++)
+            dst[c * ld + r] = src[r * cols + c];
+}
+
 static bool attn_avx2(void) {
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 #endif
+
+void llm_transpose_f32_ref(const float *src, int64_t rows, int64_t cols, float *dst, int64_t ld) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++)
+            dst[c * ld + r] = src[r * cols + c];
+}
+
+void llm_transpose_f32(const float *src, int64_t rows, int64_t cols, float *dst, int64_t ld) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (attn_avx2()) {
+        transpose_avx2(src, rows, cols, dst, ld);
+        return;
+    }
+#endif
+    /* tiles of 32 x 32 keep both sides in cache */
+    for (int64_t r0 = 0; r0 < rows; r0 += 32)
+        for (int64_t c0 = 0; c0 < cols; c0 += 32) {
+            int64_t r1 = sn_imin(r0 + 32, rows), c1 = sn_imin(c0 + 32, cols);
+            for (int64_t c = c0; c < c1; c++)
+                for (int64_t r = r0; r < r1; r++)
+                    dst[c * ld + r] = src[r * cols + c];
+        }
+}
+
+void llm_attn_keys_t(const float *k, int64_t n, int64_t H, float *kt, int64_t ld) {
+    llm_transpose_f32(k, n, H, kt, ld);
+    for (int64_t d = 0; d < H; d++)
+        memset(kt + d * ld + n, 0, 8 * sizeof(float));
+}
 
 bool llm_attn_row_is_ort(const llm_attn_row *r) {
     return r->ort && r->hi > r->lo && r->softcap <= 0 && !r->bias1 && !r->bias2 && !r->sink &&

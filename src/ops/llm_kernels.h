@@ -101,6 +101,13 @@ float llm_hsum8(const float a[8]);
  * (ablk = scale_a * sum of the block's int8 codes). */
 float llm_mnb4_blksum(const float *ablk, const float *sb, const uint8_t *zp, int64_t kb);
 
+/* ---- data movement ------------------------------------------------------ */
+
+/* dst[c * ld + r] = src[r * cols + c]: a rows x cols matrix transposed
+ * (ld >= rows). */
+void llm_transpose_f32(const float *src, int64_t rows, int64_t cols, float *dst, int64_t ld);
+void llm_transpose_f32_ref(const float *src, int64_t rows, int64_t cols, float *dst, int64_t ld);
+
 /* ---- rotary embedding ---------------------------------------------------
  * Rotates the first rot_dim values of one head vector x[0..head) by the
  * angles whose cos/sin are cos[0..rot_dim/2), sin[...]; the rest is copied.

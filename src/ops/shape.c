@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "ops/llm_kernels.h" /* llm_transpose_f32 */
 #include "ops/shape_util.h"
 
 #define KFAIL(code, ...) sn_kfail(c->err, c->node, code, __VA_ARGS__)
@@ -175,16 +176,22 @@ static int transpose_infer(sn_infer_ctx *c) {
     return SNUG_OK;
 }
 
-/* Tiled 2-D transpose of 4-byte elements: rows x cols -> cols x rows. */
-static void transpose2d_4(uint32_t *dst, const uint32_t *src, int64_t rows, int64_t cols) {
-    const int64_t B = 32;
-    for (int64_t i0 = 0; i0 < rows; i0 += B)
-        for (int64_t j0 = 0; j0 < cols; j0 += B) {
-            int64_t i1 = sn_imin(i0 + B, rows), j1 = sn_imin(j0 + B, cols);
-            for (int64_t j = j0; j < j1; j++)
-                for (int64_t i = i0; i < i1; i++)
-                    dst[j * rows + i] = src[i * cols + j];
-        }
+/* Batched 2-D transposes of 4-byte elements, split into pieces of 64 rows
+ * for the pool (each piece's destination columns are its own). */
+typedef struct tr2d_job {
+    const float *x;
+    float *y;
+    int64_t rows, cols, pieces; /* pieces per matrix */
+} tr2d_job;
+
+static void tr2d_task(void *arg, int64_t i0, int64_t i1) {
+    const tr2d_job *j = arg;
+    for (int64_t i = i0; i < i1; i++) {
+        int64_t b = i / j->pieces, r0 = i % j->pieces * 64, n = sn_imin(64, j->rows - r0);
+        /* as floats: the kernel only moves the bits */
+        llm_transpose_f32(j->x + (b * j->rows + r0) * j->cols, n, j->cols,
+                          j->y + b * j->rows * j->cols + r0, j->rows);
+    }
 }
 
 static int transpose_run(sn_kctx *c) {
@@ -205,9 +212,10 @@ static int transpose_run(sn_kctx *c) {
         int64_t rows = x->dims[r - 2], cols = x->dims[r - 1];
         if (batch && rows > 1 && cols > 1) {
             int64_t nb = sk_prod(x->dims, 0, r - 2);
-            for (int64_t b = 0; b < nb; b++)
-                transpose2d_4((uint32_t *)y->data + b * rows * cols,
-                              (const uint32_t *)x->data + b * rows * cols, rows, cols);
+            tr2d_job j = {x->data, y->data, rows, cols, (rows + 63) / 64};
+            /* past the caches of one core, both cores' caches help */
+            int64_t grain = nb * rows * cols >= (1 << 15) ? 1 : nb * j.pieces;
+            sn_pool_for(c->pool, nb * j.pieces, grain, tr2d_task, &j);
             return SNUG_OK;
         }
     }

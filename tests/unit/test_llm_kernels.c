@@ -304,6 +304,25 @@ static void test_attn_ort_simd(void) {
             }
 }
 
+/* The blocked transpose against the plain loops, on sizes around the
+ * eight-by-eight blocks and the column tiles, into a wider destination. */
+static void test_transpose(void) {
+    const int64_t dims[][2] = {{1, 1}, {8, 8}, {7, 9}, {150, 64}, {17, 300}, {64, 129}, {3, 8}};
+    for (int i = 0; i < 7; i++) {
+        int64_t rows = dims[i][0], cols = dims[i][1], ld = rows + 5;
+        static float src[64 * 300], got[300 * 155], want[300 * 155];
+        fill(src, rows * cols);
+        for (int64_t j = 0; j < cols * ld; j++)
+            got[j] = want[j] = -7.0f; /* gaps between rows stay untouched */
+        llm_transpose_f32(src, rows, cols, got, ld);
+        llm_transpose_f32_ref(src, rows, cols, want, ld);
+        if (memcmp(got, want, (size_t)(cols * ld) * sizeof(float))) {
+            fprintf(stderr, "FAIL transpose %lld x %lld\n", (long long)rows, (long long)cols);
+            g_fail = 1;
+        }
+    }
+}
+
 static void test_mnb4_parity(void) {
     enum { KB = 7 };
     int8_t qa[KB * 32];
@@ -402,6 +421,7 @@ int main(void) {
     test_rope();
     test_attn();
     test_attn_ort_simd();
+    test_transpose();
     test_mnb4_parity();
     test_mlas_functions();
     if (g_fail)
