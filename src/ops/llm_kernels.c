@@ -950,13 +950,16 @@ ATTN_AVX2 static void transpose_avx2(const float *src, int64_t rows, int64_t col
         for (int64_t r = 0; r < r8; r += 8)
             for (int64_t c = t0; c < c8 && c < t0 + 128; c += 8) {
                 const float *s = src + r * cols + c;
-                __m256 a[8], b[8];
+                __m256 a[8], b[8]; /* registers once the loops are unrolled */
+#pragma GCC unroll 8
                 for (int k = 0; k < 8; k++)
                     a[k] = _mm256_loadu_ps(s + k * cols);
+#pragma GCC unroll 4
                 for (int k = 0; k < 8; k += 2) {
                     b[k] = _mm256_unpacklo_ps(a[k], a[k + 1]);
                     b[k + 1] = _mm256_unpackhi_ps(a[k], a[k + 1]);
                 }
+#pragma GCC unroll 2
                 for (int k = 0; k < 8; k += 4) {
                     a[k] = _mm256_shuffle_ps(b[k], b[k + 2], 0x44);
                     a[k + 1] = _mm256_shuffle_ps(b[k], b[k + 2], 0xEE);
@@ -964,6 +967,7 @@ ATTN_AVX2 static void transpose_avx2(const float *src, int64_t rows, int64_t col
                     a[k + 3] = _mm256_shuffle_ps(b[k + 1], b[k + 3], 0xEE);
                 }
                 float *d = dst + c * ld + r;
+#pragma GCC unroll 4
                 for (int k = 0; k < 4; k++) {
                     _mm256_storeu_ps(d + k * ld, _mm256_permute2f128_ps(a[k], a[k + 4], 0x20));
                     _mm256_storeu_ps(d + (k + 4) * ld, _mm256_permute2f128_ps(a[k], a[k + 4], 0x31));
