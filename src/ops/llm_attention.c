@@ -395,33 +395,6 @@ int llm_gqa_prepare(sn_prep_ctx *c) {
     return SNUG_OK;
 }
 
-/* Present rows [0, P) from past, zeros past the T valid rows; item i is
- * (batch, kv head, key or value). */
-typedef struct kv_copy_job {
-    const float *pk, *pv; /* past [B, Nkv, Lp, H] (NULL without past) */
-    float *k, *v;         /* present [B, Nkv, Lc, H] */
-    const gqa_run *o;
-    int64_t Nkv, Lp, Lc, H;
-} kv_copy_job;
-
-static bool disjoint(const void *a, size_t na, const void *b, size_t nb) {
-    const char *x = a, *y = b;
-    return !x || !y || x + na <= y || y + nb <= x;
-}
-
-static void kv_copy_task(void *arg, int64_t i0, int64_t i1) {
-    const kv_copy_job *j = arg;
-    for (int64_t i = i0; i < i1; i++) {
-        int64_t bh = i / 2, b = bh / j->Nkv, T = gqa_T(j->o, b), P = T - gqa_Q(j->o, b);
-        const float *src = i % 2 ? j->pv : j->pk;
-        float *dst = (i % 2 ? j->v : j->k) + bh * j->Lc * j->H;
-        /* past and present may be one buffer (shared KV cache) */
-        if (P > 0 && src + bh * j->Lp * j->H != dst)
-            memmove(dst, src + bh * j->Lp * j->H, (size_t)(P * j->H) * sizeof(float));
-        memset(dst + T * j->H, 0, (size_t)((j->Lc - T) * j->H) * sizeof(float));
-    }
-}
-
 int llm_gqa_run(sn_kctx *c) {
     gqa_geom g;
     SN_TRY(gqa_geom_of(c->node, c->n_in, c->in, &g, c->err));
@@ -521,17 +494,22 @@ int llm_gqa_run(sn_kctx *c) {
                 memcpy(vd, vs, (size_t)H * sizeof(float));
             }
         }
+        for (int64_t h = 0; h < Nkv; h++) {
+            size_t pbytes = (size_t)(P * H) * sizeof(float);
+            float *kd = pk + (b * Nkv + h) * Lc * H, *vd = pv + (b * Nkv + h) * Lc * H;
+            if (P > 0) {
+                /* past and present may be one buffer (shared KV cache) */
+                const float *ks = fin[GQA_PK] + (b * Nkv + h) * Lp * H;
+                const float *vs = fin[GQA_PV] + (b * Nkv + h) * Lp * H;
+                if (ks != kd)
+                    memmove(kd, ks, pbytes);
+                if (vs != vd)
+                    memmove(vd, vs, pbytes);
+            }
+            memset(kd + T * H, 0, (size_t)((Lc - T) * H) * sizeof(float));
+            memset(vd + T * H, 0, (size_t)((Lc - T) * H) * sizeof(float));
+        }
     }
-    /* past rows into present (the cache grows with the context: split over
-     * the pool unless the buffers overlap, where the order matters) */
-    kv_copy_job kj = {fin[GQA_PK], fin[GQA_PV], pk, pv, &o, Nkv, Lp, Lc, H};
-    size_t pbytes = (size_t)(B * Nkv * Lp * H) * sizeof(float);
-    size_t cbytes = (size_t)(B * Nkv * Lc * H) * sizeof(float);
-    bool apart = disjoint(kj.pk, pbytes, pk, cbytes) && disjoint(kj.pv, pbytes, pv, cbytes);
-    if (apart && pbytes >= ((size_t)1 << 16))
-        sn_pool_for(c->pool, 2 * B * Nkv, 1, kv_copy_task, &kj);
-    else
-        kv_copy_task(&kj, 0, 2 * B * Nkv);
     o.causal = sn_attr_int(c->node, "causal", 1) != 0;
     o.window = sn_attr_int(c->node, "local_window_size", -1);
     o.smooth = sn_attr_int(c->node, "smooth_softmax", 0) != 0;
