@@ -176,24 +176,6 @@ static int transpose_infer(sn_infer_ctx *c) {
     return SNUG_OK;
 }
 
-/* Batched 2-D transposes of 4-byte elements, split into pieces of 64 rows
- * for the pool (each piece's destination columns are its own). */
-typedef struct tr2d_job {
-    const float *x;
-    float *y;
-    int64_t rows, cols, pieces; /* pieces per matrix */
-} tr2d_job;
-
-static void tr2d_task(void *arg, int64_t i0, int64_t i1) {
-    const tr2d_job *j = arg;
-    for (int64_t i = i0; i < i1; i++) {
-        int64_t b = i / j->pieces, r0 = i % j->pieces * 64, n = sn_imin(64, j->rows - r0);
-        /* as floats: the kernel only moves the bits */
-        llm_transpose_f32(j->x + (b * j->rows + r0) * j->cols, n, j->cols,
-                          j->y + b * j->rows * j->cols + r0, j->rows);
-    }
-}
-
 static int transpose_run(sn_kctx *c) {
     const sn_tensor *x = kin(c, 0);
     sn_tensor *y = c->out[0];
@@ -212,10 +194,11 @@ static int transpose_run(sn_kctx *c) {
         int64_t rows = x->dims[r - 2], cols = x->dims[r - 1];
         if (batch && rows > 1 && cols > 1) {
             int64_t nb = sk_prod(x->dims, 0, r - 2);
-            tr2d_job j = {x->data, y->data, rows, cols, (rows + 63) / 64};
-            /* past the caches of one core, both cores' caches help */
-            int64_t grain = nb * rows * cols >= (1 << 15) ? 1 : nb * j.pieces;
-            sn_pool_for(c->pool, nb * j.pieces, grain, tr2d_task, &j);
+            /* as floats: the kernel only moves the bits. One thread: a
+             * split over the pool measured slower on a busy machine. */
+            for (int64_t b = 0; b < nb; b++)
+                llm_transpose_f32((const float *)x->data + b * rows * cols, rows, cols,
+                                  (float *)y->data + b * rows * cols, rows);
             return SNUG_OK;
         }
     }
