@@ -10,7 +10,10 @@
  * present key/value outputs themselves when those are float32 — and then run
  * one query row at a time through llm_attn_row_run (online softmax: decode
  * is a pass over L keys per head, no L-sized scratch), parallel over rows in
- * MNB-style work slots with per-slot scratch in the workspace. */
+ * MNB-style work slots with per-slot scratch in the workspace.
+ * GroupQueryAttention's rows, which round like ONNX Runtime, also get scores
+ * scratch per slot (and, for prompts, the keys transposed once per KV head)
+ * so that each key is scored once, eight at a time. */
 #include <math.h>
 #include <string.h>
 

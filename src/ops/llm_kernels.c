@@ -729,8 +729,9 @@ static void attn_finish(const llm_attn_row *r, const float *acc, float m, float 
  * fused multiply-add chains (decode rows: see attn_dot_lanes) times the
  * scale, MLAS's softmax exps and denominator, the value rows accumulated
  * unnormalized in key order (fused for prompts, rounded products for
- * decode) and scaled by 1 / sum at the end. Scores are computed twice (max, then exps) so the
- * row needs no scratch proportional to the key count. */
+ * decode) and scaled by 1 / sum at the end. This scalar form, the reference,
+ * computes the scores twice (max, then exps) and needs no scratch
+ * proportional to the key count; attn_row_ort_avx2 keeps them instead. */
 static inline float attn_dot_fma(const float *a, const float *b, int64_t n) {
     float s = 0;
     for (int64_t i = 0; i < n; i++)
@@ -1016,13 +1017,14 @@ void llm_attn_keys_t(const float *k, int64_t n, int64_t H, float *kt, int64_t ld
         memset(kt + d * ld + n, 0, 8 * sizeof(float));
 }
 
-bool llm_attn_row_is_ort(const llm_attn_row *r) {
+/* The row's ort form applies (see llm_attn_row.ort). */
+static bool attn_row_is_ort(const llm_attn_row *r) {
     return r->ort && r->hi > r->lo && r->softcap <= 0 && !r->bias1 && !r->bias2 && !r->sink &&
            !r->qk_out && r->mask_lo <= r->lo && r->mask_hi >= r->hi;
 }
 
 void llm_attn_row_run(const llm_attn_row *r, float *acc) {
-    if (llm_attn_row_is_ort(r)) {
+    if (attn_row_is_ort(r)) {
 #if defined(__x86_64__) && defined(__GNUC__)
         if (r->scores && attn_avx2()) {
             attn_row_ort_avx2(r, acc);

@@ -168,8 +168,6 @@ typedef struct llm_attn_row {
 
 /* acc: Hv floats of scratch. */
 void llm_attn_row_run(const llm_attn_row *r, float *acc);
-/* The row's ort form applies (see llm_attn_row.ort). */
-bool llm_attn_row_is_ort(const llm_attn_row *r);
 /* kt[d * ld + j] = k[j * H + d] for keys j < n; columns [n, n + 8) are zeroed
  * (ld >= n + 8): the eight-key blocks of a row may read past its last key. */
 void llm_attn_keys_t(const float *k, int64_t n, int64_t H, float *kt, int64_t ld);
