@@ -290,8 +290,15 @@ EW_UINTS(EW_GEN_K, div, T, x / y)
 EW_FLOATS(EW_GEN_K, mod, T, ew_fmod(x, y, A->flag))
 EW_SINTS(EW_GEN_K, mod, T, ew_imod(x, y, A->flag))
 EW_UINTS(EW_GEN_K, mod, T, x % y)
-/* x^2 (RMSNorm) as one multiply: the same correctly rounded result, far cheaper */
-EW_BIN_K(pow_f32, float, float, float, y == 2.0f ? x * x : powf(x, y))
+/* x^2 (RMSNorm) as one multiply: the same correctly rounded result, far
+ * cheaper; a broadcast exponent 2 gets a loop of its own, which vectorizes */
+EW_BIN_K(pow_any_f32, float, float, float, y == 2.0f ? x * x : powf(x, y))
+EW_BIN_K(pow_sq_f32, float, float, float, ((void)y, x * x))
+static void pow_f32(const ew_args *A, void *o, const void *const *in, const int64_t *st,
+                    int64_t n) {
+    bool sq = !st[1] && *(const float *)in[1] == 2.0f;
+    (sq ? pow_sq_f32 : pow_any_f32)(A, o, in, st, n);
+}
 EW_BIN_K(pow_f64, double, double, double, pow(x, y))
 EW_SINTS(EW_GEN_K, pow, T, ew_ipow(x, y))
 EW_UINTS(EW_GEN_K, pow, T, ew_upow(x, y))

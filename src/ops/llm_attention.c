@@ -10,7 +10,10 @@
  * present key/value outputs themselves when those are float32 — and then run
  * one query row at a time through llm_attn_row_run (online softmax: decode
  * is a pass over L keys per head, no L-sized scratch), parallel over rows in
- * MNB-style work slots with per-slot scratch in the workspace. */
+ * MNB-style work slots with per-slot scratch in the workspace.
+ * GroupQueryAttention's rows, which round like ONNX Runtime, also get scores
+ * scratch per slot (and, for prompts, the keys transposed once per KV head)
+ * so that each key is scored once, eight at a time. */
 #include <math.h>
 #include <string.h>
 
@@ -95,6 +98,9 @@ typedef struct attn_job {
     int zero_if_masked;
     attn_setup_fn setup;
     const void *op;   /* op-specific data for setup */
+    int64_t n_scores; /* per-slot score scratch for the ort rows (0: none) */
+    const float *kt;  /* [B, Nkv, H, kt_ld]: keys transposed for the ort prompt rows, or NULL */
+    int64_t kt_ld;
     char *slots;
     size_t slot_bytes;
 } attn_job;
@@ -105,6 +111,8 @@ static void attn_rows_task(void *arg, int64_t s0, int64_t s1) {
     int64_t grp = j->Nq / j->Nkv;
     for (int64_t slot = s0; slot < s1; slot++) {
         float *acc = (float *)(j->slots + (size_t)slot * j->slot_bytes);
+        float *scores = j->n_scores ? acc + llm_al((size_t)j->Hv * sizeof(float)) / sizeof(float)
+                                    : NULL;
         for (int64_t r = slot * R / ATTN_SLOTS; r < (slot + 1) * R / ATTN_SLOTS; r++) {
             int64_t s = r % j->S, h = (r / j->S) % j->Nq, b = r / (j->S * j->Nq);
             int64_t kh = h / grp;
@@ -126,6 +134,11 @@ static void attn_rows_task(void *arg, int64_t s0, int64_t s1) {
             row.zero_if_masked = j->zero_if_masked;
             row.qk_out = j->qk ? j->qk + r * j->Lk : NULL;
             row.qk_mode = j->qk_mode;
+            row.scores = scores;
+            if (j->kt) {
+                row.kt = j->kt + (b * j->Nkv + kh) * j->H * j->kt_ld;
+                row.kt_ld = j->kt_ld;
+            }
             row.y = j->y + (j->y_bsnh ? ((b * j->S + s) * j->Nq + h) : r) * j->Hv;
             if (!j->setup(j, b, h, s, &row)) {
                 memset(row.y, 0, (size_t)j->Hv * sizeof(float));
@@ -144,12 +157,14 @@ static void attn_rows_task(void *arg, int64_t s0, int64_t s1) {
     }
 }
 
-static size_t attn_slot_bytes(int64_t Hv) {
-    return llm_al((size_t)(Hv > 0 ? Hv : 1) * sizeof(float));
+/* A slot: Hv floats of accumulators, then n_scores floats of scores. */
+static size_t attn_slot_bytes(int64_t Hv, int64_t n_scores) {
+    return llm_al((size_t)(Hv > 0 ? Hv : 1) * sizeof(float)) +
+           llm_al((size_t)n_scores * sizeof(float));
 }
 
 static void attn_run_rows(attn_job *j, sn_pool *pool, carve *w) {
-    j->slot_bytes = attn_slot_bytes(j->Hv);
+    j->slot_bytes = attn_slot_bytes(j->Hv, j->n_scores);
     j->slots = w->p + w->used;
     w->used += ATTN_SLOTS * j->slot_bytes;
     if (j->B * j->Nq * j->S > 0)
@@ -361,6 +376,8 @@ static size_t gqa_carve(int n_in, const sn_tensor *const *in, sn_tensor *const *
         fout[2] = carve_f(w, g->B * g->Nkv * Lc * g->H);
     fout[3] = carve_f(w, g->B * g->Nq * g->S * g->H); /* q in BNSH, rotated */
     fout[4] = carve_f(w, g->B * g->S * g->Nq * g->H); /* output in float */
+    /* prompt rows: keys transposed, llm_attn_keys_t's layout */
+    fout[5] = g->S > 1 ? carve_f(w, g->B * g->Nkv * g->H * (Lc + 8)) : NULL;
     return w->used;
 }
 
@@ -374,10 +391,10 @@ int llm_gqa_prepare(sn_prep_ctx *c) {
         g.Lc = g.Lp + g.S;
     carve w = {0};
     const float *fin[17];
-    float *fout[5];
+    float *fout[6];
     /* sizing pass: tensors with NULL data are never read */
     gqa_carve(c->n_in, c->in, (sn_tensor *const *)c->out, c->n_out, &g, &w, fin, fout);
-    c->workspace = w.used + ATTN_SLOTS * attn_slot_bytes(g.H) + 64;
+    c->workspace = w.used + ATTN_SLOTS * attn_slot_bytes(g.H, LLM_ATTN_SCORES(g.Lc)) + 64;
     return SNUG_OK;
 }
 
@@ -413,7 +430,7 @@ int llm_gqa_run(sn_kctx *c) {
                      "without present outputs the total length may not exceed past + new");
     carve w = {c->ws, 0};
     const float *fin[17];
-    float *fout[5];
+    float *fout[6];
     gqa_carve(c->n_in, in, c->out, c->n_out, &g, &w, fin, fout);
     float *pk = fout[1], *pv = fout[2], *qh = fout[3], *yf = c->out[0]->dtype == SN_F32
                                                                ? (float *)c->out[0]->data
@@ -526,7 +543,13 @@ int llm_gqa_run(sn_kctx *c) {
         .B = B, .Nq = Nq, .Nkv = Nkv, .S = S, .H = H, .Hv = H, .q = qh, .k = pk, .v = pv,
         .Lk = Lc, .y = yf, .y_bsnh = true, .scale = scale != 0.0f ? scale : 1.0f / sqrtf((float)H),
         .softcap = sn_attr_float(c->node, "softcap", 0.0f), .setup = gqa_setup, .op = &o,
+        .n_scores = LLM_ATTN_SCORES(Lc), .kt = fout[5], .kt_ld = Lc + 8,
     };
+    if (fout[5])
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t h = 0; h < Nkv; h++)
+                llm_attn_keys_t(pk + (b * Nkv + h) * Lc * H, gqa_T(&o, b), H,
+                                fout[5] + (b * Nkv + h) * H * (Lc + 8), Lc + 8);
     attn_run_rows(&j, c->pool, &w);
     flush_out(c->out[0], yf);
     for (int i = 1; i < 3 && i < c->n_out; i++)
@@ -687,7 +710,7 @@ int llm_mha_prepare(sn_prep_ctx *c) {
     const float *fin[8];
     float *fb[5];
     mha_carve(c->in, c->n_in, (sn_tensor *const *)c->out, c->n_out, &g, &w, fin, fb);
-    c->workspace = w.used + ATTN_SLOTS * attn_slot_bytes(g.Hv) + 64;
+    c->workspace = w.used + ATTN_SLOTS * attn_slot_bytes(g.Hv, 0) + 64;
     return SNUG_OK;
 }
 
@@ -982,7 +1005,7 @@ int llm_sdpa_prepare(sn_prep_ctx *c) {
     const float *fin[6];
     float *fb[6];
     sd_carve(c->in, c->n_in, (sn_tensor *const *)c->out, c->n_out, &g, &w, fin, fb);
-    c->workspace = w.used + ATTN_SLOTS * attn_slot_bytes(g.Hv) + 64;
+    c->workspace = w.used + ATTN_SLOTS * attn_slot_bytes(g.Hv, 0) + 64;
     return SNUG_OK;
 }
 

@@ -729,8 +729,9 @@ static void attn_finish(const llm_attn_row *r, const float *acc, float m, float 
  * fused multiply-add chains (decode rows: see attn_dot_lanes) times the
  * scale, MLAS's softmax exps and denominator, the value rows accumulated
  * unnormalized in key order (fused for prompts, rounded products for
- * decode) and scaled by 1 / sum at the end. Scores are computed twice (max, then exps) so the
- * row needs no scratch proportional to the key count. */
+ * decode) and scaled by 1 / sum at the end. This scalar form, the reference,
+ * computes the scores twice (max, then exps) and needs no scratch
+ * proportional to the key count; attn_row_ort_avx2 keeps them instead. */
 static inline float attn_dot_fma(const float *a, const float *b, int64_t n) {
     float s = 0;
     for (int64_t i = 0; i < n; i++)
@@ -776,9 +777,260 @@ LLM_CLONES static void attn_row_ort(const llm_attn_row *r, float *acc) {
         r->y[d] = acc[d] * inv;
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define ATTN_AVX2 __attribute__((target("avx2,fma")))
+#define ATTN_AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) static inline
+
+/* The AVX2 form of attn_row_ort. Each lane of a vector is one key (scores,
+ * exps) or one value column (accumulation) and performs exactly the scalar
+ * row's operations on it, in its order; only independent elements are put
+ * side by side, so the results are the same bits. */
+
+/* Eight decode scores (attn_dot_lanes): per key a vector of the eight lane
+ * sums over d, then the pairwise fold of all eight keys at once by hadd
+ * ((l0+l1)+(l2+l3)) + ((l4+l5)+(l6+l7)). kp: the keys' rows; H % 8 == 0. */
+ATTN_AVX2_INLINE __m256 attn_lanes8(const float *q, const float *const kp[8], int64_t H) {
+    __m256 a[8];
+    for (int t = 0; t < 8; t++)
+        a[t] = _mm256_setzero_ps();
+    for (int64_t d = 0; d < H; d += 8) {
+        __m256 qv = _mm256_loadu_ps(q + d);
+#pragma GCC unroll 8
+        for (int t = 0; t < 8; t++)
+            a[t] = _mm256_add_ps(a[t], _mm256_mul_ps(qv, _mm256_loadu_ps(kp[t] + d)));
+    }
+    __m256 h0 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+    __m256 h1 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
+    return _mm256_add_ps(_mm256_permute2f128_ps(h0, h1, 0x20), _mm256_permute2f128_ps(h0, h1, 0x31));
+}
+
+/* Scores of keys [0, n) of the row (from lo), times the scale, into sc; the
+ * last block's lanes past n hold values of no key. */
+ATTN_AVX2 static void attn_scores_avx2(const llm_attn_row *r, int64_t n, float *sc) {
+    const __m256 scale = _mm256_set1_ps(r->scale);
+    int64_t H = r->H;
+    if (r->ort == 2 && H % 8 == 0) {
+        const float *k0 = r->k + r->lo * r->k_stride;
+        for (int64_t j = 0; j < n; j += 8) {
+            const float *kp[8];
+            for (int t = 0; t < 8; t++) /* past the last key: repeat it */
+                kp[t] = k0 + (j + t < n ? j + t : n - 1) * r->k_stride;
+            _mm256_storeu_ps(sc + j, _mm256_mul_ps(attn_lanes8(r->q, kp, H), scale));
+        }
+        return;
+    }
+    if (r->ort == 2 || !r->kt) {
+        for (int64_t j = 0; j < n; j++) {
+            const float *k = r->k + (r->lo + j) * r->k_stride;
+            sc[j] = (r->ort == 2 ? attn_dot_lanes(r->q, k, H) : attn_dot_fma(r->q, k, H)) * r->scale;
+        }
+        return;
+    }
+    /* prompt rows: fused chains over d, one key per lane, 32 keys in flight */
+    const float *kt = r->kt + r->lo;
+    int64_t ld = r->kt_ld, j = 0;
+    for (; j + 32 <= n; j += 32) {
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int64_t d = 0; d < H; d++) {
+            __m256 qd = _mm256_broadcast_ss(r->q + d);
+            const float *kd = kt + d * ld + j;
+            a0 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(kd), a0);
+            a1 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(kd + 8), a1);
+            a2 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(kd + 16), a2);
+            a3 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(kd + 24), a3);
+        }
+        _mm256_storeu_ps(sc + j, _mm256_mul_ps(a0, scale));
+        _mm256_storeu_ps(sc + j + 8, _mm256_mul_ps(a1, scale));
+        _mm256_storeu_ps(sc + j + 16, _mm256_mul_ps(a2, scale));
+        _mm256_storeu_ps(sc + j + 24, _mm256_mul_ps(a3, scale));
+    }
+    for (; j < n; j += 8) {
+        __m256 a = _mm256_setzero_ps();
+        for (int64_t d = 0; d < H; d++)
+            a = _mm256_fmadd_ps(_mm256_broadcast_ss(r->q + d), _mm256_loadu_ps(kt + d * ld + j), a);
+        _mm256_storeu_ps(sc + j, _mm256_mul_ps(a, scale));
+    }
+}
+
+/* llm_exp_mlas on eight values */
+ATTN_AVX2_INLINE __m256 attn_exp8(__m256 x) {
+    const __m256 rb = _mm256_set1_ps(12582912.0f);
+    x = _mm256_max_ps(x, _mm256_set1_ps(-88.3762626647949f)); /* NaN -> the bound, as scalar */
+    __m256 biased = _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), rb);
+    __m256 m = _mm256_sub_ps(biased, rb);
+    x = _mm256_fmadd_ps(m, _mm256_set1_ps(-6.93145752e-1f), x);
+    x = _mm256_fmadd_ps(m, _mm256_set1_ps(-1.42860677e-6f), x);
+    __m256 p = _mm256_set1_ps(0x1.694000p-10f);
+    p = _mm256_fmadd_ps(p, x, _mm256_set1_ps(0x1.125edcp-7f));
+    p = _mm256_fmadd_ps(p, x, _mm256_set1_ps(0x1.555b5ap-5f));
+    p = _mm256_fmadd_ps(p, x, _mm256_set1_ps(0x1.555450p-3f));
+    p = _mm256_fmadd_ps(p, x, _mm256_set1_ps(0x1.fffff6p-2f));
+    p = _mm256_fmadd_ps(p, x, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, x, _mm256_set1_ps(1.0f));
+    __m256i e = _mm256_add_epi32(_mm256_slli_epi32(_mm256_castps_si256(biased), 23),
+                                 _mm256_set1_epi32(0x3F800000));
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+/* acc[c] (+)= e_j * v_j[c] over keys j in order for the NV * 8 columns at
+ * c0: fused for prompt rows, a rounded product and a sum for decode. */
+ATTN_AVX2_INLINE void attn_vacc(const float *e, const float *v, int64_t vs, int64_t n, int fused,
+                                int NV, float *out) {
+    __m256 a[8];
+    for (int i = 0; i < NV; i++)
+        a[i] = _mm256_setzero_ps();
+    for (int64_t j = 0; j < n; j++) {
+        __m256 ej = _mm256_broadcast_ss(e + j);
+        const float *vj = v + j * vs;
+        if (fused)
+            for (int i = 0; i < NV; i++)
+                a[i] = _mm256_fmadd_ps(ej, _mm256_loadu_ps(vj + 8 * i), a[i]);
+        else
+            for (int i = 0; i < NV; i++)
+                a[i] = _mm256_add_ps(a[i], _mm256_mul_ps(ej, _mm256_loadu_ps(vj + 8 * i)));
+    }
+    for (int i = 0; i < NV; i++)
+        _mm256_storeu_ps(out + 8 * i, a[i]);
+}
+
+ATTN_AVX2 static void attn_row_ort_avx2(const llm_attn_row *r, float *acc) {
+    int64_t n = r->hi - r->lo, Hv = r->Hv;
+    float *sc = r->scores;
+    attn_scores_avx2(r, n, sc);
+    /* the maximum is exact in any order */
+    __m256 mv = _mm256_set1_ps(-INFINITY);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        mv = _mm256_max_ps(_mm256_loadu_ps(sc + j), mv);
+    float mx[8], m;
+    _mm256_storeu_ps(mx, mv);
+    m = -INFINITY;
+    for (int t = 0; t < 8; t++)
+        m = mx[t] > m ? mx[t] : m;
+    for (; j < n; j++)
+        m = sc[j] > m ? sc[j] : m;
+    /* exps in place; lane t of the sum takes keys lo + t (mod 8) */
+    __m256 nm = _mm256_set1_ps(-m), lanes = _mm256_setzero_ps();
+    for (j = 0; j < n; j += 8) {
+        __m256 e = attn_exp8(_mm256_add_ps(_mm256_loadu_ps(sc + j), nm));
+        if (j + 8 > n) {
+            __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+            __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n - j)), idx);
+            e = _mm256_and_ps(e, _mm256_castsi256_ps(live));
+        }
+        _mm256_storeu_ps(sc + j, e);
+        lanes = _mm256_add_ps(lanes, e);
+    }
+    float l[8];
+    _mm256_storeu_ps(l, lanes);
+    const float *v = r->v + r->lo * r->v_stride;
+    int fused = r->ort != 2;
+    int64_t c = 0;
+    for (; c + 64 <= Hv; c += 64)
+        attn_vacc(sc, v + c, r->v_stride, n, fused, 8, acc + c);
+    for (; c + 8 <= Hv; c += 8)
+        attn_vacc(sc, v + c, r->v_stride, n, fused, 1, acc + c);
+    for (; c < Hv; c++) {
+        float a = 0;
+        for (j = 0; j < n; j++)
+            a = fused ? fmaf(sc[j], v[j * r->v_stride + c], a) : a + sc[j] * v[j * r->v_stride + c];
+        acc[c] = a;
+    }
+    float inv = 1.0f / llm_sumexp_lanes_fold(l);
+    for (c = 0; c < Hv; c++)
+        r->y[c] = acc[c] * inv;
+}
+
+/* 8 x 8 blocks through registers (unpack, shuffle, 128-bit swaps); column
+ * tiles keep the destination rows being filled in cache. */
+ATTN_AVX2 static void transpose_avx2(const float *src, int64_t rows, int64_t cols, float *dst,
+                                     int64_t ld) {
+    int64_t r8 = rows / 8 * 8, c8 = cols / 8 * 8;
+    for (int64_t t0 = 0; t0 < c8; t0 += 128)
+        for (int64_t r = 0; r < r8; r += 8)
+            for (int64_t c = t0; c < c8 && c < t0 + 128; c += 8) {
+                const float *s = src + r * cols + c;
+                __m256 a[8], b[8]; /* registers once the loops are unrolled */
+#pragma GCC unroll 8
+                for (int k = 0; k < 8; k++)
+                    a[k] = _mm256_loadu_ps(s + k * cols);
+#pragma GCC unroll 4
+                for (int k = 0; k < 8; k += 2) {
+                    b[k] = _mm256_unpacklo_ps(a[k], a[k + 1]);
+                    b[k + 1] = _mm256_unpackhi_ps(a[k], a[k + 1]);
+                }
+#pragma GCC unroll 2
+                for (int k = 0; k < 8; k += 4) {
+                    a[k] = _mm256_shuffle_ps(b[k], b[k + 2], 0x44);
+                    a[k + 1] = _mm256_shuffle_ps(b[k], b[k + 2], 0xEE);
+                    a[k + 2] = _mm256_shuffle_ps(b[k + 1], b[k + 3], 0x44);
+                    a[k + 3] = _mm256_shuffle_ps(b[k + 1], b[k + 3], 0xEE);
+                }
+                float *d = dst + c * ld + r;
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; k++) {
+                    _mm256_storeu_ps(d + k * ld, _mm256_permute2f128_ps(a[k], a[k + 4], 0x20));
+                    _mm256_storeu_ps(d + (k + 4) * ld, _mm256_permute2f128_ps(a[k], a[k + 4], 0x31));
+                }
+            }
+    /* the edges: the last rows % 8 rows, then the last cols % 8 columns */
+    for (int64_t r = r8; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++)
+            dst[c * ld + r] = src[r * cols + c];
+    for (int64_t c = c8; c < cols; c++)
+        for (int64_t r = 0; r < r8; r++)
+            dst[c * ld + r] = src[r * cols + c];
+}
+
+static bool attn_avx2(void) {
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+#endif
+
+void llm_transpose_f32_ref(const float *src, int64_t rows, int64_t cols, float *dst, int64_t ld) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++)
+            dst[c * ld + r] = src[r * cols + c];
+}
+
+void llm_transpose_f32(const float *src, int64_t rows, int64_t cols, float *dst, int64_t ld) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (attn_avx2()) {
+        transpose_avx2(src, rows, cols, dst, ld);
+        return;
+    }
+#endif
+    /* tiles of 32 x 32 keep both sides in cache */
+    for (int64_t r0 = 0; r0 < rows; r0 += 32)
+        for (int64_t c0 = 0; c0 < cols; c0 += 32) {
+            int64_t r1 = sn_imin(r0 + 32, rows), c1 = sn_imin(c0 + 32, cols);
+            for (int64_t c = c0; c < c1; c++)
+                for (int64_t r = r0; r < r1; r++)
+                    dst[c * ld + r] = src[r * cols + c];
+        }
+}
+
+void llm_attn_keys_t(const float *k, int64_t n, int64_t H, float *kt, int64_t ld) {
+    llm_transpose_f32(k, n, H, kt, ld);
+    for (int64_t d = 0; d < H; d++)
+        memset(kt + d * ld + n, 0, 8 * sizeof(float));
+}
+
+/* The row's ort form applies (see llm_attn_row.ort). */
+static bool attn_row_is_ort(const llm_attn_row *r) {
+    return r->ort && r->hi > r->lo && r->softcap <= 0 && !r->bias1 && !r->bias2 && !r->sink &&
+           !r->qk_out && r->mask_lo <= r->lo && r->mask_hi >= r->hi;
+}
+
 void llm_attn_row_run(const llm_attn_row *r, float *acc) {
-    if (r->ort && r->hi > r->lo && r->softcap <= 0 && !r->bias1 && !r->bias2 && !r->sink &&
-        !r->qk_out && r->mask_lo <= r->lo && r->mask_hi >= r->hi) {
+    if (attn_row_is_ort(r)) {
+#if defined(__x86_64__) && defined(__GNUC__)
+        if (r->scores && attn_avx2()) {
+            attn_row_ort_avx2(r, acc);
+            return;
+        }
+#endif
         attn_row_ort(r, acc);
         return;
     }

@@ -101,6 +101,13 @@ float llm_hsum8(const float a[8]);
  * (ablk = scale_a * sum of the block's int8 codes). */
 float llm_mnb4_blksum(const float *ablk, const float *sb, const uint8_t *zp, int64_t kb);
 
+/* ---- data movement ------------------------------------------------------ */
+
+/* dst[c * ld + r] = src[r * cols + c]: a rows x cols matrix transposed
+ * (ld >= rows). */
+void llm_transpose_f32(const float *src, int64_t rows, int64_t cols, float *dst, int64_t ld);
+void llm_transpose_f32_ref(const float *src, int64_t rows, int64_t cols, float *dst, int64_t ld);
+
 /* ---- rotary embedding ---------------------------------------------------
  * Rotates the first rot_dim values of one head vector x[0..head) by the
  * angles whose cos/sin are cos[0..rot_dim/2), sin[...]; the rest is copied.
@@ -147,10 +154,23 @@ typedef struct llm_attn_row {
     int ort;               /* round like ONNX Runtime's GroupQueryAttention where
                               the row allows (no softcap, biases, sink or qk_out):
                               1 prompt rows, 2 decode (one query row) */
+    /* Optional, for the ort rows only. With scores (LLM_ATTN_SCORES(hi - lo)
+     * floats of scratch) and a CPU with AVX2/FMA, each key is scored once,
+     * eight keys at a time, with the same bits as the scalar two-pass row. */
+    float *scores;
+    const float *kt;       /* prompt rows: keys transposed by llm_attn_keys_t
+                              (element d of key j at kt[d * kt_ld + j]) */
+    int64_t kt_ld;
 } llm_attn_row;
+
+/* Scratch floats for the scores of n keys (whole blocks of eight). */
+#define LLM_ATTN_SCORES(n) ((((n) + 7) / 8) * 8)
 
 /* acc: Hv floats of scratch. */
 void llm_attn_row_run(const llm_attn_row *r, float *acc);
+/* kt[d * ld + j] = k[j * H + d] for keys j < n; columns [n, n + 8) are zeroed
+ * (ld >= n + 8): the eight-key blocks of a row may read past its last key. */
+void llm_attn_keys_t(const float *k, int64_t n, int64_t H, float *kt, int64_t ld);
 /* Two-pass reference (scores in a buffer of hi floats). */
 void llm_attn_row_ref(const llm_attn_row *r, float *scores);
 

@@ -255,6 +255,74 @@ static void test_attn(void) {
     }
 }
 
+/* The ort rows with score scratch (eight keys per vector where the CPU
+ * allows) against the scalar two-pass rows: the same bits, on head sizes
+ * with and without whole vectors, key ranges with partial blocks, keys
+ * row-major and transposed. */
+static void test_attn_ort_simd(void) {
+    enum { L = 203, HMAX = 72, VMAX = 136 };
+    static float q[HMAX], k[L * HMAX], v[L * VMAX], kt[HMAX * (L + 8)];
+    static float y1[VMAX], y2[VMAX], acc[VMAX], sc[LLM_ATTN_SCORES(L)];
+    const int64_t dims[][2] = {{64, 64}, {24, 13}, {8, 136}, {72, 72}, {5, 3}};
+    const int64_t ranges[][2] = {{0, L}, {17, L}, {0, 1}, {3, 11}, {0, 129}, {40, 72}};
+    for (int di = 0; di < 5; di++) {
+        int64_t H = dims[di][0], HV = dims[di][1];
+        fill(q, H);
+        fill(k, L * H);
+        fill(v, L * HV);
+        for (int i = 0; i < H; i++)
+            q[i] *= 3;
+        llm_attn_keys_t(k, L, H, kt, L + 8);
+        for (int ri = 0; ri < 6; ri++)
+            for (int ort = 1; ort <= 2; ort++)
+                for (int use_kt = 0; use_kt < 2; use_kt++) {
+                    llm_attn_row r = {.q = q, .k = k, .v = v, .k_stride = H, .v_stride = HV,
+                                      .H = H, .Hv = HV, .lo = ranges[ri][0],
+                                      .hi = ranges[ri][1], .mask_lo = 0, .mask_hi = L,
+                                      .scale = 0.125f, .ort = ort, .y = y1};
+                    llm_attn_row_run(&r, acc);
+                    r.scores = sc;
+                    r.kt = use_kt ? kt : NULL;
+                    r.kt_ld = L + 8;
+                    r.y = y2;
+                    llm_attn_row_run(&r, acc);
+                    if (memcmp(y1, y2, (size_t)HV * sizeof(float))) {
+                        fprintf(stderr, "FAIL attn ort simd H %lld Hv %lld keys [%lld, %lld) "
+                                "ort %d kt %d\n", (long long)H, (long long)HV,
+                                (long long)r.lo, (long long)r.hi, ort, use_kt);
+                        g_fail = 1;
+                    }
+                }
+    }
+    /* the transposed keys and their zeroed tail */
+    for (int64_t d = 0; d < 5; d++)
+        for (int64_t j = 0; j < L + 8; j++)
+            if (kt[d * (L + 8) + j] != (j < L ? k[j * 5 + d] : 0.0f)) {
+                fprintf(stderr, "FAIL keys_t [%lld, %lld]\n", (long long)d, (long long)j);
+                g_fail = 1;
+                return;
+            }
+}
+
+/* The blocked transpose against the plain loops, on sizes around the
+ * eight-by-eight blocks and the column tiles, into a wider destination. */
+static void test_transpose(void) {
+    const int64_t dims[][2] = {{1, 1}, {8, 8}, {7, 9}, {150, 64}, {17, 300}, {64, 129}, {3, 8}};
+    for (int i = 0; i < 7; i++) {
+        int64_t rows = dims[i][0], cols = dims[i][1], ld = rows + 5;
+        static float src[64 * 300], got[300 * 155], want[300 * 155];
+        fill(src, rows * cols);
+        for (int64_t j = 0; j < cols * ld; j++)
+            got[j] = want[j] = -7.0f; /* gaps between rows stay untouched */
+        llm_transpose_f32(src, rows, cols, got, ld);
+        llm_transpose_f32_ref(src, rows, cols, want, ld);
+        if (memcmp(got, want, (size_t)(cols * ld) * sizeof(float))) {
+            fprintf(stderr, "FAIL transpose %lld x %lld\n", (long long)rows, (long long)cols);
+            g_fail = 1;
+        }
+    }
+}
+
 static void test_mnb4_parity(void) {
     enum { KB = 7 };
     int8_t qa[KB * 32];
@@ -352,6 +420,8 @@ int main(void) {
     test_norms();
     test_rope();
     test_attn();
+    test_attn_ort_simd();
+    test_transpose();
     test_mnb4_parity();
     test_mlas_functions();
     if (g_fail)
