@@ -55,6 +55,17 @@ static const est_entry k_table[] = {
     {"com.microsoft", "SkipSimplifiedLayerNormalization", est_skip_norm},
 };
 
+/* Value v's planned info as an estimator may see it: data only where it is
+ * known before any run (initializers, folded values). The plan's other
+ * pointers lead to arena bytes no run has written yet. */
+static const sn_tensor *known_info(const sn_exec *ex, int v, sn_tensor *copy) {
+    *copy = *sn_exec_value_info(ex, v);
+    sn_storage st = sn_exec_value_storage(ex, v, NULL);
+    if (st != SN_STORE_CONST && st != SN_STORE_FOLDED)
+        copy->data = NULL;
+    return copy;
+}
+
 bool sn_estimate_level1(const sn_node *n, const sn_tensor *const *in, const sn_tensor *const *out, size_t *bytes,
                         bool *from_table) {
     *bytes = 0;
@@ -122,6 +133,7 @@ int sn_estimate_nodes(const sn_graph *g, const sn_exec *ex, const sn_estimate_op
     int nn = g->n_nodes, rc = SNUG_OK;
     uint32_t *charged = sn_calloc((size_t)g->n_values + 1, sizeof *charged);
     const sn_tensor **in = NULL, **op = NULL;
+    sn_tensor *inc = NULL, *opc = NULL; /* infos with data only where it is known before a run */
     int max_io = 1;
     for (int i = 0; i < nn; i++) {
         max_io = g->nodes[i].n_in > max_io ? g->nodes[i].n_in : max_io;
@@ -130,7 +142,9 @@ int sn_estimate_nodes(const sn_graph *g, const sn_exec *ex, const sn_estimate_op
     out->nodes = sn_calloc((size_t)nn + 1, sizeof *out->nodes);
     in = sn_calloc((size_t)max_io, sizeof *in);
     op = sn_calloc((size_t)max_io, sizeof *op);
-    if (!out->nodes || !in || !op || !charged) {
+    inc = sn_calloc((size_t)max_io, sizeof *inc);
+    opc = sn_calloc((size_t)max_io, sizeof *opc);
+    if (!out->nodes || !in || !op || !inc || !opc || !charged) {
         rc = sn_errf(err, SNUG_ERR_OOM, "out of memory");
         goto fail;
     }
@@ -143,7 +157,7 @@ int sn_estimate_nodes(const sn_graph *g, const sn_exec *ex, const sn_estimate_op
         bool folded = sn_exec_node_folded(ex, i);
         for (int k = 0; k < n->n_in; k++) {
             int v = n->in[k];
-            in[k] = v >= 0 ? sn_exec_value_info(ex, v) : NULL;
+            in[k] = v >= 0 ? known_info(ex, v, &inc[k]) : NULL;
             if (v < 0)
                 continue;
             if (g->values[v].flags & SN_VAL_INIT) {
@@ -158,7 +172,7 @@ int sn_estimate_nodes(const sn_graph *g, const sn_exec *ex, const sn_estimate_op
                 charge(g, n->impl[k], ne->device, charged, ne);
         for (int k = 0; k < n->n_out; k++) {
             int v = n->out[k];
-            op[k] = v >= 0 ? sn_exec_value_info(ex, v) : NULL;
+            op[k] = v >= 0 ? known_info(ex, v, &opc[k]) : NULL;
             if (v < 0)
                 continue;
             sn_storage st = sn_exec_value_storage(ex, v, NULL);
@@ -218,11 +232,15 @@ int sn_estimate_nodes(const sn_graph *g, const sn_exec *ex, const sn_estimate_op
     }
     sn_free(in);
     sn_free(op);
+    sn_free(inc);
+    sn_free(opc);
     sn_free(charged);
     return SNUG_OK;
 fail:
     sn_free(in);
     sn_free(op);
+    sn_free(inc);
+    sn_free(opc);
     sn_free(charged);
     sn_estimate_free(out);
     return rc;
