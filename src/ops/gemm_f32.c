@@ -6,9 +6,10 @@
  *                             packed once for the whole call when small)
  *       for each NR panel, for each MR panel: micro-kernel MR x NR
  * The packed B panel (KC x NR) stays in L1 while the A block (MC x KC) is
- * streamed from L2. A B prepacked whole (sn_sgemm_pack_b) is read in place
- * of the per-block packing. Packing pads edge panels with zeros so the micro-kernel
- * always runs full tiles; it stores only the m x n part that exists.
+ * streamed from L2. Packing pads edge panels with zeros so the micro-kernel
+ * always runs full tiles; it stores only the m x n part that exists. A B
+ * prepacked whole (sn_sgemm_pack_b) is read in place of the per-block
+ * packing.
  *
  * Packing buffers come from the caller's workspace, one slot per pool
  * thread; a task claims a free slot with an atomic exchange (sn_pool_for
