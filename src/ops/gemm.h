@@ -12,7 +12,8 @@
  * of A and N <= 4096 bands of B's rows (partial sums on the stack, added in
  * a fixed order). In the blocked path a small A (<= 8 MiB packed) is packed
  * once per call, not once per column block; B, being the weights, is packed
- * block by block and never kept (no second copy of the weights).
+ * block by block and never kept (no second copy of the weights), unless the
+ * caller packed it once beforehand (sn_sgemm_pack_b, below).
  *
  * beta == 0 means C is not read (so NaN/garbage in C is overwritten). */
 #ifndef SN_OPS_GEMM_H
@@ -59,6 +60,28 @@ bool sn_gemm_isa_available(sn_gemm_isa isa);
 void sn_sgemm_isa(sn_gemm_isa isa, int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
                   const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc,
                   sn_pool *pool);
+
+/* ---- constant B, packed once ----
+ * A weight that every call multiplies (MatMul's constant B) can be packed
+ * once, in prepare, into the panel layout the micro-kernel reads: calls then
+ * skip packing B (the blocked path) and the one-row product streams the
+ * panels in address order. The copy is as large as B (padded to the panel
+ * width): the caller decides whether that memory is worth it.
+ * Bytes of the packed form of B [K, N] (transB: B is [N, K]) for a kernel
+ * set (SN_GEMM_ISA_BEST in kernels; the packed form records its panel
+ * width, so a set the CPU lacks falls back correctly). */
+size_t sn_sgemm_pack_b_bytes(sn_gemm_isa isa, int64_t N, int64_t K);
+void sn_sgemm_pack_b(sn_gemm_isa isa, int transB, int64_t N, int64_t K, const float *B, int64_t ldb,
+                     void *packed);
+
+/* C[M,N] = alpha * op(A) * B + beta * C with B from sn_sgemm_pack_b (N and
+ * K are its). ws as for sn_sgemm_ws with sn_sgemm_workspace(M, N, K, t).
+ * Never allocates. */
+void sn_sgemm_packed_ws(int transA, int64_t M, float alpha, const float *A, int64_t lda, const void *packed,
+                        float beta, float *C, int64_t ldc, sn_pool *pool, void *ws, size_t ws_size);
+/* Same, allocating its workspace: for tests. */
+void sn_sgemm_packed(int transA, int64_t M, float alpha, const float *A, int64_t lda, const void *packed,
+                     float beta, float *C, int64_t ldc, sn_pool *pool);
 
 /* Plain triple loop with a double accumulator: the oracle for tests. */
 void sn_sgemm_ref(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,

@@ -7,7 +7,9 @@
  *       for each NR panel, for each MR panel: micro-kernel MR x NR
  * The packed B panel (KC x NR) stays in L1 while the A block (MC x KC) is
  * streamed from L2. Packing pads edge panels with zeros so the micro-kernel
- * always runs full tiles; it stores only the m x n part that exists.
+ * always runs full tiles; it stores only the m x n part that exists. A B
+ * prepacked whole (sn_sgemm_pack_b) is read in place of the per-block
+ * packing.
  *
  * Packing buffers come from the caller's workspace, one slot per pool
  * thread; a task claims a free slot with an atomic exchange (sn_pool_for
@@ -209,6 +211,29 @@ static float dot_c(const float *x, int64_t incx, const float *y, int64_t n) {
     return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7])) + t;
 }
 
+/* One row of A against np (<= 4) prepacked panels of B (each K rows of NR
+ * floats, contiguous, bps floats apart): out[t * nr + j] = sum_p a[p * inca]
+ * * panel_t[p * nr + j]. Each panel is one sequential stream: the decode
+ * product over prepacked weights reads memory in the order it lies. */
+static void panel_dot_c(const float *a, int64_t inca, const float *panels, int64_t bps, int np, int64_t K, int nr,
+                        float *out) {
+    for (int t = 0; t < np; t++) {
+        const float *panel = panels + t * bps;
+        float acc[2][16] = {{0}};
+        int64_t p = 0;
+        for (; p + 2 <= K; p += 2, panel += 2 * nr) /* two chains: the adds do not wait on each other */
+            for (int j = 0; j < nr; j++) {
+                acc[0][j] += a[p * inca] * panel[j];
+                acc[1][j] += a[(p + 1) * inca] * panel[nr + j];
+            }
+        for (; p < K; p++, panel += nr)
+            for (int j = 0; j < nr; j++)
+                acc[0][j] += a[p * inca] * panel[j];
+        for (int j = 0; j < nr; j++)
+            out[t * nr + j] = acc[0][j] + acc[1][j];
+    }
+}
+
 #ifdef SN_HAVE_AVX2_KERNEL
 /* Lane masks for a tail of r < 8 floats: k_tail + 8 - r. */
 static const int32_t k_tail[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
@@ -273,6 +298,20 @@ __attribute__((target("avx2,fma"))) static void skinny_avx2(const skinny_job *g,
     const int64_t ldb = g->ldb;
     float a[4];
     int64_t p = 0;
+    if (g->M == 1 && g->K >= 16 && n == g->N) {
+        /* Whole rows (a band of B: one contiguous block) are read in four
+         * quarters side by side (rows r, q+r, 2q+r, 3q+r): four sequential
+         * streams keep more misses in flight than one, and with one row of
+         * A the product is bound by reading B. (Column slices of a wide B
+         * are strided already; measured no better there.) */
+        const int64_t q = g->K / 4;
+        for (int64_t r = 0; r < q; r++) {
+            for (int t = 0; t < 4; t++)
+                a[t] = g->alpha * a_at(g, 0, t * q + r);
+            skinny_rows_avx2(4, g->B + r * ldb + j0, q * ldb, a, g->C + j0, n);
+        }
+        p = 4 * q;
+    }
     for (; p + 4 <= g->K; p += 4) {
         const float *b = g->B + p * ldb + j0;
         for (int64_t i = 0; i < g->M; i++) {
@@ -313,16 +352,77 @@ __attribute__((target("avx2,fma"))) static float dot_avx2(const float *x, int64_
 }
 #endif
 
+#ifdef SN_HAVE_AVX2_KERNEL
+/* panel_dot_c for NR == 16. Four panels are read side by side: four
+ * streams keep more misses in flight than one (a single sequential stream
+ * per thread does not reach the memory's bandwidth); one panel alone uses
+ * four pairs of accumulators instead (FMA latency hidden). */
+__attribute__((target("avx2,fma"))) static void panel_dot_avx2(const float *a, int64_t inca, const float *panels,
+                                                               int64_t bps, int np, int64_t K, int nr, float *out) {
+    if (nr != 16) {
+        panel_dot_c(a, inca, panels, bps, np, K, nr, out);
+        return;
+    }
+    if (np == 4) {
+        const float *b0 = panels, *b1 = b0 + bps, *b2 = b1 + bps, *b3 = b2 + bps;
+        __m256 s00 = _mm256_setzero_ps(), s01 = s00, s10 = s00, s11 = s00, s20 = s00, s21 = s00, s30 = s00,
+               s31 = s00;
+        for (int64_t p = 0; p < K; p++, b0 += 16, b1 += 16, b2 += 16, b3 += 16) {
+            __m256 x = _mm256_broadcast_ss(a + p * inca);
+            s00 = _mm256_fmadd_ps(x, _mm256_loadu_ps(b0), s00);
+            s01 = _mm256_fmadd_ps(x, _mm256_loadu_ps(b0 + 8), s01);
+            s10 = _mm256_fmadd_ps(x, _mm256_loadu_ps(b1), s10);
+            s11 = _mm256_fmadd_ps(x, _mm256_loadu_ps(b1 + 8), s11);
+            s20 = _mm256_fmadd_ps(x, _mm256_loadu_ps(b2), s20);
+            s21 = _mm256_fmadd_ps(x, _mm256_loadu_ps(b2 + 8), s21);
+            s30 = _mm256_fmadd_ps(x, _mm256_loadu_ps(b3), s30);
+            s31 = _mm256_fmadd_ps(x, _mm256_loadu_ps(b3 + 8), s31);
+        }
+        __m256 r[8] = {s00, s01, s10, s11, s20, s21, s30, s31};
+        for (int t = 0; t < 8; t++)
+            _mm256_storeu_ps(out + 8 * t, r[t]);
+        return;
+    }
+    for (int t = 0; t < np; t++) {
+        const float *panel = panels + t * bps;
+        __m256 s00 = _mm256_setzero_ps(), s01 = s00, s10 = s00, s11 = s00, s20 = s00, s21 = s00, s30 = s00,
+               s31 = s00;
+        int64_t p = 0;
+        for (; p + 4 <= K; p += 4, panel += 64) {
+            __m256 x0 = _mm256_broadcast_ss(a + p * inca), x1 = _mm256_broadcast_ss(a + (p + 1) * inca);
+            __m256 x2 = _mm256_broadcast_ss(a + (p + 2) * inca), x3 = _mm256_broadcast_ss(a + (p + 3) * inca);
+            s00 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(panel), s00);
+            s01 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(panel + 8), s01);
+            s10 = _mm256_fmadd_ps(x1, _mm256_loadu_ps(panel + 16), s10);
+            s11 = _mm256_fmadd_ps(x1, _mm256_loadu_ps(panel + 24), s11);
+            s20 = _mm256_fmadd_ps(x2, _mm256_loadu_ps(panel + 32), s20);
+            s21 = _mm256_fmadd_ps(x2, _mm256_loadu_ps(panel + 40), s21);
+            s30 = _mm256_fmadd_ps(x3, _mm256_loadu_ps(panel + 48), s30);
+            s31 = _mm256_fmadd_ps(x3, _mm256_loadu_ps(panel + 56), s31);
+        }
+        for (; p < K; p++, panel += 16) {
+            __m256 x0 = _mm256_broadcast_ss(a + p * inca);
+            s00 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(panel), s00);
+            s01 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(panel + 8), s01);
+        }
+        _mm256_storeu_ps(out + 16 * t, _mm256_add_ps(_mm256_add_ps(s00, s10), _mm256_add_ps(s20, s30)));
+        _mm256_storeu_ps(out + 16 * t + 8, _mm256_add_ps(_mm256_add_ps(s01, s11), _mm256_add_ps(s21, s31)));
+    }
+}
+#endif
+
 /* A kernel set: what one CPU level runs. */
 typedef struct kset {
     const ukr *ukr;
     void (*skinny)(const skinny_job *g, int64_t j0, int64_t n);
     float (*dot)(const float *x, int64_t incx, const float *y, int64_t n);
+    void (*panel_dot)(const float *a, int64_t inca, const float *panels, int64_t bps, int np, int64_t K, int nr,
+                      float *out);
 } kset;
 
-static const kset k_kset_c = {&k_ukr_c, skinny_c, dot_c};
+static const kset k_kset_c = {&k_ukr_c, skinny_c, dot_c, panel_dot_c};
 #ifdef SN_HAVE_AVX2_KERNEL
-static const kset k_kset_avx2 = {&k_ukr_avx2, skinny_avx2, dot_avx2};
+static const kset k_kset_avx2 = {&k_ukr_avx2, skinny_avx2, dot_avx2, panel_dot_avx2};
 #endif
 
 bool sn_gemm_isa_available(sn_gemm_isa isa) {
@@ -517,6 +617,8 @@ typedef struct gemm_job {
     int n_slots;
     int *busy;            /* n_slots flags */
     float *apack;         /* A packed once for all tasks (see apack_bytes), or NULL */
+    const float *bpk;     /* B prepacked whole (sn_sgemm_pack_b), or NULL: packed per block */
+    int64_t bps;          /* floats between bpk's panels */
     int64_t mpad;         /* M rounded up to MR */
 } gemm_job;
 
@@ -527,10 +629,17 @@ static void block_sizes(const ukr *k, int64_t M, int64_t N, int64_t K, int64_t *
     *nc = sn_imin(NC, round_up(N, k->nr));
 }
 
+/* Floats from one packed B panel (kb x NR) to the next. One cache line
+ * more than the panel: with kb*NR*4 a multiple of 4 KiB every panel would
+ * start in the same L1 set, and packing, which writes one line of each
+ * panel per row of B, would evict its own lines (8 ways, 16 panels). */
+static int64_t b_panel_stride(int nr, int64_t kb) { return kb * nr + 16; }
+
 static size_t slot_size(const ukr *k, int64_t M, int64_t N, int64_t K) {
     int64_t mc, nc, kc;
     block_sizes(k, M, N, K, &mc, &nc, &kc);
-    size_t floats = (size_t)(round_up(mc, k->mr) + round_up(nc, k->nr)) * (size_t)kc;
+    size_t floats = (size_t)round_up(mc, k->mr) * (size_t)kc +
+                    (size_t)(round_up(nc, k->nr) / k->nr) * (size_t)b_panel_stride(k->nr, kc);
     return (floats * sizeof(float) + SLOT_ALIGN - 1) / SLOT_ALIGN * SLOT_ALIGN;
 }
 
@@ -596,9 +705,11 @@ static void pack_a(const gemm_job *g, int64_t i0, int64_t mb, int64_t p0, int64_
     }
 }
 
-/* bp: panels of NR columns, bp[(panel*kb + p)*NR + j] = B(p0 + p, j0 + panel*NR + j). */
+/* bp: panels of NR columns, bp[panel*ps + p*NR + j] = B(p0 + p, j0 + panel*NR + j),
+ * ps = b_panel_stride(NR, kb). */
 static void pack_b(const gemm_job *g, int64_t j0, int64_t nb, int64_t p0, int64_t kb, float *bp) {
     const int nr = g->k->nr;
+    const int64_t ps = b_panel_stride(nr, kb);
     if (!g->transB) {
         /* Row by row: each row of the block is one sequential read (panel
          * by panel would touch one cache line per row and page, kb times
@@ -610,17 +721,14 @@ static void pack_b(const gemm_job *g, int64_t j0, int64_t nb, int64_t p0, int64_
             if (p + 8 < kb) /* weights come from memory: keep 8 rows of reads in flight */
                 for (int64_t j = 0; j < nb; j += 16)
                     __builtin_prefetch(src + 8 * g->ldb + j);
-            if (nr == 16) /* constant sizes: inlined vector moves, not calls */
-                for (int64_t jr = 0; jr < full; jr += 16)
-                    memcpy(d + jr * kb, src + jr, 16 * sizeof(float));
-            else if (nr == 8)
+            if (nr == 8) /* constant size: inlined vector moves, not calls (16: pack_b_avx2) */
                 for (int64_t jr = 0; jr < full; jr += 8)
-                    memcpy(d + jr * kb, src + jr, 8 * sizeof(float));
+                    memcpy(d + jr / 8 * ps, src + jr, 8 * sizeof(float));
             else
                 for (int64_t jr = 0; jr < full; jr += nr)
-                    memcpy(d + jr * kb, src + jr, sizeof(float) * (size_t)nr);
+                    memcpy(d + jr / nr * ps, src + jr, sizeof(float) * (size_t)nr);
             if (full < nb) {
-                float *e = d + full * kb;
+                float *e = d + full / nr * ps;
                 int n = (int)(nb - full), j = 0;
                 for (; j < n; j++)
                     e[j] = src[full + j];
@@ -632,7 +740,7 @@ static void pack_b(const gemm_job *g, int64_t j0, int64_t nb, int64_t p0, int64_
     }
     for (int64_t jr = 0; jr < nb; jr += nr) {
         int n = (int)sn_imin(nr, nb - jr);
-        float *dst = bp + jr * kb;
+        float *dst = bp + jr / nr * ps;
         for (int j = 0; j < n; j++) {
             const float *src = g->B + (j0 + jr + j) * g->ldb + p0;
             for (int64_t p = 0; p < kb; p++)
@@ -642,6 +750,47 @@ static void pack_b(const gemm_job *g, int64_t j0, int64_t nb, int64_t p0, int64_
             for (int64_t p = 0; p < kb; p++)
                 dst[p * nr + j] = 0.0f;
     }
+}
+
+/* pack_b for the 16-wide AVX2 kernel and B row-major: the same row by row
+ * copy in 32-byte moves (the baseline build copies 16 bytes at a time). */
+#ifdef SN_HAVE_AVX2_KERNEL
+__attribute__((target("avx2"))) static void pack_b_avx2(const gemm_job *g, int64_t j0, int64_t nb, int64_t p0,
+                                                        int64_t kb, float *bp) {
+    if (g->transB) {
+        pack_b(g, j0, nb, p0, kb, bp);
+        return;
+    }
+    const int64_t ps = b_panel_stride(16, kb), full = nb / 16 * 16;
+    for (int64_t p = 0; p < kb; p++) {
+        const float *src = g->B + (p0 + p) * g->ldb + j0;
+        float *d = bp + p * 16;
+        if (p + 8 < kb) /* as in pack_b: 8 rows of reads in flight */
+            for (int64_t j = 0; j < nb; j += 16)
+                _mm_prefetch((const char *)(src + 8 * g->ldb + j), _MM_HINT_T0);
+        for (int64_t jr = 0; jr < full; jr += 16, d += ps) {
+            _mm256_storeu_ps(d, _mm256_loadu_ps(src + jr));
+            _mm256_storeu_ps(d + 8, _mm256_loadu_ps(src + jr + 8));
+        }
+        if (full < nb) { /* the last panel: n < 16 columns, zeros after */
+            int n = (int)(nb - full), j = 0;
+            for (; j < n; j++)
+                d[j] = src[full + j];
+            for (; j < 16; j++)
+                d[j] = 0.0f;
+        }
+    }
+}
+#endif
+
+static void pack_b_any(const gemm_job *g, int64_t j0, int64_t nb, int64_t p0, int64_t kb, float *bp) {
+#ifdef SN_HAVE_AVX2_KERNEL
+    if (g->k == &k_ukr_avx2) {
+        pack_b_avx2(g, j0, nb, p0, kb, bp);
+        return;
+    }
+#endif
+    pack_b(g, j0, nb, p0, kb, bp);
 }
 
 static void gemm_task(void *arg, int64_t t0, int64_t t1) {
@@ -660,7 +809,12 @@ static void gemm_task(void *arg, int64_t t0, int64_t t1) {
         for (int64_t p0 = 0; p0 < g->K; p0 += g->kc) {
             int64_t kb = sn_imin(g->kc, g->K - p0);
             float beta = p0 == 0 ? g->beta : 1.0f;
-            pack_b(g, j0, nb, p0, kb, bp);
+            /* the K slice of B's panels: prepacked (rows p0.. of each
+             * full-K panel) or packed here */
+            const float *b = g->bpk ? g->bpk + j0 / nr * g->bps + p0 * nr : bp;
+            int64_t ps = g->bpk ? g->bps : b_panel_stride(nr, kb);
+            if (!g->bpk)
+                pack_b_any(g, j0, nb, p0, kb, bp);
             for (int64_t i0 = r0; i0 < r1; i0 += g->mc) {
                 int64_t mb = sn_imin(g->mc, r1 - i0);
                 const float *a = ap;
@@ -672,7 +826,7 @@ static void gemm_task(void *arg, int64_t t0, int64_t t1) {
                     int n = (int)sn_imin(nr, nb - jr);
                     for (int64_t ir = 0; ir < mb; ir += mr) {
                         int m = (int)sn_imin(mr, mb - ir);
-                        g->k->fn(kb, a + ir * kb, bp + jr * kb,
+                        g->k->fn(kb, a + ir * kb, b + jr / nr * ps,
                                  g->C + (i0 + ir) * g->ldc + j0 + jr, g->ldc, g->alpha, beta, m, n);
                     }
                 }
@@ -682,9 +836,63 @@ static void gemm_task(void *arg, int64_t t0, int64_t t1) {
     __atomic_store_n(&g->busy[slot], 0, __ATOMIC_RELEASE);
 }
 
+/* ---- prepacked B ------------------------------------------------------------ */
+
+/* A constant B packed once (sn_sgemm_pack_b): a header, then the panels of
+ * NR columns, each all K rows long (K * NR floats, contiguous, padding
+ * columns zero), b_panel_stride(NR, K) floats apart. The blocked path reads
+ * rows p0.. of each panel in place of pack_b's block; the one-row product
+ * streams whole panels. */
+typedef struct bpack_hdr {
+    uint32_t magic;
+    int32_t nr;
+    int64_t N, K;
+} bpack_hdr;
+
+#define BPACK_MAGIC 0x42504b31u /* "BPK1" */
+#define BPACK_DATA 64           /* panels start one cache line in */
+
+static int64_t bpack_panels(int nr, int64_t N) { return (N + nr - 1) / nr; }
+
+/* M == 1 against prepacked B: tasks are ranges of whole panels. */
+typedef struct pgemv_job {
+    const kset *ks;
+    int nr;
+    int64_t N, K, inca, bps;
+    float alpha, beta;
+    const float *a, *bpk;
+    float *c;
+} pgemv_job;
+
+static void pgemv_task(void *arg, int64_t q0, int64_t q1) {
+    const pgemv_job *g = arg;
+    float out[4 * 16];
+    for (int64_t q = q0; q < q1; q += 4) {
+        int np = (int)sn_imin(4, q1 - q);
+        g->ks->panel_dot(g->a, g->inca, g->bpk + q * g->bps, g->bps, np, g->K, g->nr, out);
+        int64_t j0 = q * g->nr, n = sn_imin(np * g->nr, g->N - j0);
+        float *c = g->c + j0;
+        for (int64_t j = 0; j < n; j++)
+            c[j] = g->beta == 0.0f ? g->alpha * out[j] : g->alpha * out[j] + g->beta * c[j];
+    }
+}
+
+/* sn_sgemm_ref over prepacked B: B(p, j) = panel j / nr, row p, lane j % nr. */
+static void packed_ref(int nr, int64_t bps, int transA, int64_t M, int64_t N, int64_t K, float alpha,
+                       const float *A, int64_t lda, const float *bpk, float beta, float *C, int64_t ldc) {
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            double s = 0;
+            for (int64_t p = 0; p < K; p++)
+                s += (double)(transA ? A[p * lda + i] : A[i * lda + p]) * bpk[j / nr * bps + p * nr + j % nr];
+            float *c = &C[i * ldc + j];
+            *c = beta == 0.0f ? (float)(alpha * s) : (float)(alpha * s + (double)beta * *c);
+        }
+}
+
 static void sgemm_impl(const kset *ks, int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
-                       const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
-                       int64_t ldc, sn_pool *pool, void *ws, size_t ws_size) {
+                       const float *A, int64_t lda, const float *B, int64_t ldb, const float *bpk, float beta,
+                       float *C, int64_t ldc, sn_pool *pool, void *ws, size_t ws_size) {
     if (M <= 0 || N <= 0)
         return;
     if (K == 0 || alpha == 0.0f) {
@@ -694,11 +902,20 @@ static void sgemm_impl(const kset *ks, int transA, int transB, int64_t M, int64_
         return;
     }
     int n_threads = sn_pool_size(pool);
-    if (is_skinny(transB, M, N)) {
+    const int64_t bps = b_panel_stride(ks->ukr->nr, K);
+    if (bpk && M == 1) {
+        pgemv_job pg = {ks, ks->ukr->nr, N, K, transA ? lda : 1, bps, alpha, beta, A, bpk, C};
+        int64_t panels = bpack_panels(ks->ukr->nr, N);
+        /* >= 64K multiply-adds per task: below that a wake-up costs more */
+        int64_t grain = sn_imax(1, 65536 / (K * ks->ukr->nr));
+        sn_pool_for(N * K < 32768 ? NULL : pool, panels, grain, pgemv_task, &pg);
+        return;
+    }
+    if (!bpk && is_skinny(transB, M, N)) {
         skinny_run(ks, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pool);
         return;
     }
-    if (N == 1) {
+    if (!bpk && N == 1) {
         gemv_job g = {ks, transA, transB, M, N, K, alpha, beta, A, B, lda, ldb, ldc, C};
         int64_t grain = sn_imax(16, 65536 / K); /* >= 64K multiply-adds per task */
         sn_pool_for(pool, M, grain, gemv_col_task, &g);
@@ -711,6 +928,7 @@ static void sgemm_impl(const kset *ks, int transA, int transB, int64_t M, int64_
     g.M = M, g.N = N, g.K = K;
     g.alpha = alpha, g.beta = beta;
     g.A = A, g.B = B, g.lda = lda, g.ldb = ldb, g.ldc = ldc, g.C = C;
+    g.bpk = bpk, g.bps = bps;
     block_sizes(g.k, M, N, K, &g.mc, &g.nc, &g.kc);
 
     /* Tasks: column blocks of nc; when there are fewer than ~2 per thread
@@ -744,7 +962,10 @@ static void sgemm_impl(const kset *ks, int transA, int transB, int64_t M, int64_
     while (t > 0 && workspace_for(g.k, M, N, K, t) > ws_size)
         t--;
     if (t == 0) { /* no usable workspace: a caller bug, stay correct */
-        sn_sgemm_ref(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        if (bpk)
+            packed_ref(ks->ukr->nr, bps, transA, M, N, K, alpha, A, lda, bpk, beta, C, ldc);
+        else
+            sn_sgemm_ref(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
     g.n_slots = t;
@@ -772,8 +993,8 @@ static void sgemm_impl(const kset *ks, int transA, int transB, int64_t M, int64_
 void sn_sgemm_ws(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
                  const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
                  float *C, int64_t ldc, sn_pool *pool, void *ws, size_t ws_size) {
-    sgemm_impl(kset_select(SN_GEMM_ISA_BEST), transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pool,
-               ws, ws_size);
+    sgemm_impl(kset_select(SN_GEMM_ISA_BEST), transA, transB, M, N, K, alpha, A, lda, B, ldb, NULL, beta, C, ldc,
+               pool, ws, ws_size);
 }
 
 void sn_sgemm_isa(sn_gemm_isa isa, int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
@@ -786,7 +1007,7 @@ void sn_sgemm_isa(sn_gemm_isa isa, int transA, int transB, int64_t M, int64_t N,
         sn_sgemm_ref(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
-    sgemm_impl(ks, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pool, ws, n);
+    sgemm_impl(ks, transA, transB, M, N, K, alpha, A, lda, B, ldb, NULL, beta, C, ldc, pool, ws, n);
     sn_free(ws);
 }
 
@@ -794,4 +1015,84 @@ void sn_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alp
               const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
               float *C, int64_t ldc, sn_pool *pool) {
     sn_sgemm_isa(SN_GEMM_ISA_BEST, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pool);
+}
+
+/* ---- prepacked B: public side ------------------------------------------------ */
+
+static const float *bpack_data(const void *packed) {
+    uintptr_t d = (uintptr_t)packed + BPACK_DATA;
+    return (const float *)((d + SLOT_ALIGN - 1) / SLOT_ALIGN * SLOT_ALIGN);
+}
+
+size_t sn_sgemm_pack_b_bytes(sn_gemm_isa isa, int64_t N, int64_t K) {
+    int nr = kset_select(isa)->ukr->nr;
+    return BPACK_DATA + SLOT_ALIGN +
+           (size_t)bpack_panels(nr, N) * (size_t)b_panel_stride(nr, K) * sizeof(float);
+}
+
+void sn_sgemm_pack_b(sn_gemm_isa isa, int transB, int64_t N, int64_t K, const float *B, int64_t ldb,
+                     void *packed) {
+    const int nr = kset_select(isa)->ukr->nr;
+    const int64_t bps = b_panel_stride(nr, K), panels = bpack_panels(nr, N);
+    bpack_hdr h = {BPACK_MAGIC, nr, N, K};
+    memcpy(packed, &h, sizeof h);
+    float *d = (float *)bpack_data(packed);
+    /* Sixteen panels at a time, B's rows in order within them: the reads
+     * are runs of 16 * nr floats, the writes stay within ~16 panels. */
+    for (int64_t q0 = 0; q0 < panels; q0 += 16) {
+        int64_t q1 = sn_imin(panels, q0 + 16);
+        for (int64_t p = 0; p < K; p++)
+            for (int64_t q = q0; q < q1; q++) {
+                float *dst = d + q * bps + p * nr;
+                if (!transB && (q + 1) * nr <= N) { /* a whole run of B's row */
+                    memcpy(dst, B + p * ldb + q * nr, sizeof(float) * (size_t)nr);
+                    continue;
+                }
+                for (int j = 0; j < nr; j++) {
+                    int64_t col = q * nr + j;
+                    dst[j] = col >= N ? 0.0f : transB ? B[col * ldb + p] : B[p * ldb + col];
+                }
+            }
+        for (int64_t q = q0; q < q1; q++) /* the line of padding after each panel */
+            memset(d + q * bps + K * nr, 0, (size_t)(bps - K * nr) * sizeof(float));
+    }
+}
+
+/* The kernel set whose panel width the packing used (the best when the CPU
+ * still has it, else the portable one), or NULL. */
+static const kset *bpack_kset(const bpack_hdr *h) {
+    const kset *best = kset_select(SN_GEMM_ISA_BEST);
+    if (best->ukr->nr == h->nr)
+        return best;
+    return k_kset_c.ukr->nr == h->nr ? &k_kset_c : NULL;
+}
+
+void sn_sgemm_packed_ws(int transA, int64_t M, float alpha, const float *A, int64_t lda, const void *packed,
+                        float beta, float *C, int64_t ldc, sn_pool *pool, void *ws, size_t ws_size) {
+    bpack_hdr h;
+    memcpy(&h, packed, sizeof h);
+    const kset *ks = bpack_kset(&h);
+    if (!ks) { /* packed for a wider kernel than this CPU runs: stay correct */
+        packed_ref(h.nr, b_panel_stride(h.nr, h.K), transA, M, h.N, h.K, alpha, A, lda, bpack_data(packed), beta,
+                   C, ldc);
+        return;
+    }
+    sgemm_impl(ks, transA, 0, M, h.N, h.K, alpha, A, lda, NULL, 0, bpack_data(packed), beta, C, ldc, pool, ws,
+               ws_size);
+}
+
+void sn_sgemm_packed(int transA, int64_t M, float alpha, const float *A, int64_t lda, const void *packed,
+                     float beta, float *C, int64_t ldc, sn_pool *pool) {
+    bpack_hdr h;
+    memcpy(&h, packed, sizeof h);
+    const kset *ks = bpack_kset(&h);
+    size_t n = ks ? workspace_for(ks->ukr, M, h.N, h.K, sn_pool_size(pool)) : 0;
+    void *ws = n ? sn_malloc(n) : NULL;
+    if (n && !ws) {
+        packed_ref(h.nr, b_panel_stride(h.nr, h.K), transA, M, h.N, h.K, alpha, A, lda, bpack_data(packed), beta,
+                   C, ldc);
+        return;
+    }
+    sn_sgemm_packed_ws(transA, M, alpha, A, lda, packed, beta, C, ldc, pool, ws, n);
+    sn_free(ws);
 }

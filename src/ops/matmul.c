@@ -93,6 +93,21 @@ static int matmul_infer(sn_infer_ctx *c) {
  * batch is not broadcast: A's rows just stack up (M' = batch * M). */
 static bool mm_fold_batch(const gk_mm *p) { return p->nbm == 1 && p->na == p->n_batch; }
 
+/* A constant B is packed once, here, when the copy is worth its memory:
+ * B as wide as a vocabulary (the LM head): per call, packing that B costs
+ * as much as a pass over it, and the one-row product streams packed panels
+ * faster than B's long rows (each row of a column slice is another page).
+ * Narrower weights stay unpacked: the executor cannot yet release the
+ * mapped original once it is packed (see the report in the commit), so
+ * packing them all would hold the weights twice. Only when the planned
+ * product has more than one row: a plan made for one row (a decode step
+ * re-planned at every length) would repack at every step. */
+#define MM_PREPACK_MIN_N 8192
+
+static bool mm_prepack_worth(const gk_mm *p, const sn_tensor *b, int64_t M) {
+    return b->data && b->rank == 2 && p->nbm == 1 && M > 1 && p->N >= MM_PREPACK_MIN_N && p->K > 0;
+}
+
 static int matmul_prepare(sn_prep_ctx *c) {
     if (c->in[0]->dtype != SN_F32)
         return SNUG_OK;
@@ -100,6 +115,13 @@ static int matmul_prepare(sn_prep_ctx *c) {
     SN_TRY(gk_mm_plan(c->node, c->err, c->in[0], c->in[1], &p));
     int64_t M = mm_fold_batch(&p) ? p.M * p.n_batch : p.M;
     c->workspace = sn_sgemm_workspace(M, p.N, p.K, SN_GEMM_PREP_THREADS);
+    if (mm_fold_batch(&p) && mm_prepack_worth(&p, c->in[1], M)) {
+        void *packed = sn_malloc(sn_sgemm_pack_b_bytes(SN_GEMM_ISA_BEST, p.N, p.K));
+        if (!packed) /* the unpacked path needs no state: run without */
+            return SNUG_OK;
+        sn_sgemm_pack_b(SN_GEMM_ISA_BEST, 0, p.N, p.K, c->in[1]->data, p.N, packed);
+        c->state = packed;
+    }
     return SNUG_OK;
 }
 
@@ -126,6 +148,12 @@ static int matmul_run(sn_kctx *c) {
     if (a->dtype == SN_F32) {
         const float *A = a->data, *B = b->data;
         float *Y = y->data;
+        if (mm_fold_batch(&p) && c->state) { /* B packed by prepare */
+            int64_t Mf = M * p.n_batch;
+            sn_sgemm_packed_ws(0, Mf, 1.0f, A, K, c->state, 0.0f, Y, N, c->pool, c->ws,
+                               sn_sgemm_workspace(Mf, N, K, SN_GEMM_PREP_THREADS));
+            return SNUG_OK;
+        }
         if (mm_fold_batch(&p)) {
             int64_t Mf = M * p.n_batch;
             sn_sgemm_ws(0, 0, Mf, N, K, 1.0f, A, K, B, N, 0.0f, Y, N, c->pool, c->ws,
@@ -435,7 +463,7 @@ static int qlmm_run(sn_kctx *c) {
 }
 
 const sn_op_def sn_ops_matmul[] = {
-    {"", "MatMul", 1, matmul_infer, matmul_prepare, matmul_run, NULL, 0, matmul_estimate},
+    {"", "MatMul", 1, matmul_infer, matmul_prepare, matmul_run, sn_free, 0, matmul_estimate},
     {"", "Gemm", 1, gemm_infer, gemm_prepare, gemm_run, NULL, 0, gemm_estimate},
     {"", "MatMulInteger", 10, mmi_infer, NULL, mmi_run, NULL, 0},
     {"", "QLinearMatMul", 10, qlmm_infer, NULL, qlmm_run, NULL, 0},

@@ -22,6 +22,7 @@ typedef struct gemm_case_opts {
     int64_t pad;      /* extra leading-dimension elements */
     int exact_alloc;  /* matrices end exactly where their allocation ends (ASan sees overreads) */
     float tol;        /* |c - r| <= tol*K + tol*|r| */
+    int packed;       /* B through sn_sgemm_pack_b + sn_sgemm_packed (isa -1: the best set) */
 } gemm_case_opts;
 
 /* Returns 1 (and prints the case) when C differs from the reference, when a
@@ -53,7 +54,19 @@ static int gemm_check(const gemm_case_opts *o, int ta, int tb, int64_t M, int64_
         for (int64_t i = 0; i < M; i++)
             for (int64_t j = 0; j < N; j++)
                 C[i * ldc + j] = NAN;
-    if (o->isa < 0)
+    if (o->packed) {
+        sn_gemm_isa isa = o->isa < 0 ? SN_GEMM_ISA_BEST : (sn_gemm_isa)o->isa;
+        void *pk = malloc(sn_sgemm_pack_b_bytes(isa, N, K));
+        float *keep = malloc(nb * sizeof *keep);
+        sn_sgemm_pack_b(isa, tb, N, K, B, ldb, pk);
+        memcpy(keep, B, nb * sizeof *keep);
+        for (size_t i = 0; i < nb; i++) /* the product must not read B after packing */
+            B[i] = NAN;
+        sn_sgemm_packed(ta, M, alpha, A, lda, pk, beta, C, ldc, pool);
+        memcpy(B, keep, nb * sizeof *keep);
+        free(keep);
+        free(pk);
+    } else if (o->isa < 0)
         sn_sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pool);
     else
         sn_sgemm_isa((sn_gemm_isa)o->isa, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pool);

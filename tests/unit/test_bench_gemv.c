@@ -17,7 +17,7 @@
 static int check(sn_gemm_isa isa, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, float beta,
                  sn_pool *pool) {
     /* leading dimensions larger than needed, sometimes; exact allocations */
-    gemm_case_opts o = {(int)isa, (M + N + K) % 3, 1, 1e-5f};
+    gemm_case_opts o = {(int)isa, (M + N + K) % 3, 1, 1e-5f, 0};
     return gemm_check(&o, ta, tb, M, N, K, alpha, beta, pool);
 }
 

@@ -13,7 +13,7 @@
 
 static int check(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, float beta,
                  sn_pool *pool) {
-    gemm_case_opts o = {-1, 3, 0, 1e-4f}; /* the public sn_sgemm; leading dimensions 3 larger */
+    gemm_case_opts o = {-1, 3, 0, 1e-4f, 0}; /* the public sn_sgemm; leading dimensions 3 larger */
     return gemm_check(&o, ta, tb, M, N, K, alpha, beta, pool);
 }
 
@@ -47,6 +47,29 @@ int main(void) {
     fails += check(0, 0, 5, 0, 7, 1, 0, pool); /* empty */
     fails += check(0, 0, 5, 6, 0, 1, 0.5f, pool);
     runs += 6;
+
+    /* B prepacked once (MatMul's constant weights): every kernel set, the
+     * one-row (panel GEMV) and blocked paths, odd N around the panel width,
+     * K across the K-slice boundary, serial and threaded */
+    static const int64_t pm[] = {1, 2, 7, 130}, pn[] = {1, 15, 16, 17, 100, 300}, pk[] = {1, 5, 64, 300};
+    const sn_gemm_isa isas[] = {SN_GEMM_ISA_C, SN_GEMM_ISA_AVX2};
+    for (int s = 0; s < 2; s++) {
+        if (!sn_gemm_isa_available(isas[s]))
+            continue;
+        for (int a = 0; a < 4; a++)
+            for (int b = 0; b < 6; b++)
+                for (int k = 0; k < 4; k++) {
+                    int ta = (a + k) % 2, tb = (b + k) % 2;
+                    const float *x = ab[(a + b + k) % 4];
+                    gemm_case_opts o = {(int)isas[s], (a + b) % 3, 1, 1e-4f, 1};
+                    fails += gemm_check(&o, ta, tb, pm[a], pn[b], pk[k], x[0], x[1], (a + b + k) % 2 ? pool : NULL);
+                    runs++;
+                }
+    }
+    gemm_case_opts big = {-1, 0, 0, 1e-4f, 1};
+    fails += gemm_check(&big, 0, 0, 1, 5000, 576, 1, 0, pool); /* lm_head-like, threaded panel GEMV */
+    fails += gemm_check(&big, 0, 0, 128, 1000, 600, 1, 0, pool);
+    runs += 2;
 
     /* throughput, informational */
     int64_t n = 512;
