@@ -51,6 +51,8 @@ uint64_t snug_alloc_count(void);
 /* Bytes the library holds right now through the default allocator (-1 when
  * an allocator was set with snug_set_allocator: it keeps its own count). */
 int64_t snug_alloc_live_bytes(void);
+/* The most snug_alloc_live_bytes has been so far (-1 as above). */
+int64_t snug_alloc_peak_bytes(void);
 
 /* ---- tensors ------------------------------------------------------------- */
 

@@ -9,10 +9,15 @@
 static snug_allocator g_alloc;
 static uint64_t g_count;
 static int64_t g_live; /* bytes held through the default allocator (malloc_usable_size) */
+static int64_t g_peak; /* the most g_live has been */
 
 static void live_add(void *p, int sign) {
-    if (p && !g_alloc.malloc_fn)
-        __atomic_add_fetch(&g_live, sign * (int64_t)malloc_usable_size(p), __ATOMIC_RELAXED);
+    if (!p || g_alloc.malloc_fn)
+        return;
+    int64_t v = __atomic_add_fetch(&g_live, sign * (int64_t)malloc_usable_size(p), __ATOMIC_RELAXED);
+    int64_t pk = __atomic_load_n(&g_peak, __ATOMIC_RELAXED);
+    while (v > pk && !__atomic_compare_exchange_n(&g_peak, &pk, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
 }
 
 void snug_set_allocator(const snug_allocator *a) {
@@ -26,6 +31,10 @@ uint64_t snug_alloc_count(void) { return __atomic_load_n(&g_count, __ATOMIC_RELA
 
 int64_t snug_alloc_live_bytes(void) {
     return g_alloc.malloc_fn ? -1 : __atomic_load_n(&g_live, __ATOMIC_RELAXED);
+}
+
+int64_t snug_alloc_peak_bytes(void) {
+    return g_alloc.malloc_fn ? -1 : __atomic_load_n(&g_peak, __ATOMIC_RELAXED);
 }
 
 void *sn_malloc(size_t n) {

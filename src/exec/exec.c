@@ -56,6 +56,7 @@ struct sn_exec {
     sn_tensor *bounds;       /* owned [n_inputs]: the planned bounds (sn_exec_set_bounds) */
     uint8_t *vdep;           /* owned [n_values]: folded value that depends on input shapes */
     size_t *vcap;            /* owned [n_values]: bytes planned for the value */
+    uint8_t *vreleased;      /* owned [n_values]: initializer replaced by kernel state, pages released */
     const sn_tensor **argin; /* owned scratch for kernel arguments */
     sn_tensor **argout;
     int arg_cap;
@@ -107,6 +108,8 @@ static void plan_release(sn_exec *ex) {
         sn_free(ex->folded[i]);
     ex->n_folded = 0;
     ex->planned = false;
+    if (ex->vreleased)
+        memset(ex->vreleased, 0, (size_t)g->n_values);
 }
 
 int sn_exec_new(const sn_graph *g, sn_pool *pool, const sn_logger *log, sn_exec **out, sn_err *err) {
@@ -146,10 +149,11 @@ int sn_exec_new(const sn_graph *g, sn_pool *pool, const sn_logger *log, sn_exec 
     ex->init_copy = sn_calloc(nv, sizeof *ex->init_copy);
     ex->vdep = sn_calloc(nv, 1);
     ex->vcap = sn_calloc(nv, sizeof *ex->vcap);
+    ex->vreleased = sn_calloc(nv, 1);
     ex->bounds = sn_calloc((size_t)g->n_inputs + 1, sizeof *ex->bounds);
     if (!ex->vals || !ex->vkind || !ex->voff || !ex->valias || !ex->nmode || !ex->nstate || !ex->nws ||
         !ex->nws_off || !ex->sub_base || !ex->sub || !ex->argin || !ex->argout || !ex->sig || !ex->init_copy ||
-        !ex->vdep || !ex->vcap || !ex->bounds) {
+        !ex->vdep || !ex->vcap || !ex->bounds || !ex->vreleased) {
         sn_exec_free(ex);
         return sn_errf(err, SNUG_ERR_OOM, "out of memory");
     }
@@ -216,6 +220,7 @@ void sn_exec_free(sn_exec *ex) {
     sn_free(ex->init_copy);
     sn_free(ex->vdep);
     sn_free(ex->vcap);
+    sn_free(ex->vreleased);
     sn_free(ex->bounds);
     if (ex->arena)
         ex->backend.ops->buffer_free(ex->backend.ctx, ex->arena);
@@ -229,6 +234,7 @@ void sn_exec_free(sn_exec *ex) {
 }
 
 const sn_exec_stats *sn_exec_get_stats(const sn_exec *ex) { return &ex->stats; }
+int sn_exec_threads(const sn_exec *ex) { return sn_pool_size(ex->pool); }
 
 /* ---- planning -------------------------------------------------------- */
 
@@ -344,6 +350,24 @@ static int plan_state_output(sn_exec *ex, const sn_exec_state *st, sn_err *err) 
     ex->vals[v].data = st->data;
     ex->vcap[v] = st->cap;
     return SNUG_OK;
+}
+
+/* Constant inputs a prepared kernel holds in another form (bit k of
+ * replaces): run never reads the original, so its pages in the file map are
+ * handed back (another reader faults them in again; a later plan's prepare
+ * reads the original once more). A weight is then resident once, packed. */
+static void release_replaced(sn_exec *ex, const sn_node *n, uint32_t replaces) {
+    for (int k = 0; k < n->n_in && k < 32; k++) {
+        int v = n->in[k];
+        if (!(replaces & (1u << k)) || v < 0 || ex->vkind[v] != VK_CONST || ex->init_copy[v] || ex->vreleased[v])
+            continue;
+        size_t nb = sn_tensor_nbytes(&ex->vals[v]);
+        if (!sn_model_maps(ex->g->model, ex->vals[v].data, nb))
+            continue;
+        sn_model_release_bytes(ex->g->model, ex->vals[v].data, nb);
+        ex->vreleased[v] = 1;
+        ex->stats.released_bytes += nb;
+    }
 }
 
 static int make_plan(sn_exec *ex, sn_err *err) {
@@ -464,6 +488,8 @@ static int make_plan(sn_exec *ex, sn_err *err) {
                     break;
                 ex->nstate[i] = pc.state;
                 ex->nws[i] = pc.workspace;
+                ex->stats.kernel_state_bytes += pc.state_bytes;
+                release_replaced(ex, n, pc.replaces);
             }
         } else {
             ex->stats.n_dynamic++;
@@ -672,7 +698,7 @@ static int reinfer_node(sn_exec *ex, const sn_node *n, sn_err *err) {
             init_out_info(ex->argout[j]);
         }
     }
-    sn_infer_ctx c = {n, n->n_in, n->n_out, ex->argin, ex->argout, err};
+    sn_infer_ctx c = {n, n->n_in, n->n_out, ex->argin, ex->argout, err, sn_pool_size(ex->pool)};
     SN_TRY(n->op->infer(&c));
     for (int j = 0; j < n->n_out; j++) {
         sn_tensor *t = ex->argout[j];
@@ -942,6 +968,8 @@ sn_storage sn_exec_value_storage(const sn_exec *ex, int v, size_t *offset) {
         *offset = ex->vkind[v] == VK_ARENA ? ex->voff[v] : 0;
     return map[ex->vkind[v]];
 }
+
+bool sn_exec_value_released(const sn_exec *ex, int v) { return ex->vreleased[v] != 0; }
 
 size_t sn_exec_node_workspace(const sn_exec *ex, int i) { return ex->nmode[i] == NM_STATIC ? ex->nws[i] : 0; }
 bool sn_exec_node_folded(const sn_exec *ex, int i) { return ex->nmode[i] == NM_FOLDED; }

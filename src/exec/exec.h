@@ -21,6 +21,8 @@ typedef struct sn_exec_stats {
     int n_plans;             /* how many times a plan was made */
     size_t copied_init_bytes; /* weights copied because the file left them misaligned */
     size_t persistent_bytes; /* state buffers (sn_exec_add_state): the KV cache */
+    size_t kernel_state_bytes; /* what prepared kernels hold (prepacked weights) */
+    size_t released_bytes;   /* mapped weights whose pages were released: a kernel's state replaces them */
 } sn_exec_stats;
 
 /* pool and log are borrowed and may be NULL. */
@@ -33,6 +35,8 @@ void sn_exec_free(sn_exec *ex); /* accepts NULL */
 int sn_exec_run(sn_exec *ex, const sn_tensor *inputs, sn_tensor *outputs, sn_err *err);
 
 const sn_exec_stats *sn_exec_get_stats(const sn_exec *ex);
+/* Threads the executor's kernels run on. */
+int sn_exec_threads(const sn_exec *ex);
 
 /* Plans for the given input shapes without running (inputs[i] need kind,
  * dtype and shape; data is ignored). The plan is kept and reused by a run
@@ -78,6 +82,9 @@ typedef enum sn_storage {
  * SN_STORE_ARENA its offset. */
 const sn_tensor *sn_exec_value_info(const sn_exec *ex, int v);
 sn_storage sn_exec_value_storage(const sn_exec *ex, int v, size_t *offset);
+/* True when the current plan's kernels hold initializer v in another form
+ * and its mapped pages were released. */
+bool sn_exec_value_released(const sn_exec *ex, int v);
 /* Workspace bytes node i declared in prepare (0 if none or dynamic). */
 size_t sn_exec_node_workspace(const sn_exec *ex, int i);
 /* True when node i was folded at plan time / runs with run-time shapes. */

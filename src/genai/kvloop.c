@@ -41,7 +41,7 @@ struct sn_kvloop {
     int64_t pad;            /* P: the past length fed to the model (>= past), the row stride of kv */
     int64_t bucket;         /* P is a multiple of this (1: exact shapes) */
     int64_t mask_cap;       /* elements of mask */
-    int64_t heap_planned;   /* snug_alloc_live_bytes() once planned */
+    int64_t heap_planned;   /* snug_alloc_peak_bytes() once planned */
 };
 
 /* A plan costs ~10 ms on SmolLM2-135M, a padded slot ~40 us per step: the
@@ -296,7 +296,10 @@ int sn_kvloop_new(sn_session *s, int64_t max_ctx, sn_kvloop **out, sn_err *err) 
         rc = sn_errf(err, SNUG_ERR_OOM, "out of memory");
         goto fail;
     }
-    l->heap_planned = snug_alloc_live_bytes();
+    /* The heap's high-water mark so far: the allocator keeps most of what
+     * planning freed (small blocks stay in its free lists), so the process
+     * holds the peak, not what is live now. */
+    l->heap_planned = snug_alloc_peak_bytes();
     *out = l;
     return SNUG_OK;
 fail:
@@ -453,7 +456,7 @@ void sn_kvloop_memory(const sn_kvloop *l, sn_kvloop_mem *m) {
             uint64_t per = (bytes / rows + W - 1) / W * W;
             uint64_t touched = (uint64_t)l->info.max_ctx * per;
             m->weights_gathered += touched < bytes ? touched : bytes;
-        } else if (!sn_init_misaligned(val->init) && r) {
+        } else if (!sn_init_misaligned(val->init) && !sn_exec_value_released(l->s->exec, v) && r) {
             uintptr_t a = (uintptr_t)t->data;
             r[nr][0] = a / W * W;
             r[nr][1] = (a + bytes + W - 1) / W * W;

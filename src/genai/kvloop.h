@@ -77,8 +77,9 @@ typedef struct sn_kvloop_mem {
     uint64_t kv;             /* the KV cache (persistent region) */
     uint64_t folded;         /* constants computed at plan time */
     uint64_t driver;         /* the loop's own buffers (ids, mask, positions) */
-    uint64_t other_heap;     /* the rest of the library's heap once planned: graph, plans, kernel
-                              * state (process-wide, through the default allocator; 0 if unknown) */
+    uint64_t other_heap;     /* the rest of the library's heap at its high-water mark once planned:
+                              * graph, plans, kernel state, planning scratch (process-wide, through
+                              * the default allocator; 0 if unknown) */
     uint64_t total;          /* all of the above but lower_bound */
 } sn_kvloop_mem;
 

@@ -10,12 +10,12 @@
 #include <math.h>
 #include <string.h>
 
+#include "ops/gemm.h"
 #include "ops/llm_kernels.h"
 #include "ops/llm_ops.h"
 
 #define KFAIL(code, ...) sn_kfail(c->err, c->node, code, __VA_ARGS__)
 #define CHUNK 256
-#define SN_ESTIMATE_THREADS 16
 
 static int64_t numel(const sn_tensor *t) {
     return sn_tensor_numel(t);
@@ -541,7 +541,7 @@ static size_t llm_estimate(const sn_infer_ctx *c) {
     sn_err err = {0};
     sn_prep_ctx p = {.node = c->node, .n_in = c->n_in, .n_out = c->n_out, .in = c->in,
                      .out = (const sn_tensor *const *)c->out, .err = &err,
-                     .n_threads = SN_ESTIMATE_THREADS};
+                     .n_threads = sn_gemm_threads(c->n_threads)};
     if (op->prepare(&p) != SNUG_OK)
         return 0;
     if (p.state && op->free_state)

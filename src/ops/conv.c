@@ -203,17 +203,17 @@ typedef struct conv_ws {
     size_t col_bytes, gemm_bytes;
 } conv_ws;
 
-static void conv_ws_sizes(const conv_shape *s, conv_ws *w) {
+static void conv_ws_sizes(const conv_shape *s, int threads, conv_ws *w) {
     w->col_bytes = w->gemm_bytes = 0;
     if (conv_is_pointwise(s)) {
-        w->gemm_bytes = sn_sgemm_workspace(s->Mg, s->outsz, s->Cg, SN_GEMM_PREP_THREADS);
+        w->gemm_bytes = sn_sgemm_workspace(s->Mg, s->outsz, s->Cg, threads);
         return;
     }
     if (conv_is_depthwise2d(s))
         return;
     int64_t chunk = conv_chunk(s);
     w->col_bytes = ((size_t)(s->Cg * s->ksz * chunk) * sizeof(float) + 63) / 64 * 64;
-    w->gemm_bytes = sn_sgemm_workspace(s->Mg, chunk, s->Cg * s->ksz, SN_GEMM_PREP_THREADS);
+    w->gemm_bytes = sn_sgemm_workspace(s->Mg, chunk, s->Cg * s->ksz, threads);
 }
 
 static int conv_prepare(sn_prep_ctx *c) {
@@ -223,7 +223,7 @@ static int conv_prepare(sn_prep_ctx *c) {
     int64_t yd[SN_MAX_RANK];
     SN_TRY(conv_shape_make(c->node, c->err, c->in[0], c->in[1], false, &s, yd));
     conv_ws w;
-    conv_ws_sizes(&s, &w);
+    conv_ws_sizes(&s, c->n_threads, &w);
     c->workspace = w.col_bytes + w.gemm_bytes;
     return SNUG_OK;
 }
@@ -364,7 +364,7 @@ static void conv_run_f32(sn_kctx *c, const conv_shape *s) {
         return;
     }
     conv_ws w;
-    conv_ws_sizes(s, &w);
+    conv_ws_sizes(s, sn_pool_size(c->pool), &w);
     float *col = c->ws;
     void *gws = (char *)c->ws + w.col_bytes;
     int64_t kdim = s->Cg * s->ksz;
@@ -487,7 +487,7 @@ static size_t conv_estimate(const sn_infer_ctx *c) {
     if (conv_shape_make(c->node, NULL, c->in[0], c->in[1], false, &s, yd) != SNUG_OK)
         return 0;
     conv_ws w;
-    conv_ws_sizes(&s, &w);
+    conv_ws_sizes(&s, sn_gemm_threads(c->n_threads), &w);
     return w.col_bytes + w.gemm_bytes;
 }
 
@@ -503,10 +503,10 @@ static int64_t convt_chunk(const conv_shape *s) {
     return sn_imax(64, fit / 64 * 64);
 }
 
-static void convt_ws_sizes(const conv_shape *s, conv_ws *w) {
+static void convt_ws_sizes(const conv_shape *s, int threads, conv_ws *w) {
     int64_t chunk = convt_chunk(s);
     w->col_bytes = ((size_t)(s->Mg * s->ksz * chunk) * sizeof(float) + 63) / 64 * 64;
-    w->gemm_bytes = sn_sgemm_workspace(s->Mg * s->ksz, chunk, s->Cg, SN_GEMM_PREP_THREADS);
+    w->gemm_bytes = sn_sgemm_workspace(s->Mg * s->ksz, chunk, s->Cg, threads);
 }
 
 static int convt_prepare(sn_prep_ctx *c) {
@@ -516,7 +516,7 @@ static int convt_prepare(sn_prep_ctx *c) {
     int64_t yd[SN_MAX_RANK];
     SN_TRY(conv_shape_make(c->node, c->err, c->in[0], c->in[1], true, &s, yd));
     conv_ws w;
-    convt_ws_sizes(&s, &w);
+    convt_ws_sizes(&s, c->n_threads, &w);
     c->workspace = w.col_bytes + w.gemm_bytes;
     return SNUG_OK;
 }
@@ -530,7 +530,7 @@ static size_t convt_estimate(const sn_infer_ctx *c) {
     if (conv_shape_make(c->node, NULL, c->in[0], c->in[1], true, &s, yd) != SNUG_OK)
         return 0;
     conv_ws w;
-    convt_ws_sizes(&s, &w);
+    convt_ws_sizes(&s, sn_gemm_threads(c->n_threads), &w);
     return w.col_bytes + w.gemm_bytes;
 }
 
@@ -583,7 +583,7 @@ static void convt_run_f32(sn_kctx *c, const conv_shape *s) {
     const sn_tensor *bt = gk_in(c->in, c->n_in, 2);
     float *Y = c->out[0]->data;
     conv_ws w;
-    convt_ws_sizes(s, &w);
+    convt_ws_sizes(s, sn_pool_size(c->pool), &w);
     float *col = c->ws;
     void *gws = (char *)c->ws + w.col_bytes;
     int64_t rows = s->Mg * s->ksz, chunk = convt_chunk(s);

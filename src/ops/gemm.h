@@ -32,6 +32,10 @@ size_t sn_sgemm_workspace(int64_t M, int64_t N, int64_t K, int n_threads);
  * know the pool); with a bigger pool the extra threads wait for a slot. */
 #define SN_GEMM_PREP_THREADS 16
 
+/* Threads to size sgemm scratch for: n, or SN_GEMM_PREP_THREADS when the
+ * caller does not know (an estimate made before the session exists). */
+static inline int sn_gemm_threads(int n) { return n > 0 ? n : SN_GEMM_PREP_THREADS; }
+
 /* The kernel entry point: ws holds ws_size bytes, 16-byte aligned, from
  * sn_sgemm_workspace(M, N, K, t) for some t >= 1; at most t threads work on
  * it. Never allocates. */

@@ -114,13 +114,15 @@ static int matmul_prepare(sn_prep_ctx *c) {
     gk_mm p;
     SN_TRY(gk_mm_plan(c->node, c->err, c->in[0], c->in[1], &p));
     int64_t M = mm_fold_batch(&p) ? p.M * p.n_batch : p.M;
-    c->workspace = sn_sgemm_workspace(M, p.N, p.K, SN_GEMM_PREP_THREADS);
+    c->workspace = sn_sgemm_workspace(M, p.N, p.K, c->n_threads);
     if (mm_fold_batch(&p) && mm_prepack_worth(&p, c->in[1], M)) {
         void *packed = sn_malloc(sn_sgemm_pack_b_bytes(SN_GEMM_ISA_BEST, p.N, p.K));
         if (!packed) /* the unpacked path needs no state: run without */
             return SNUG_OK;
         sn_sgemm_pack_b(SN_GEMM_ISA_BEST, 0, p.N, p.K, c->in[1]->data, p.N, packed);
         c->state = packed;
+        c->state_bytes = sn_sgemm_pack_b_bytes(SN_GEMM_ISA_BEST, p.N, p.K);
+        c->replaces = 1u << 1; /* run reads the packed copy only */
     }
     return SNUG_OK;
 }
@@ -134,7 +136,7 @@ static size_t matmul_estimate(const sn_infer_ctx *c) {
     if (gk_mm_plan(c->node, NULL, c->in[0], c->in[1], &p) != SNUG_OK)
         return 0;
     int64_t M = mm_fold_batch(&p) ? p.M * p.n_batch : p.M;
-    return sn_sgemm_workspace(M, p.N, p.K, SN_GEMM_PREP_THREADS);
+    return sn_sgemm_workspace(M, p.N, p.K, sn_gemm_threads(c->n_threads));
 }
 
 static int matmul_run(sn_kctx *c) {
@@ -151,16 +153,16 @@ static int matmul_run(sn_kctx *c) {
         if (mm_fold_batch(&p) && c->state) { /* B packed by prepare */
             int64_t Mf = M * p.n_batch;
             sn_sgemm_packed_ws(0, Mf, 1.0f, A, K, c->state, 0.0f, Y, N, c->pool, c->ws,
-                               sn_sgemm_workspace(Mf, N, K, SN_GEMM_PREP_THREADS));
+                               sn_sgemm_workspace(Mf, N, K, sn_pool_size(c->pool)));
             return SNUG_OK;
         }
         if (mm_fold_batch(&p)) {
             int64_t Mf = M * p.n_batch;
             sn_sgemm_ws(0, 0, Mf, N, K, 1.0f, A, K, B, N, 0.0f, Y, N, c->pool, c->ws,
-                        sn_sgemm_workspace(Mf, N, K, SN_GEMM_PREP_THREADS));
+                        sn_sgemm_workspace(Mf, N, K, sn_pool_size(c->pool)));
             return SNUG_OK;
         }
-        size_t wsn = sn_sgemm_workspace(M, N, K, SN_GEMM_PREP_THREADS);
+        size_t wsn = sn_sgemm_workspace(M, N, K, sn_pool_size(c->pool));
         for (int64_t bi = 0; bi < p.n_batch; bi++) {
             int64_t oa, ob;
             gk_mm_offsets(&p, bi, &oa, &ob);
@@ -239,7 +241,7 @@ static int gemm_prepare(sn_prep_ctx *c) {
         return SNUG_OK;
     gemm_dims g;
     SN_TRY(gemm_shape(c->node, c->err, c->in[0], c->in[1], gk_in(c->in, c->n_in, 2), &g));
-    c->workspace = sn_sgemm_workspace(g.M, g.N, g.K, SN_GEMM_PREP_THREADS);
+    c->workspace = sn_sgemm_workspace(g.M, g.N, g.K, c->n_threads);
     return SNUG_OK;
 }
 
@@ -250,7 +252,7 @@ static size_t gemm_estimate(const sn_infer_ctx *c) {
     gemm_dims g;
     if (gemm_shape(c->node, NULL, c->in[0], c->in[1], gk_in(c->in, c->n_in, 2), &g) != SNUG_OK)
         return 0;
-    return sn_sgemm_workspace(g.M, g.N, g.K, SN_GEMM_PREP_THREADS);
+    return sn_sgemm_workspace(g.M, g.N, g.K, sn_gemm_threads(c->n_threads));
 }
 
 static int gemm_run(sn_kctx *c) {
@@ -284,7 +286,7 @@ static int gemm_run(sn_kctx *c) {
             bt = beta;
         }
         sn_sgemm_ws(g.ta, g.tb, M, N, K, alpha, a->data, lda, b->data, ldb, bt, Y, N, c->pool, c->ws,
-                    sn_sgemm_workspace(M, N, K, SN_GEMM_PREP_THREADS));
+                    sn_sgemm_workspace(M, N, K, sn_pool_size(c->pool)));
         return SNUG_OK;
     }
     sn_dtype t = a->dtype;

@@ -23,6 +23,7 @@ typedef struct sn_infer_ctx {
     const sn_tensor *const *in; /* in[i] NULL: optional input absent; ->data NULL: data not known yet */
     sn_tensor **out;            /* set kind, dtype, rank, dims; out[i] NULL for absent optional outputs */
     sn_err *err;
+    int n_threads;              /* for Level-1 estimates: threads run will use (0: not known) */
 } sn_infer_ctx;
 
 typedef struct sn_prep_ctx {
@@ -34,6 +35,10 @@ typedef struct sn_prep_ctx {
     size_t workspace;           /* set by prepare: bytes of scratch run needs */
     sn_err *err;
     int n_threads;              /* threads run will use (size the workspace for them) */
+    size_t state_bytes;         /* set by prepare: memory its state holds (a prepacked weight) */
+    uint32_t replaces;          /* set by prepare: bit k when the state holds constant input k in
+                                 * another form, so run never reads the original (the executor
+                                 * may release its mapped pages) */
 } sn_prep_ctx;
 
 typedef struct sn_kctx {

@@ -278,7 +278,7 @@ static size_t rnn_conv_floats(int n_in, const sn_tensor *const *in, int n_out, c
     return acc;
 }
 
-static void rnn_ws_layout(const rnn_cfg *cfg, const rnn_dims *d, size_t conv, rnn_ws *w) {
+static void rnn_ws_layout(const rnn_cfg *cfg, const rnn_dims *d, size_t conv, int threads, rnn_ws *w) {
     size_t acc = 0;
     w->rt = add_sz(&acc, (size_t)(d->H * d->GH));
     w->xw = add_sz(&acc, (size_t)(d->S * d->B * d->GH));
@@ -287,7 +287,7 @@ static void rnn_ws_layout(const rnn_cfg *cfg, const rnn_dims *d, size_t conv, rn
     w->cell = add_sz(&acc, cfg->kind == RNN_LSTM ? (size_t)(d->B * d->H) : 0);
     w->tmp = add_sz(&acc, cfg->kind == RNN_GRU ? (size_t)(d->B * d->H) : 0);
     w->lens = add_sz(&acc, (size_t)(2 * d->B));
-    w->gemm_bytes = sn_sgemm_workspace(d->S * d->B, d->GH, d->I, SN_GEMM_PREP_THREADS);
+    w->gemm_bytes = sn_sgemm_workspace(d->S * d->B, d->GH, d->I, threads);
     w->gemm = add_sz(&acc, (w->gemm_bytes + sizeof(float) - 1) / sizeof(float));
     w->conv = add_sz(&acc, conv);
     w->total = acc;
@@ -308,7 +308,7 @@ static int rnn_prepare(sn_prep_ctx *c, int kind) {
     rnn_dims_get(&cfg, c->in[IN_X], c->in[IN_R], &d);
     size_t conv = c->in[IN_X]->dtype == SN_F32 ? 0 : rnn_conv_floats(c->n_in, c->in, c->n_out, c->out);
     rnn_ws w;
-    rnn_ws_layout(&cfg, &d, conv, &w);
+    rnn_ws_layout(&cfg, &d, conv, c->n_threads, &w);
     c->workspace = w.total * sizeof(float);
     return SNUG_OK;
 }
@@ -593,7 +593,8 @@ static int rnn_run(sn_kctx *c, int kind) {
     rnn_dims_get(&cfg, X, c->in[IN_R], &d);
     const sn_dtype dt = X->dtype;
     rnn_ws w;
-    rnn_ws_layout(&cfg, &d, dt == SN_F32 ? 0 : rnn_conv_floats(c->n_in, c->in, c->n_out, (const sn_tensor *const *)c->out), &w);
+    rnn_ws_layout(&cfg, &d, dt == SN_F32 ? 0 : rnn_conv_floats(c->n_in, c->in, c->n_out, (const sn_tensor *const *)c->out),
+                  sn_pool_size(c->pool), &w);
     if (d.B == 0 || d.H == 0)
         return SNUG_OK; /* every output is empty */
     if (!c->ws)

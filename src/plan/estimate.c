@@ -66,15 +66,15 @@ static const sn_tensor *known_info(const sn_exec *ex, int v, sn_tensor *copy) {
     return copy;
 }
 
-bool sn_estimate_level1(const sn_node *n, const sn_tensor *const *in, const sn_tensor *const *out, size_t *bytes,
-                        bool *from_table) {
+bool sn_estimate_level1(const sn_node *n, const sn_tensor *const *in, const sn_tensor *const *out, int n_threads,
+                        size_t *bytes, bool *from_table) {
     *bytes = 0;
     *from_table = false;
     const sn_op_def *d = n->op;
     if (!d)
         return false;
     sn_err e = {0};
-    sn_infer_ctx c = {n, n->n_in, n->n_out, in, (sn_tensor **)out, &e};
+    sn_infer_ctx c = {n, n->n_in, n->n_out, in, (sn_tensor **)out, &e, n_threads};
     if (d->estimate) {
         *bytes = d->estimate(&c);
         return true;
@@ -186,7 +186,7 @@ int sn_estimate_nodes(const sn_graph *g, const sn_exec *ex, const sn_estimate_op
         } else {
             size_t l1 = 0;
             bool tab = false;
-            ne->has_l1 = sn_estimate_level1(n, in, op, &l1, &tab);
+            ne->has_l1 = sn_estimate_level1(n, in, op, sn_exec_threads(ex), &l1, &tab);
             ne->ws_l1 = l1;
             out->n_l1_table += ne->has_l1 && tab;
         }

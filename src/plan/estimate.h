@@ -75,10 +75,11 @@ int sn_estimate_nodes(const sn_graph *g, const sn_exec *ex, const sn_estimate_op
                       sn_err *err);
 void sn_estimate_free(sn_estimate *e); /* accepts NULL; frees the arrays */
 
-/* Level 1 for one node with the given infos; false when the op has neither
- * an estimator nor a reason to need none (then the caller falls back).
- * *from_table is set when it came from this module's table. */
-bool sn_estimate_level1(const sn_node *n, const sn_tensor *const *in, const sn_tensor *const *out,
+/* Level 1 for one node with the given infos, for a run on n_threads
+ * threads (0: not known); false when the op has neither an estimator nor a
+ * reason to need none (then the caller falls back). *from_table is set when
+ * it came from this module's table. */
+bool sn_estimate_level1(const sn_node *n, const sn_tensor *const *in, const sn_tensor *const *out, int n_threads,
                         size_t *bytes, bool *from_table);
 
 /* session.max_shape_override, ONNX Runtime's grammar:
