@@ -56,7 +56,11 @@ struct sn_exec {
     sn_tensor *bounds;       /* owned [n_inputs]: the planned bounds (sn_exec_set_bounds) */
     uint8_t *vdep;           /* owned [n_values]: folded value that depends on input shapes */
     size_t *vcap;            /* owned [n_values]: bytes planned for the value */
-    uint8_t *vreleased;      /* owned [n_values]: initializer replaced by kernel state, pages released */
+    uint8_t *vreleased;      /* owned [n_values]: constant no run reads (drop_unread_inputs): pages
+                              * released, copy or folded block freed */
+    uint32_t *nreplaces;     /* owned [n_nodes]: prepare's replaces mask (sn_prep_ctx) */
+    uint8_t *copy_dropped;   /* owned [n_values]: aligned copy freed (every reader replaced it); made
+                              * again by the next plan */
     const sn_tensor **argin; /* owned scratch for kernel arguments */
     sn_tensor **argout;
     int arg_cap;
@@ -110,6 +114,26 @@ static void plan_release(sn_exec *ex) {
     ex->planned = false;
     if (ex->vreleased)
         memset(ex->vreleased, 0, (size_t)g->n_values);
+    if (ex->nreplaces)
+        memset(ex->nreplaces, 0, sizeof *ex->nreplaces * (size_t)g->n_nodes);
+}
+
+/* The aligned copy of misaligned initializer v, made in chunks whose
+ * source pages are released as soon as they are copied. */
+static int copy_init(sn_exec *ex, int v, sn_err *err) {
+    const sn_init *in = ex->g->values[v].init;
+    size_t nb = sn_tensor_nbytes(&in->t);
+    if (!(ex->init_copy[v] = sn_malloc(nb)))
+        return sn_errf(err, SNUG_ERR_OOM, "out of memory for an aligned copy of '%s' (%zu bytes)", in->name, nb);
+    const size_t chunk = (size_t)4 << 20;
+    for (size_t off = 0; off < nb; off += chunk) {
+        size_t n = nb - off < chunk ? nb - off : chunk;
+        memcpy((uint8_t *)ex->init_copy[v] + off, (const uint8_t *)in->t.data + off, n);
+        sn_model_release_bytes(ex->g->model, in->t.data, off + n);
+    }
+    ex->stats.copied_init_bytes += nb;
+    ex->copy_dropped[v] = 0;
+    return SNUG_OK;
 }
 
 int sn_exec_new(const sn_graph *g, sn_pool *pool, const sn_logger *log, sn_exec **out, sn_err *err) {
@@ -150,10 +174,13 @@ int sn_exec_new(const sn_graph *g, sn_pool *pool, const sn_logger *log, sn_exec 
     ex->vdep = sn_calloc(nv, 1);
     ex->vcap = sn_calloc(nv, sizeof *ex->vcap);
     ex->vreleased = sn_calloc(nv, 1);
+    ex->nreplaces = sn_calloc(nn, sizeof *ex->nreplaces);
+    ex->copy_dropped = sn_calloc(nv, 1);
     ex->bounds = sn_calloc((size_t)g->n_inputs + 1, sizeof *ex->bounds);
     if (!ex->vals || !ex->vkind || !ex->voff || !ex->valias || !ex->nmode || !ex->nstate || !ex->nws ||
         !ex->nws_off || !ex->sub_base || !ex->sub || !ex->argin || !ex->argout || !ex->sig || !ex->init_copy ||
-        !ex->vdep || !ex->vcap || !ex->bounds || !ex->vreleased) {
+        !ex->vdep || !ex->vcap || !ex->bounds || !ex->vreleased || !ex->copy_dropped ||
+        !ex->nreplaces) {
         sn_exec_free(ex);
         return sn_errf(err, SNUG_ERR_OOM, "out of memory");
     }
@@ -171,18 +198,10 @@ int sn_exec_new(const sn_graph *g, sn_pool *pool, const sn_logger *log, sn_exec 
         const sn_init *in = g->values[v].init;
         if (!(g->values[v].flags & SN_VAL_INIT) || !in || !sn_init_misaligned(in) || sn_value_gathered_only(g, v))
             continue;
-        size_t nb = sn_tensor_nbytes(&in->t);
-        if (!(ex->init_copy[v] = sn_malloc(nb))) {
+        if (copy_init(ex, v, err) != SNUG_OK) {
             sn_exec_free(ex);
-            return sn_errf(err, SNUG_ERR_OOM, "out of memory for an aligned copy of '%s' (%zu bytes)", in->name, nb);
+            return err->code;
         }
-        const size_t chunk = (size_t)4 << 20;
-        for (size_t off = 0; off < nb; off += chunk) {
-            size_t n = nb - off < chunk ? nb - off : chunk;
-            memcpy((uint8_t *)ex->init_copy[v] + off, (const uint8_t *)in->t.data + off, n);
-            sn_model_release_bytes(g->model, in->t.data, off + n);
-        }
-        ex->stats.copied_init_bytes += nb;
     }
     *out = ex;
     return SNUG_OK;
@@ -221,6 +240,8 @@ void sn_exec_free(sn_exec *ex) {
     sn_free(ex->vdep);
     sn_free(ex->vcap);
     sn_free(ex->vreleased);
+    sn_free(ex->nreplaces);
+    sn_free(ex->copy_dropped);
     sn_free(ex->bounds);
     if (ex->arena)
         ex->backend.ops->buffer_free(ex->backend.ctx, ex->arena);
@@ -352,22 +373,75 @@ static int plan_state_output(sn_exec *ex, const sn_exec_state *st, sn_err *err) 
     return SNUG_OK;
 }
 
-/* Constant inputs a prepared kernel holds in another form (bit k of
- * replaces): run never reads the original, so its pages in the file map are
- * handed back (another reader faults them in again; a later plan's prepare
- * reads the original once more). A weight is then resident once, packed. */
-static void release_replaced(sn_exec *ex, const sn_node *n, uint32_t replaces) {
-    for (int k = 0; k < n->n_in && k < 32; k++) {
+/* Whether node c, already planned, will never read its input v in a run:
+ * folded (and not recomputed by bounded runs), or prepared with state that
+ * replaces v. */
+static bool node_done_with(const sn_exec *ex, int c, int v) {
+    const sn_node *n = &ex->g->nodes[c];
+    if (n->n_sub || n->n_impl)
+        return false;
+    if (ex->nmode[c] == NM_FOLDED) {
+        for (int j = 0; j < n->n_out; j++)
+            if (n->out[j] >= 0 && ex->vdep[n->out[j]])
+                return false;
+        return true;
+    }
+    if (ex->nmode[c] != NM_STATIC)
+        return false;
+    for (int k = 0; k < n->n_in && k < 32; k++)
+        if (n->in[k] == v && !(ex->nreplaces[c] & (1u << k)))
+            return false;
+    return true;
+}
+
+/* After node i is planned: a constant input (weight or folded value) that
+ * no run will read any more (every reader planned and done with it) stops
+ * taking memory now, not at the end of planning, so a weight is resident
+ * once even while the plan packs or folds it: an aligned copy is freed, a
+ * mapped weight's pages are released, a folded block is freed. The next
+ * plan makes copies again (folded values are recomputed anyway). */
+static void drop_unread_inputs(sn_exec *ex, const sn_node *n, int i) {
+    const sn_graph *g = ex->g;
+    for (int k = 0; k < n->n_in; k++) {
         int v = n->in[k];
-        if (!(replaces & (1u << k)) || v < 0 || ex->vkind[v] != VK_CONST || ex->init_copy[v] || ex->vreleased[v])
+        if (v < 0 || ex->vreleased[v] || (g->values[v].flags & SN_VAL_OUTPUT) ||
+            !(ex->vkind[v] == VK_CONST || (ex->vkind[v] == VK_FOLDED && !ex->vdep[v])))
+            continue;
+        const sn_value *val = &g->values[v];
+        bool done = val->n_cons > 0;
+        for (int c = 0; c < val->n_cons && done; c++)
+            done = val->cons[c] <= i && node_done_with(ex, val->cons[c], v);
+        if (!done)
             continue;
         size_t nb = sn_tensor_nbytes(&ex->vals[v]);
-        if (!sn_model_maps(ex->g->model, ex->vals[v].data, nb))
-            continue;
-        sn_model_release_bytes(ex->g->model, ex->vals[v].data, nb);
+        if (ex->vkind[v] == VK_FOLDED) {
+            for (int b = 0; b < ex->n_folded; b++)
+                if (ex->folded[b] == ex->vals[v].data) {
+                    sn_free(ex->folded[b]);
+                    ex->folded[b] = NULL;
+                    ex->stats.folded_bytes -= nb;
+                    ex->vals[v].data = NULL;
+                    break;
+                }
+        } else if (ex->init_copy[v]) {
+            sn_free(ex->init_copy[v]);
+            ex->init_copy[v] = NULL;
+            ex->copy_dropped[v] = 1;
+            ex->stats.copied_init_bytes -= nb;
+            ex->vals[v].data = NULL;
+        } else if (sn_model_maps(g->model, ex->vals[v].data, nb)) {
+            sn_model_release_bytes(g->model, ex->vals[v].data, nb);
+        } else {
+            continue; /* decoded at load: the model owns it */
+        }
         ex->vreleased[v] = 1;
         ex->stats.released_bytes += nb;
     }
+}
+
+static void release_cb(void *ctx, const void *p, size_t n) {
+    const sn_exec *ex = ctx;
+    sn_model_release_bytes(ex->g->model, p, n);
 }
 
 static int make_plan(sn_exec *ex, sn_err *err) {
@@ -376,6 +450,9 @@ static int make_plan(sn_exec *ex, sn_err *err) {
     sn_block *blocks = NULL;
     int *bval = NULL, *last = NULL, *share = NULL;
     plan_release(ex);
+    for (int v = 0; v < g->n_values; v++) /* copies a previous plan's kernels no longer needed */
+        if (ex->copy_dropped[v])
+            SN_TRY(copy_init(ex, v, err));
     int n_plans = ex->stats.n_plans + 1;
     size_t copied = ex->stats.copied_init_bytes, persistent = ex->stats.persistent_bytes;
     memset(&ex->stats, 0, sizeof ex->stats);
@@ -452,6 +529,8 @@ static int make_plan(sn_exec *ex, sn_err *err) {
             rc = fold_node(ex, n, err);
             ex->stats.n_folded++;
             ex->stats.folded_bytes += out_bytes;
+            if (rc == SNUG_OK)
+                drop_unread_inputs(ex, n, i);
             continue;
         }
         ex->nmode[i] = concrete ? NM_STATIC : NM_DYNAMIC;
@@ -484,13 +563,16 @@ static int make_plan(sn_exec *ex, sn_err *err) {
             if (n->op->prepare) {
                 sn_prep_ctx pc = {n,    n->n_in, n->n_out, ex->argin, (const sn_tensor *const *)ex->argout,
                                   NULL, 0,       err,      sn_pool_size(ex->pool)};
+                pc.release = release_cb;
+                pc.release_ctx = ex;
                 if ((rc = n->op->prepare(&pc)) != SNUG_OK)
                     break;
                 ex->nstate[i] = pc.state;
                 ex->nws[i] = pc.workspace;
                 ex->stats.kernel_state_bytes += pc.state_bytes;
-                release_replaced(ex, n, pc.replaces);
+                ex->nreplaces[i] = pc.replaces;
             }
+            drop_unread_inputs(ex, n, i);
         } else {
             ex->stats.n_dynamic++;
         }
@@ -501,6 +583,7 @@ static int make_plan(sn_exec *ex, sn_err *err) {
     sn_free(saved);
     for (int k = 0; k < ex->n_states && rc == SNUG_OK; k++)
         rc = plan_state_output(ex, &ex->states[k], err);
+
     if (rc != SNUG_OK) {
         plan_release(ex);
         return rc;

@@ -22,7 +22,7 @@ typedef struct sn_exec_stats {
     size_t copied_init_bytes; /* weights copied because the file left them misaligned */
     size_t persistent_bytes; /* state buffers (sn_exec_add_state): the KV cache */
     size_t kernel_state_bytes; /* what prepared kernels hold (prepacked weights) */
-    size_t released_bytes;   /* mapped weights whose pages were released: a kernel's state replaces them */
+    size_t released_bytes;   /* constants no run reads, released or freed (drop_unread_inputs) */
 } sn_exec_stats;
 
 /* pool and log are borrowed and may be NULL. */
@@ -82,8 +82,9 @@ typedef enum sn_storage {
  * SN_STORE_ARENA its offset. */
 const sn_tensor *sn_exec_value_info(const sn_exec *ex, int v);
 sn_storage sn_exec_value_storage(const sn_exec *ex, int v, size_t *offset);
-/* True when the current plan's kernels hold initializer v in another form
- * and its mapped pages were released. */
+/* True when no run of the current plan reads constant v (its readers are
+ * folded, or hold it in another form): its mapped pages were released, or
+ * its aligned copy or folded block freed. */
 bool sn_exec_value_released(const sn_exec *ex, int v);
 /* Workspace bytes node i declared in prepare (0 if none or dynamic). */
 size_t sn_exec_node_workspace(const sn_exec *ex, int i);

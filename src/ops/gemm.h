@@ -75,8 +75,10 @@ void sn_sgemm_isa(sn_gemm_isa isa, int transA, int transB, int64_t M, int64_t N,
  * set (SN_GEMM_ISA_BEST in kernels; the packed form records its panel
  * width, so a set the CPU lacks falls back correctly). */
 size_t sn_sgemm_pack_b_bytes(sn_gemm_isa isa, int64_t N, int64_t K);
+/* done (may be NULL) is called with each slice of B's rows once packed
+ * (B not transposed): the caller may release them. */
 void sn_sgemm_pack_b(sn_gemm_isa isa, int transB, int64_t N, int64_t K, const float *B, int64_t ldb,
-                     void *packed);
+                     void *packed, void (*done)(void *ctx, const void *rows, size_t bytes), void *ctx);
 
 /* C[M,N] = alpha * op(A) * B + beta * C with B from sn_sgemm_pack_b (N and
  * K are its). ws as for sn_sgemm_ws with sn_sgemm_workspace(M, N, K, t).

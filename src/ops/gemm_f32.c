@@ -1030,32 +1030,41 @@ size_t sn_sgemm_pack_b_bytes(sn_gemm_isa isa, int64_t N, int64_t K) {
            (size_t)bpack_panels(nr, N) * (size_t)b_panel_stride(nr, K) * sizeof(float);
 }
 
+#define BPACK_ROWS 32 /* rows of B per slice (handed to done once packed) */
+
 void sn_sgemm_pack_b(sn_gemm_isa isa, int transB, int64_t N, int64_t K, const float *B, int64_t ldb,
-                     void *packed) {
+                     void *packed, void (*done)(void *ctx, const void *rows, size_t bytes), void *ctx) {
     const int nr = kset_select(isa)->ukr->nr;
     const int64_t bps = b_panel_stride(nr, K), panels = bpack_panels(nr, N);
     bpack_hdr h = {BPACK_MAGIC, nr, N, K};
     memcpy(packed, &h, sizeof h);
     float *d = (float *)bpack_data(packed);
-    /* Sixteen panels at a time, B's rows in order within them: the reads
-     * are runs of 16 * nr floats, the writes stay within ~16 panels. */
-    for (int64_t q0 = 0; q0 < panels; q0 += 16) {
-        int64_t q1 = sn_imin(panels, q0 + 16);
-        for (int64_t p = 0; p < K; p++)
-            for (int64_t q = q0; q < q1; q++) {
-                float *dst = d + q * bps + p * nr;
-                if (!transB && (q + 1) * nr <= N) { /* a whole run of B's row */
-                    memcpy(dst, B + p * ldb + q * nr, sizeof(float) * (size_t)nr);
-                    continue;
+    /* Slices of B's rows, then sixteen panels at a time, rows in order
+     * within them: the reads are runs of 16 * nr floats, the writes stay
+     * within ~16 panels, and a slice's rows are never read again once it is
+     * done (so the caller may release them). */
+    for (int64_t p0 = 0; p0 < K; p0 += BPACK_ROWS) {
+        int64_t p1 = sn_imin(K, p0 + BPACK_ROWS);
+        for (int64_t q0 = 0; q0 < panels; q0 += 16) {
+            int64_t q1 = sn_imin(panels, q0 + 16);
+            for (int64_t p = p0; p < p1; p++)
+                for (int64_t q = q0; q < q1; q++) {
+                    float *dst = d + q * bps + p * nr;
+                    if (!transB && (q + 1) * nr <= N) { /* a whole run of B's row */
+                        memcpy(dst, B + p * ldb + q * nr, sizeof(float) * (size_t)nr);
+                        continue;
+                    }
+                    for (int j = 0; j < nr; j++) {
+                        int64_t col = q * nr + j;
+                        dst[j] = col >= N ? 0.0f : transB ? B[col * ldb + p] : B[p * ldb + col];
+                    }
                 }
-                for (int j = 0; j < nr; j++) {
-                    int64_t col = q * nr + j;
-                    dst[j] = col >= N ? 0.0f : transB ? B[col * ldb + p] : B[p * ldb + col];
-                }
-            }
-        for (int64_t q = q0; q < q1; q++) /* the line of padding after each panel */
-            memset(d + q * bps + K * nr, 0, (size_t)(bps - K * nr) * sizeof(float));
+        }
+        if (done && !transB)
+            done(ctx, B + p0 * ldb, (size_t)((p1 - p0) * ldb) * sizeof(float));
     }
+    for (int64_t q = 0; q < panels; q++) /* the line of padding after each panel */
+        memset(d + q * bps + K * nr, 0, (size_t)(bps - K * nr) * sizeof(float));
 }
 
 /* The kernel set whose panel width the packing used (the best when the CPU

@@ -93,16 +93,15 @@ static int matmul_infer(sn_infer_ctx *c) {
  * batch is not broadcast: A's rows just stack up (M' = batch * M). */
 static bool mm_fold_batch(const gk_mm *p) { return p->nbm == 1 && p->na == p->n_batch; }
 
-/* A constant B is packed once, here, when the copy is worth its memory:
- * B as wide as a vocabulary (the LM head): per call, packing that B costs
- * as much as a pass over it, and the one-row product streams packed panels
- * faster than B's long rows (each row of a column slice is another page).
- * Narrower weights stay unpacked: the executor cannot yet release the
- * mapped original once it is packed (see the report in the commit), so
- * packing them all would hold the weights twice. Only when the planned
- * product has more than one row: a plan made for one row (a decode step
- * re-planned at every length) would repack at every step. */
-#define MM_PREPACK_MIN_N 8192
+/* A constant B is packed once, here, into the panels the micro-kernel
+ * reads: the blocked product then never packs B per call, and the one-row
+ * product (decode) streams four panels side by side instead of B's long
+ * rows. The packed copy replaces the original (c->replaces): its rows are
+ * handed back as they are packed, so the weight is resident once, packed.
+ * Only when the planned product has more than one row: a plan made for one
+ * row (a decode step re-planned at every length) would repack at every
+ * step. */
+#define MM_PREPACK_MIN_N 16
 
 static bool mm_prepack_worth(const gk_mm *p, const sn_tensor *b, int64_t M) {
     return b->data && b->rank == 2 && p->nbm == 1 && M > 1 && p->N >= MM_PREPACK_MIN_N && p->K > 0;
@@ -119,7 +118,7 @@ static int matmul_prepare(sn_prep_ctx *c) {
         void *packed = sn_malloc(sn_sgemm_pack_b_bytes(SN_GEMM_ISA_BEST, p.N, p.K));
         if (!packed) /* the unpacked path needs no state: run without */
             return SNUG_OK;
-        sn_sgemm_pack_b(SN_GEMM_ISA_BEST, 0, p.N, p.K, c->in[1]->data, p.N, packed);
+        sn_sgemm_pack_b(SN_GEMM_ISA_BEST, 0, p.N, p.K, c->in[1]->data, p.N, packed, c->release, c->release_ctx);
         c->state = packed;
         c->state_bytes = sn_sgemm_pack_b_bytes(SN_GEMM_ISA_BEST, p.N, p.K);
         c->replaces = 1u << 1; /* run reads the packed copy only */

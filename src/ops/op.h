@@ -39,6 +39,12 @@ typedef struct sn_prep_ctx {
     uint32_t replaces;          /* set by prepare: bit k when the state holds constant input k in
                                  * another form, so run never reads the original (the executor
                                  * may release its mapped pages) */
+    /* May be NULL. While building state that replaces a constant input, a
+     * kernel may hand back each part of it once read: the executor releases
+     * whatever of [p, p+n) lies in the model's file map (so a weight is never
+     * resident twice, not even while being packed). */
+    void (*release)(void *ctx, const void *p, size_t n);
+    void *release_ctx;
 } sn_prep_ctx;
 
 typedef struct sn_kctx {

@@ -19,3 +19,23 @@ add_test(NAME models.snug
          WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(models.snug PROPERTIES
   LABELS models TIMEOUT 1800 FIXTURES_REQUIRED snug_models)
+
+# Issue-5 memory guarantees on the LLM fixtures (tests/plan/check_memory.py):
+# (a) no allocation in decode steps, (b) arena <= 1.10 x lower bound,
+# (c) predicted peak within 5% of the measured RSS growth; prints the table.
+# Reported, not held to (c) (docs/executor.md): smollm2-135m/genai-q41, whose
+# page cache holds large folios that a read fault maps whole, and the tiny
+# fixtures (2-6 MiB in all), where a few 64 KiB windows of released weights
+# mapped back by neighbouring reads are more than 5%. (a) and (b) hold for all.
+set(SNUG_MEMORY_ARGS --report-only smollm2-135m/genai-q41)
+foreach(f ${SNUG_CHECK_FIXTURES})
+  if(f MATCHES "^tiny/")
+    list(APPEND SNUG_MEMORY_ARGS --report-only ${f})
+  else()
+    list(APPEND SNUG_MEMORY_ARGS --fixture ${f})
+  endif()
+endforeach()
+add_test(NAME models.memory
+         COMMAND python3 ${CMAKE_SOURCE_DIR}/tests/plan/check_memory.py --snug $<TARGET_FILE:snug> ${SNUG_MEMORY_ARGS})
+set_tests_properties(models.memory PROPERTIES
+  LABELS "models;plan" TIMEOUT 900 FIXTURES_REQUIRED snug_models RUN_SERIAL TRUE)

@@ -58,7 +58,7 @@ static int gemm_check(const gemm_case_opts *o, int ta, int tb, int64_t M, int64_
         sn_gemm_isa isa = o->isa < 0 ? SN_GEMM_ISA_BEST : (sn_gemm_isa)o->isa;
         void *pk = malloc(sn_sgemm_pack_b_bytes(isa, N, K));
         float *keep = malloc(nb * sizeof *keep);
-        sn_sgemm_pack_b(isa, tb, N, K, B, ldb, pk);
+        sn_sgemm_pack_b(isa, tb, N, K, B, ldb, pk, NULL, NULL);
         memcpy(keep, B, nb * sizeof *keep);
         for (size_t i = 0; i < nb; i++) /* the product must not read B after packing */
             B[i] = NAN;
