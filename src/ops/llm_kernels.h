@@ -101,6 +101,30 @@ float llm_hsum8(const float a[8]);
  * (ablk = scale_a * sum of the block's int8 codes). */
 float llm_mnb4_blksum(const float *ablk, const float *sb, const uint8_t *zp, int64_t kb);
 
+/* The same for whole matrices (src/ops/llm_mnb_q4.c), register-blocked and
+ * bit-identical per element to llm_mnb4_lanes + fold (n < N - N % 4) or
+ * hsum + bias + (M > 1) llm_mnb4_blksum, with A quantized by
+ * llm_q8_quantize per block. Rows of A are first prepared (quantized and
+ * laid out for the kernels) into llm_mnb4_row_bytes(kb) bytes each, 64-byte
+ * aligned; m1: the row is for an M = 1 product. */
+size_t llm_mnb4_row_bytes(int64_t kb);
+void llm_mnb4_prep_row(const float *a, int64_t K, int m1, void *row);
+void llm_mnb4_prep_row_ref(const float *a, int64_t K, int m1, void *row);
+typedef struct llm_mnb4_args {
+    int64_t M, N, kb;
+    const void *rows;   /* M prepared rows, llm_mnb4_row_bytes(kb) apart */
+    const uint8_t *b;   /* [N, kb, 16] */
+    const float *sb;    /* [N, kb] */
+    const uint8_t *zp;  /* packed [N, zp_stride], or NULL (8) */
+    int64_t zp_stride;
+    const float *bias;  /* [N] or NULL */
+    float *y;           /* [M, ldy] */
+    int64_t ldy;
+} llm_mnb4_args;
+/* Y[m, n] for every row and the columns [n0, n1). */
+void llm_mnb4_cols(const llm_mnb4_args *g, int64_t n0, int64_t n1);
+void llm_mnb4_cols_ref(const llm_mnb4_args *g, int64_t n0, int64_t n1);
+
 /* ---- rotary embedding ---------------------------------------------------
  * Rotates the first rot_dim values of one head vector x[0..head) by the
  * angles whose cos/sin are cos[0..rot_dim/2), sin[...]; the rest is copied.

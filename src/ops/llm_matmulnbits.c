@@ -33,6 +33,7 @@
 #define MNB_PANEL 256 /* columns per dequantized panel (prefill) */
 #define MNB_SLOTS 64  /* work slots of the column-parallel paths */
 #define MNB_INT8_ACC4 1
+#define MNB4_GROUP 8 /* columns per task unit of the ort4 path */
 
 typedef struct mnb_geom {
     int64_t M, K, N, bits, bs, kb, blob;
@@ -169,7 +170,9 @@ static void mnb_ws_layout(const mnb_geom *g, sn_dtype dt, mnb_ws *w) {
         w->zp = g->zp_kind == 2 ? llm_al((size_t)(g->N * g->kb) * f) : 0;
         w->bias = llm_al((size_t)g->N * f);
     }
-    if (g->int8) {
+    if (g->ort4) {
+        w->qa = llm_al((size_t)g->M * llm_mnb4_row_bytes(g->kb)); /* prepared rows */
+    } else if (g->int8) {
         w->qa = llm_al((size_t)(g->M * g->kb * g->bs));
         w->sa = llm_al((size_t)(g->M * g->kb) * f);
         w->ab = llm_al((size_t)(g->M * g->kb) * f);
@@ -178,7 +181,7 @@ static void mnb_ws_layout(const mnb_geom *g, sn_dtype dt, mnb_ws *w) {
         int64_t nb = sn_imin(g->N, MNB_PANEL);
         w->panel = llm_al((size_t)(nb * g->K) * f);
         w->gemm = llm_al(sn_sgemm_workspace(g->M, nb, g->K, SN_GEMM_PREP_THREADS));
-    } else {
+    } else if (!g->ort4) {
         w->slot = MNB_SLOTS * llm_al((size_t)g->bs * f);
         if (!g->int8)
             w->asum = llm_al((size_t)(g->M * g->kb) * f);
@@ -211,7 +214,7 @@ typedef struct mnb_job {
     const float *zpf;     /* [N, kb] */
     const int8_t *qa;     /* int8 path: [M, kb * bs] */
     const float *sa;      /* [M, kb] */
-    const float *ab;      /* [M, kb]: sa * sum of the block's codes (ort4, M > 1) */
+    const float *ab;      /* [M, kb]: sa * sum of the block's codes */
     const float *bias;    /* [N] or NULL: added by the ort4 path itself */
     const float *asum;    /* float path: block sums of A [M, kb] */
     const float *ap;      /* 4-bit float path: A's full blocks permuted [M, K / bs * bs] */
@@ -219,6 +222,7 @@ typedef struct mnb_job {
     size_t slot_bytes;
     float *panel;         /* prefill: [nb, K] */
     int64_t n0;           /* prefill: first column of the panel */
+    llm_mnb4_args q4;     /* ort4 path: prepared rows at q4.rows */
 } mnb_job;
 
 static inline float mnb_zp(const mnb_job *j, int64_t n, int64_t blk) {
@@ -257,36 +261,10 @@ static void mnb_cols_f32(const mnb_job *j, int64_t n0, int64_t n1) {
     }
 }
 
-/* Columns [n0, n1): int8 path rounding like ORT (see llm_mnb4_lanes): per
- * column the lanes, their fold (columns in groups of four) or sum (the last
- * N % 4), the bias, then for M > 1 the zero points through the block sums. */
-static void mnb_cols_ort4(const mnb_job *j, int64_t n0, int64_t n1) {
-    const mnb_geom *g = j->g;
-    int64_t kp = g->kb * g->bs, n4 = g->N - g->N % 4;
-    for (int64_t n = n0; n < n1; n++) {
-        const uint8_t *bcol = j->b + n * g->kb * g->blob, *zp = j->zp8 ? j->zp8 + n * j->zp_stride : NULL;
-        const float *sb = j->sc + n * g->kb;
-        for (int64_t m = 0; m < g->M; m++) {
-            float acc[8];
-            llm_mnb4_lanes(j->qa + m * kp, j->sa + m * g->kb, bcol, sb, zp, g->kb, g->M == 1, acc);
-            float v = n < n4 ? llm_fold8(acc) : llm_hsum8(acc);
-            if (j->bias)
-                v += j->bias[n];
-            if (g->M > 1)
-                v += llm_mnb4_blksum(j->ab + m * g->kb, sb, zp, g->kb);
-            j->y[m * g->N + n] = v;
-        }
-    }
-}
-
 /* Columns [n0, n1): int8 path. */
 static void mnb_cols_i8(const mnb_job *j, int64_t n0, int64_t n1, int16_t *codes) {
     const mnb_geom *g = j->g;
     int64_t kp = g->kb * g->bs;
-    if (g->ort4) {
-        mnb_cols_ort4(j, n0, n1);
-        return;
-    }
     for (int64_t n = n0; n < n1; n++) {
         const uint8_t *bcol = j->b + n * g->kb * g->blob;
         for (int64_t blk = 0; blk < g->kb; blk++) {
@@ -327,6 +305,21 @@ static void mnb_panel_task(void *arg, int64_t c0, int64_t c1) {
                           mnb_zp(j, n, blk), j->panel + c * g->K + k0);
         }
     }
+}
+
+/* ort4 path: rows [m0, m1) of A prepared for llm_mnb4_cols. */
+static void mnb4_prep_task(void *arg, int64_t m0, int64_t m1) {
+    const mnb_job *j = arg;
+    size_t rb = llm_mnb4_row_bytes(j->g->kb);
+    for (int64_t m = m0; m < m1; m++)
+        llm_mnb4_prep_row(j->a + m * j->g->K, j->g->K, j->g->M == 1,
+                          (char *)j->q4.rows + (size_t)m * rb);
+}
+
+/* ort4 path: column groups [s0, s1) of MNB4_GROUP columns. */
+static void mnb4_cols_task(void *arg, int64_t s0, int64_t s1) {
+    const mnb_job *j = arg;
+    llm_mnb4_cols(&j->q4, s0 * MNB4_GROUP, sn_imin(s1 * MNB4_GROUP, j->g->N));
 }
 
 static void mnb_quantize_a(void *arg, int64_t m0, int64_t m1) {
@@ -423,7 +416,11 @@ int llm_mnb_run(sn_kctx *c) {
         j.ap = (const float *)p;
     }
     p += w.ap;
-    if (g.gemm) {
+    if (g.ort4) {
+        j.q4 = (llm_mnb4_args){g.M, g.N, g.kb, j.qa, j.b, j.sc, j.zp8, j.zp_stride, bias, y, g.N};
+        sn_pool_for(c->pool, g.M, 4, mnb4_prep_task, &j);
+        sn_pool_for(c->pool, (g.N + MNB4_GROUP - 1) / MNB4_GROUP, 1, mnb4_cols_task, &j);
+    } else if (g.gemm) {
         j.panel = (float *)p;
         void *gws = p + w.panel;
         int64_t nbmax = sn_imin(g.N, MNB_PANEL);

@@ -317,6 +317,113 @@ static void test_mnb4_parity(void) {
             }
 }
 
+/* The whole-matrix int8 MatMulNBits path (llm_mnb4_cols on prepared rows)
+ * against the per-element composition it replaces: llm_q8_quantize per
+ * block, llm_mnb4_lanes_ref, fold (columns below N - N % 4) or hsum, bias,
+ * llm_mnb4_blksum (M > 1). Bit-identical, for the SIMD and the scalar form,
+ * on odd sizes: K not a multiple of the block, an odd block count, N not a
+ * multiple of the 8-column groups, M = 1, 2, 3, 5, 128, with and without
+ * zero points and bias, partial column ranges. */
+static void test_mnb4_cols(void) {
+    static const int64_t Ks[] = {32, 64, 100, 160, 576, 2200};
+    static const int64_t Ns[] = {1, 3, 4, 7, 8, 9, 13, 17, 36};
+    static const int64_t Ms[] = {1, 2, 3, 5, 128};
+    int cases = 0;
+    for (size_t ki = 0; ki < sizeof Ks / sizeof *Ks; ki++)
+        for (size_t ni = 0; ni < sizeof Ns / sizeof *Ns; ni++)
+            for (size_t mi = 0; mi < sizeof Ms / sizeof *Ms; mi++) {
+                int64_t K = Ks[ki], N = Ns[ni], M = Ms[mi], kb = (K + 31) / 32;
+                if (M == 128 && (K > 576 || N > 17))
+                    continue;
+                int variant = (int)((ki + ni + mi) % 4); /* bit 0: zero points, bit 1: bias */
+                for (int v = 0; v < 2; v++, variant ^= 3) {
+                    int zpon = variant & 1, biason = (variant >> 1) & 1;
+                    int64_t zs = (kb + 1) / 2;
+                    float *a = malloc(sizeof(float) * (size_t)(M * K));
+                    uint8_t *b = malloc((size_t)(N * kb * 16)), *zp = malloc((size_t)(N * zs));
+                    float *sb = malloc(sizeof(float) * (size_t)(N * kb));
+                    float *bias = malloc(sizeof(float) * (size_t)N);
+                    float *y = malloc(sizeof(float) * (size_t)(M * N));
+                    float *yr = malloc(sizeof(float) * (size_t)(M * N));
+                    float *want = malloc(sizeof(float) * (size_t)(M * N));
+                    int8_t *qa = malloc((size_t)(kb * 32));
+                    float *sa = malloc(sizeof(float) * (size_t)kb), *ab = malloc(sizeof(float) * (size_t)kb);
+                    size_t rb = llm_mnb4_row_bytes(kb);
+                    char *rows = aligned_alloc(64, rb * (size_t)M), *rows2 = aligned_alloc(64, rb);
+                    for (int64_t i = 0; i < M * K; i++)
+                        a[i] = frand() * (i % 37 == 0 ? 20.0f : 1.0f);
+                    for (int64_t i = 0; i < N * kb * 16; i++)
+                        b[i] = (uint8_t)(g_rng >> 20), frand();
+                    for (int64_t i = 0; i < N * zs; i++)
+                        zp[i] = (uint8_t)(g_rng >> 30), frand();
+                    for (int64_t i = 0; i < N * kb; i++)
+                        sb[i] = 0.001f + fabsf(frand()) * 0.01f;
+                    fill(bias, N);
+                    int m1 = M == 1;
+                    const uint8_t *zpp = zpon ? zp : NULL;
+                    int64_t n4 = N - N % 4;
+                    for (int64_t m = 0; m < M; m++) {
+                        for (int64_t blk = 0; blk < kb; blk++) {
+                            int64_t len = K - 32 * blk < 32 ? K - 32 * blk : 32;
+                            sa[blk] = llm_q8_quantize(a + m * K + 32 * blk, len, qa + 32 * blk);
+                            memset(qa + 32 * blk + len, 0, (size_t)(32 - len));
+                            int32_t s = 0;
+                            for (int k = 0; k < 32; k++)
+                                s += qa[32 * blk + k];
+                            ab[blk] = sa[blk] * (float)s;
+                        }
+                        for (int64_t n = 0; n < N; n++) {
+                            float l[8];
+                            const uint8_t *zn = zpp ? zpp + n * zs : NULL;
+                            llm_mnb4_lanes_ref(qa, sa, b + n * kb * 16, sb + n * kb, zn, kb, m1, l);
+                            float val = n < n4 ? llm_fold8(l) : llm_hsum8(l);
+                            if (biason)
+                                val += bias[n];
+                            if (!m1)
+                                val += llm_mnb4_blksum(ab, sb + n * kb, zn, kb);
+                            want[m * N + n] = val;
+                        }
+                        memset(rows + (size_t)m * rb, 0x5A, rb);
+                        memset(rows2, 0x5A, rb);
+                        llm_mnb4_prep_row(a + m * K, K, m1, rows + (size_t)m * rb);
+                        llm_mnb4_prep_row_ref(a + m * K, K, m1, rows2);
+                        if (memcmp(rows + (size_t)m * rb, rows2, rb)) {
+                            fprintf(stderr, "FAIL mnb4 prep_row K %lld m1 %d differs from ref\n",
+                                    (long long)K, m1);
+                            g_fail = 1;
+                        }
+                    }
+                    llm_mnb4_args g = {M, N, kb, rows, b, sb, zpp, zs, biason ? bias : NULL, y, N};
+                    /* two column ranges, the split not on a group boundary */
+                    int64_t split = N / 3;
+                    llm_mnb4_cols(&g, 0, split);
+                    llm_mnb4_cols(&g, split, N);
+                    g.y = yr;
+                    llm_mnb4_cols_ref(&g, 0, N);
+                    if (memcmp(y, want, sizeof(float) * (size_t)(M * N)) ||
+                        memcmp(yr, want, sizeof(float) * (size_t)(M * N))) {
+                        for (int64_t i = 0; i < M * N; i++)
+                            if (memcmp(&y[i], &want[i], 4) || memcmp(&yr[i], &want[i], 4)) {
+                                fprintf(stderr,
+                                        "FAIL mnb4 cols M %lld N %lld K %lld zp %d bias %d: "
+                                        "[%lld] %.9g / ref %.9g, want %.9g\n",
+                                        (long long)M, (long long)N, (long long)K, zpon, biason,
+                                        (long long)i, (double)y[i], (double)yr[i], (double)want[i]);
+                                break;
+                            }
+                        g_fail = 1;
+                    }
+                    cases++;
+                    free(a), free(b), free(zp), free(sb), free(bias), free(y), free(yr), free(want);
+                    free(qa), free(sa), free(ab), free(rows), free(rows2);
+                }
+            }
+    if (cases < 100) {
+        fprintf(stderr, "FAIL mnb4 cols: only %d cases\n", cases);
+        g_fail = 1;
+    }
+}
+
 static void test_mlas_functions(void) {
     for (float x = -30.0f; x <= 0.0f; x += 0.37f) {
         float e = llm_exp_mlas(x);
@@ -353,6 +460,7 @@ int main(void) {
     test_rope();
     test_attn();
     test_mnb4_parity();
+    test_mnb4_cols();
     test_mlas_functions();
     if (g_fail)
         return 1;
