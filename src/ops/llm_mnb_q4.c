@@ -11,9 +11,10 @@
  *    below): per pair of blocks the even-k codes of both blocks, then the
  *    odd-k codes, so that B's low and high nibbles (k even / odd) are used
  *    as loaded, without interleaving them back into k order;
- *  - a pair of blocks of one column is decoded once and applied to up to
- *    four rows (M > 1), or a pair of blocks of one A row to four columns
- *    (M = 1);
+ *  - M > 1: the blocks of eight columns are decoded once (nibbles, scale
+ *    patterns) and applied to all rows, four rows at a time, each lane
+ *    vector in a register for the whole of K;
+ *  - M = 1: a pair of blocks of the A row is loaded once for four columns;
  *  - the lane reductions, the bias and the zero-point block sums run across
  *    eight columns at a time.
  *
@@ -309,21 +310,42 @@ AVX2_INLINE __m256 swap12(__m256 v) {
     return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(v), 0xD8));
 }
 
-#ifndef MNB4_MR
 #define MNB4_MR 4 /* rows per tile of the pair kernel (M > 1) */
-#endif
-#ifndef MNB4_NR
-#define MNB4_NR 1 /* columns per tile of the pair kernel (M > 1) */
-#endif
+
+/* B decoded ahead (pair_decode): per column and pair of blocks the low and
+ * high nibbles and the scale pattern, DEC_BYTES apart; prefill decodes each
+ * group of eight columns once for all its row tiles. */
+#define DEC_BYTES 96
+#define DEC_MAX_KB 128 /* blocks of eight columns decoded ahead on the stack */
+
+AVX2_INLINE void pair_decode(const uint8_t *bcol, const float *sb, int64_t kb, char *dec) {
+    const __m256i m0f = _mm256_set1_epi8(15);
+    int64_t np = kb / 2;
+    for (int64_t p = 0; p < np; p++, dec += DEC_BYTES) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(bcol + 32 * p));
+        _mm256_store_si256((__m256i *)dec, _mm256_and_si256(v, m0f));
+        _mm256_store_si256((__m256i *)(dec + 32), _mm256_and_si256(_mm256_srli_epi16(v, 4), m0f));
+        _mm256_store_ps((float *)(dec + 64), pat2(sb + 2 * p));
+    }
+    if (kb & 1) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(bcol + 16 * (kb - 1)));
+        _mm_store_si128((__m128i *)dec, _mm_and_si128(v, _mm256_castsi256_si128(m0f)));
+        _mm_store_si128((__m128i *)(dec + 32),
+                        _mm_and_si128(_mm_srli_epi16(v, 4), _mm256_castsi256_si128(m0f)));
+        _mm256_store_ps((float *)(dec + 64), _mm256_set1_ps(sb[kb - 1]));
+    }
+}
 
 /* Pair kernel: MR rows x NR columns, blocks in pairs (M > 1, and M = 1
- * without zero points, where codes count from 8: M1). Lanes out[r][c][8] in
- * ORT's order. */
-AVX2_INLINE void pair_tile(const int MR, const int NR, const int M1, const char *const *rows,
-                           const mnb4_layout *L, const uint8_t *const *bc,
-                           const float *const *sbc, int64_t kb, float *out) {
+ * without zero points, where codes count from 8: M1). Lanes out[r][c][8]
+ * (out + (8 r + c) 8) in ORT's order. PRE: columns decoded ahead, column c
+ * at dc[c] (bc, sbc unused). */
+AVX2_INLINE void pair_tile(const int MR, const int NR, const int M1, const int PRE,
+                           const char *const *rows, const mnb4_layout *L,
+                           const uint8_t *const *bc, const float *const *sbc,
+                           const char *const *dc, int64_t kb, float *out) {
     const __m256i m0f = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
-    __m256 acc[MNB4_MR > 4 ? MNB4_MR : 4][4];
+    __m256 acc[MNB4_MR][4];
     _Pragma("GCC unroll 8")
     for (int r = 0; r < MR; r++)
         _Pragma("GCC unroll 8")
@@ -333,10 +355,19 @@ AVX2_INLINE void pair_tile(const int MR, const int NR, const int M1, const char 
     for (int64_t p = 0; p < np; p++) {
         _Pragma("GCC unroll 8")
         for (int c = 0; c < NR; c++) {
-            __m256i v = _mm256_loadu_si256((const __m256i *)(bc[c] + 32 * p));
-            __m256i lo = _mm256_and_si256(v, m0f);
-            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m0f);
-            __m256 sbv = pat2(sbc[c] + 2 * p);
+            __m256i lo, hi;
+            __m256 sbv;
+            if (PRE) {
+                const char *d = dc[c] + DEC_BYTES * p;
+                lo = _mm256_load_si256((const __m256i *)d);
+                hi = _mm256_load_si256((const __m256i *)(d + 32));
+                sbv = _mm256_load_ps((const float *)(d + 64));
+            } else {
+                __m256i v = _mm256_loadu_si256((const __m256i *)(bc[c] + 32 * p));
+                lo = _mm256_and_si256(v, m0f);
+                hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m0f);
+                sbv = pat2(sbc[c] + 2 * p);
+            }
             _Pragma("GCC unroll 8")
             for (int r = 0; r < MR; r++) {
                 const char *q = rows[r] + L->q + 64 * p;
@@ -357,10 +388,19 @@ AVX2_INLINE void pair_tile(const int MR, const int NR, const int M1, const char 
         int64_t b = kb - 1;
         _Pragma("GCC unroll 8")
         for (int c = 0; c < NR; c++) {
-            __m128i v = _mm_loadu_si128((const __m128i *)(bc[c] + 16 * b));
-            __m128i lo = _mm_and_si128(v, _mm256_castsi256_si128(m0f));
-            __m128i hi = _mm_and_si128(_mm_srli_epi16(v, 4), _mm256_castsi256_si128(m0f));
-            __m256 sbv = _mm256_set1_ps(sbc[c][b]);
+            __m128i lo, hi;
+            __m256 sbv;
+            if (PRE) {
+                const char *d = dc[c] + DEC_BYTES * np;
+                lo = _mm_load_si128((const __m128i *)d);
+                hi = _mm_load_si128((const __m128i *)(d + 32));
+                sbv = _mm256_load_ps((const float *)(d + 64));
+            } else {
+                __m128i v = _mm_loadu_si128((const __m128i *)(bc[c] + 16 * b));
+                lo = _mm_and_si128(v, _mm256_castsi256_si128(m0f));
+                hi = _mm_and_si128(_mm_srli_epi16(v, 4), _mm256_castsi256_si128(m0f));
+                sbv = _mm256_set1_ps(sbc[c][b]);
+            }
             _Pragma("GCC unroll 8")
             for (int r = 0; r < MR; r++) {
                 const char *q = rows[r] + L->q + 64 * np;
@@ -512,7 +552,7 @@ AVX2_INLINE void finish_rows(const int MR, const llm_mnb4_args *g, const char *c
                              const mnb4_layout *L, int64_t m, int64_t n, int nc,
                              const float *lanes, const float *nz) {
     if (nc == 8 && n + 8 <= g->N - g->N % 4 && (g->M == 1 || nz)) {
-        __m256 s[MNB4_MR > 4 ? MNB4_MR : 4];
+        __m256 s[MNB4_MR];
         _Pragma("GCC unroll 8")
         for (int r = 0; r < MR; r++)
             s[r] = _mm256_setzero_ps();
@@ -543,19 +583,20 @@ AVX2_INLINE void finish_rows(const int MR, const llm_mnb4_args *g, const char *c
 /* One tile of MR rows, columns [n, n + nc) of a group (lanes[r][c][8]). */
 AVX2_INLINE void pair_rows(const int MR, const llm_mnb4_args *g, const char *const *rows,
                            const mnb4_layout *L, int64_t m, int64_t n, int nc,
-                           const uint8_t *const *bc, const float *const *sbc, float *lanes,
-                           const float *nz) {
+                           const uint8_t *const *bc, const float *const *sbc,
+                           const char *const *dc, float *lanes, const float *nz) {
     int c = 0;
     if (g->M == 1) {
         for (; c + 4 <= nc; c += 4)
-            pair_tile(1, 4, 1, rows, L, bc + c, sbc + c, g->kb, lanes + 8 * c);
+            pair_tile(1, 4, 1, 0, rows, L, bc + c, sbc + c, NULL, g->kb, lanes + 8 * c);
         for (; c < nc; c++)
-            pair_tile(1, 1, 1, rows, L, bc + c, sbc + c, g->kb, lanes + 8 * c);
+            pair_tile(1, 1, 1, 0, rows, L, bc + c, sbc + c, NULL, g->kb, lanes + 8 * c);
+    } else if (dc) {
+        for (; c < nc; c++)
+            pair_tile(MR, 1, 0, 1, rows, L, bc + c, sbc + c, dc + c, g->kb, lanes + 8 * c);
     } else {
-        for (; c + MNB4_NR <= nc; c += MNB4_NR)
-            pair_tile(MR, MNB4_NR, 0, rows, L, bc + c, sbc + c, g->kb, lanes + 8 * c);
         for (; c < nc; c++)
-            pair_tile(MR, 1, 0, rows, L, bc + c, sbc + c, g->kb, lanes + 8 * c);
+            pair_tile(MR, 1, 0, 0, rows, L, bc + c, sbc + c, NULL, g->kb, lanes + 8 * c);
     }
     finish_rows(MR, g, rows, L, m, n, nc, lanes, nz);
 }
@@ -565,6 +606,7 @@ AVX2 static void mnb4_cols_avx2(const llm_mnb4_args *g, int64_t n0, int64_t n1) 
     int64_t kb = g->kb;
     _Alignas(32) float lanes[MNB4_MR * 64];
     _Alignas(32) float nz[NZ_MAX * 8];
+    _Alignas(32) char dec[8 * (DEC_MAX_KB / 2) * DEC_BYTES];
     for (int64_t n = n0; n < n1; n += 8) {
         int nc = (int)sn_imin(8, n1 - n);
         const uint8_t *bc[8], *zc[8];
@@ -597,22 +639,25 @@ AVX2 static void mnb4_cols_avx2(const llm_mnb4_args *g, int64_t n0, int64_t n1) 
                     nz[8 * b + c] = -(sbc[c][b] * (float)zp4(zc[c], b));
             nzp = nz;
         }
+        const char *dc[8], *const *dcp = NULL;
+        if (g->M > 1 && kb <= DEC_MAX_KB) {
+            for (int c = 0; c < nc; c++) {
+                char *d = dec + (size_t)c * (size_t)((kb + 1) / 2) * DEC_BYTES;
+                pair_decode(bc[c], sbc[c], kb, d);
+                dc[c] = d;
+            }
+            dcp = dc;
+        }
         for (int64_t m = 0; m < g->M; m += MNB4_MR) {
             int mr = (int)sn_imin(MNB4_MR, g->M - m);
             const char *rows[MNB4_MR];
             for (int r = 0; r < mr; r++)
                 rows[r] = (const char *)g->rows + (size_t)(m + r) * L.total;
             switch (mr) {
-#if MNB4_MR >= 6
-            case 6: pair_rows(6, g, rows, &L, m, n, nc, bc, sbc, lanes, nzp); break;
-            case 5: pair_rows(5, g, rows, &L, m, n, nc, bc, sbc, lanes, nzp); break;
-#endif
-#if MNB4_MR >= 4
-            case 4: pair_rows(4, g, rows, &L, m, n, nc, bc, sbc, lanes, nzp); break;
-#endif
-            case 3: pair_rows(3, g, rows, &L, m, n, nc, bc, sbc, lanes, nzp); break;
-            case 2: pair_rows(2, g, rows, &L, m, n, nc, bc, sbc, lanes, nzp); break;
-            default: pair_rows(1, g, rows, &L, m, n, nc, bc, sbc, lanes, nzp); break;
+            case 4: pair_rows(4, g, rows, &L, m, n, nc, bc, sbc, dcp, lanes, nzp); break;
+            case 3: pair_rows(3, g, rows, &L, m, n, nc, bc, sbc, dcp, lanes, nzp); break;
+            case 2: pair_rows(2, g, rows, &L, m, n, nc, bc, sbc, dcp, lanes, nzp); break;
+            default: pair_rows(1, g, rows, &L, m, n, nc, bc, sbc, dcp, lanes, nzp); break;
             }
         }
     }

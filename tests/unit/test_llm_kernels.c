@@ -1,12 +1,14 @@
 /* The LLM operators' fast inner kernels (src/ops/llm_kernels.c) against
  * their scalar references on odd sizes: dot, block dequantization (2/4/8
- * bits, partial blocks), the 4-bit GEMV column kernel, int8 quantization, RMS and layer norm rows, rotary
- * (half/interleaved, partial, in place) and the online-softmax attention row
- * (ranges, masks, biases, softcap, sink, qk outputs, fully masked rows).
- * The ONNX Runtime parity kernels: the int8 MatMulNBits lanes (SIMD form
- * bit-identical to the scalar one, and the scalar one to the plain integer
- * dot), MLAS's exp and logistic near the true functions, the ORT norm rows
- * and the ORT attention rows near the reference. */
+ * bits, partial blocks), the 4-bit float MatMulNBits kernels (rows of
+ * permuted A against columns, [K, nb] panel dequantization), int8
+ * quantization, RMS and layer norm rows, rotary (half/interleaved, partial,
+ * in place) and the online-softmax attention row (ranges, masks, biases,
+ * softcap, sink, qk outputs, fully masked rows). The ONNX Runtime parity
+ * kernels: the int8 MatMulNBits lanes (the scalar statement against the
+ * plain integer dot, and the whole-matrix kernels bit-identical to it), MLAS's
+ * exp and logistic near the true functions, the ORT norm rows and the ORT
+ * attention rows near the reference. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,21 +88,35 @@ static void test_dequant(void) {
 }
 
 static void test_q4_col(void) {
-    enum { BS = 64, NB = 5 };
+    enum { BS = 64, NB = 5, NB16 = NB * BS / 16 };
     static uint8_t b[NB * BS / 2];
-    static float a[NB * BS], ap[NB * BS], sc[NB];
+    static float a[NB * BS], ap[NB * BS], sc[NB16], as[NB16];
     for (int i = 0; i < NB * BS / 2; i++)
         b[i] = (uint8_t)(frand() * 128 + 128);
     fill(a, NB * BS);
-    fill(sc, NB);
+    fill(sc, NB16);
     llm_q4_permute(a, ap, NB * BS / 16);
-    for (int nb = 0; nb <= NB; nb++) {
-        float f = llm_q4_col(b, ap, sc, nb, BS), r = llm_q4_col_ref(b, a, sc, nb, BS);
-        expect_vec("q4_col", &f, &r, 1, 1e-5f, 1e-4f);
+    /* the permuted A through llm_mnb4f_cols against the plain dot in k
+     * order, default zero point 8 (block sums of A for it); blocks of 16
+     * (one group each) and 64 */
+    for (int bs = 16; bs <= BS; bs *= 4) {
+        int nb = NB * BS / bs;
+        double want = 0;
+        for (int blk = 0; blk < nb; blk++) {
+            double d = 0, sum = 0;
+            for (int k = 0; k < bs; k++) {
+                int i = blk * bs + k;
+                d += (double)a[i] * (((b[i / 2] >> (4 * (i & 1))) & 15) - 8);
+                sum += a[i];
+            }
+            want += (double)sc[blk] * d;
+            as[blk] = (float)sum;
+        }
+        float got, w = (float)want;
+        llm_mnb4f_args g = {1, nb, bs, ap, NB * BS, as, nb, b, NB * BS / 2, sc, nb, NULL, 0, NULL, &got, 1};
+        llm_mnb4f_cols(&g, 0, 1);
+        expect_vec("q4 permute + mnb4f", &got, &w, 1, 1e-5f, 1e-4f);
     }
-    /* bs = 16: one group per block */
-    float f = llm_q4_col(b, ap, sc, 3, 16), r = llm_q4_col_ref(b, a, sc, 3, 16);
-    expect_vec("q4_col bs16", &f, &r, 1, 1e-5f, 1e-4f);
     for (int64_t len = 1; len < 100; len += 9) {
         float d = llm_q_dot(b, 4, a, len), e = llm_q_dot_ref(b, 4, a, len);
         expect_vec("q_dot", &d, &e, 1, 1e-5f, 1e-4f);
@@ -274,14 +290,8 @@ static void test_mnb4_parity(void) {
         for (int m1 = 0; m1 < 2; m1++)
             for (int z = 0; z < 2; z++) {
                 const uint8_t *zpp = z ? zp : NULL;
-                float a[8], r[8];
-                llm_mnb4_lanes(qa, sa, b, sb, zpp, kb, m1, a);
+                float r[8];
                 llm_mnb4_lanes_ref(qa, sa, b, sb, zpp, kb, m1, r);
-                if (memcmp(a, r, sizeof a)) {
-                    fprintf(stderr, "FAIL mnb4 lanes kb %lld m1 %d zp %d not bit-identical\n",
-                            (long long)kb, m1, z);
-                    g_fail = 1;
-                }
                 /* the lanes sum to the block-scaled integer dot (plus the
                  * zero-point term for M > 1) */
                 double want = 0, got = 0;
@@ -424,6 +434,82 @@ static void test_mnb4_cols(void) {
     }
 }
 
+/* The float 4-bit kernels (src/ops/llm_mnb_f32.c) against their references:
+ * llm_mnb4f_cols (rows of permuted A against 4-bit columns, zero points
+ * packed, float or absent) and the [K, nb] panel dequantization, on odd
+ * sizes: block counts, column counts not a multiple of the 4-column tiles,
+ * M = 1, 2, 3, blocks of 16, 32, 64, K not a multiple of 32. */
+static void test_mnb4f(void) {
+    static const int64_t Ns[] = {1, 3, 4, 5, 7, 8, 9, 13};
+    static const int64_t nbs[] = {1, 2, 3, 18, 70};
+    static const int64_t bss[] = {16, 32, 64};
+    for (size_t bi = 0; bi < sizeof bss / sizeof *bss; bi++)
+        for (size_t ki = 0; ki < sizeof nbs / sizeof *nbs; ki++)
+            for (size_t ni = 0; ni < sizeof Ns / sizeof *Ns; ni++)
+                for (int64_t M = 1; M <= 3; M++) {
+                    int64_t bs = bss[bi], nblk = nbs[ki], N = Ns[ni], K = nblk * bs;
+                    int zk = (int)((bi + ki + ni + (size_t)M) % 3); /* 0 none, 1 packed, 2 float */
+                    int64_t zs = (nblk + 1) / 2;
+                    float *ap = malloc(sizeof(float) * (size_t)(M * K));
+                    float *as = malloc(sizeof(float) * (size_t)(M * nblk));
+                    uint8_t *b = malloc((size_t)(N * K / 2)), *zp8 = malloc((size_t)(N * zs));
+                    float *sc = malloc(sizeof(float) * (size_t)(N * nblk));
+                    float *zpf = malloc(sizeof(float) * (size_t)(N * nblk));
+                    float *y = malloc(sizeof(float) * (size_t)(M * N));
+                    float *r = malloc(sizeof(float) * (size_t)(M * N));
+                    fill(ap, M * K);
+                    fill(as, M * nblk);
+                    fill(sc, N * nblk);
+                    for (int64_t i = 0; i < N * nblk; i++)
+                        zpf[i] = 16.0f * fabsf(frand());
+                    for (int64_t i = 0; i < N * K / 2; i++)
+                        b[i] = (uint8_t)(g_rng >> 20), frand();
+                    for (int64_t i = 0; i < N * zs; i++)
+                        zp8[i] = (uint8_t)(g_rng >> 30), frand();
+                    llm_mnb4f_args g = {M, nblk, bs, ap, K, as, nblk, b, K / 2, sc, nblk,
+                                        zk == 1 ? zp8 : NULL, zs, zk == 2 ? zpf : NULL, y, N};
+                    llm_mnb4f_cols(&g, 0, N);
+                    g.y = r;
+                    llm_mnb4f_cols_ref(&g, 0, N);
+                    /* the sum has K terms of |a| <= 1 times codes <= 15, scales <= 1 */
+                    expect_vec("mnb4f cols", y, r, M * N, 1e-4f, 2e-5f * (float)K);
+                    free(ap), free(as), free(b), free(zp8), free(sc), free(zpf), free(y), free(r);
+                }
+    /* panels: K not a multiple of 32 (last block partial), odd column counts */
+    static const int64_t Ks[] = {16, 32, 48, 100, 576, 1000};
+    for (size_t bi = 0; bi < sizeof bss / sizeof *bss; bi++)
+        for (size_t ki = 0; ki < sizeof Ks / sizeof *Ks; ki++)
+            for (size_t ni = 0; ni < sizeof Ns / sizeof *Ns; ni++) {
+                int64_t bs = bss[bi], K = Ks[ki], N = Ns[ni], nblk = (K + bs - 1) / bs;
+                int zk = (int)((bi + ki + ni) % 3);
+                int64_t zs = (nblk + 1) / 2, ldp = N + 3;
+                uint8_t *b = malloc((size_t)(N * nblk * bs / 2)), *zp8 = malloc((size_t)(N * zs));
+                float *sc = malloc(sizeof(float) * (size_t)(N * nblk));
+                float *zpf = malloc(sizeof(float) * (size_t)(N * nblk));
+                float *p = malloc(sizeof(float) * (size_t)(K * ldp));
+                float *q = malloc(sizeof(float) * (size_t)(K * ldp));
+                fill(sc, N * nblk);
+                for (int64_t i = 0; i < N * nblk; i++)
+                    zpf[i] = 16.0f * fabsf(frand());
+                for (int64_t i = 0; i < N * nblk * bs / 2; i++)
+                    b[i] = (uint8_t)(g_rng >> 20), frand();
+                for (int64_t i = 0; i < N * zs; i++)
+                    zp8[i] = (uint8_t)(g_rng >> 30), frand();
+                for (int64_t i = 0; i < K * ldp; i++)
+                    p[i] = q[i] = -7.0f; /* the padding columns stay untouched */
+                const uint8_t *z8 = zk == 1 ? zp8 : NULL;
+                const float *zf = zk == 2 ? zpf : NULL;
+                llm_q4_dequant_panel(b, nblk * bs / 2, sc, nblk, z8, zs, zf, N, K, bs, p, ldp);
+                llm_q4_dequant_panel_ref(b, nblk * bs / 2, sc, nblk, z8, zs, zf, N, K, bs, q, ldp);
+                if (memcmp(p, q, sizeof(float) * (size_t)(K * ldp))) {
+                    fprintf(stderr, "FAIL q4 dequant panel K %lld N %lld bs %lld zp %d\n",
+                            (long long)K, (long long)N, (long long)bs, zk);
+                    g_fail = 1;
+                }
+                free(b), free(zp8), free(sc), free(zpf), free(p), free(q);
+            }
+}
+
 static void test_mlas_functions(void) {
     for (float x = -30.0f; x <= 0.0f; x += 0.37f) {
         float e = llm_exp_mlas(x);
@@ -461,6 +547,7 @@ int main(void) {
     test_attn();
     test_mnb4_parity();
     test_mnb4_cols();
+    test_mnb4f();
     test_mlas_functions();
     if (g_fail)
         return 1;
