@@ -343,6 +343,16 @@ static void mnb_panel_task(void *arg, int64_t c0, int64_t c1) {
     }
 }
 
+#define MNB_TASK_MACS 65536
+/* Groups of MNB4_GROUP columns per task, at least: tasks of at least about
+ * MNB_TASK_MACS multiply-adds (~10 us of decode), so that the small
+ * products of a decode step (k and v projections) are not cut into tasks
+ * that cost more to hand out than to compute. */
+static int64_t mnb_grain(const mnb_geom *g) {
+    int64_t per = g->M * g->K * MNB4_GROUP;
+    return sn_imax(1, MNB_TASK_MACS / sn_imax(per, 1));
+}
+
 /* ort4 path: rows [m0, m1) of A prepared for llm_mnb4_cols. */
 static void mnb4_prep_task(void *arg, int64_t m0, int64_t m1) {
     const mnb_job *j = arg;
@@ -455,7 +465,7 @@ int llm_mnb_run(sn_kctx *c) {
     if (g.ort4) {
         j.q4 = (llm_mnb4_args){g.M, g.N, g.kb, j.qa, j.b, j.sc, j.zp8, j.zp_stride, bias, y, g.N};
         sn_pool_for(c->pool, g.M, 4, mnb4_prep_task, &j);
-        sn_pool_for(c->pool, (g.N + MNB4_GROUP - 1) / MNB4_GROUP, 1, mnb4_cols_task, &j);
+        sn_pool_for(c->pool, (g.N + MNB4_GROUP - 1) / MNB4_GROUP, mnb_grain(&g), mnb4_cols_task, &j);
     } else if (g.gemm) {
         j.panel = (float *)p;
         void *gws = p + w.panel;
@@ -484,7 +494,7 @@ int llm_mnb_run(sn_kctx *c) {
             j.slot_bytes = llm_al((size_t)g.bs * sizeof(float));
             sn_pool_for(c->pool, MNB_SLOTS, 1, mnb_slot_task, &j);
         } else {
-            sn_pool_for(c->pool, (g.N + MNB4_GROUP - 1) / MNB4_GROUP, 1, mnb_f32_group_task, &j);
+            sn_pool_for(c->pool, (g.N + MNB4_GROUP - 1) / MNB4_GROUP, mnb_grain(&g), mnb_f32_group_task, &j);
         }
     }
     if (bias && !g.ort4)

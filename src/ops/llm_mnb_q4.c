@@ -316,7 +316,7 @@ AVX2_INLINE __m256 swap12(__m256 v) {
  * high nibbles and the scale pattern, DEC_BYTES apart; prefill decodes each
  * group of eight columns once for all its row tiles. */
 #define DEC_BYTES 96
-#define DEC_MAX_KB 128 /* blocks of eight columns decoded ahead on the stack */
+#define DEC_MAX_KB 96 /* blocks of eight columns decoded ahead on the stack (36 KiB) */
 
 AVX2_INLINE void pair_decode(const uint8_t *bcol, const float *sb, int64_t kb, char *dec) {
     const __m256i m0f = _mm256_set1_epi8(15);
@@ -543,7 +543,7 @@ AVX2_INLINE __m256 fold8x8(const float *lanes) {
     return _mm256_add_ps(lo, hi);
 }
 
-#define NZ_MAX 512 /* blocks whose -(sb * zp) of eight columns fit the stack */
+#define NZ_MAX 256 /* blocks whose -(sb * zp) of eight columns fit the stack (8 KiB) */
 
 /* Rows rows[0..mr) (m, m + 1, ..), columns [n, n + nc): Y from the lanes
  * (lanes[r][c][8]); nz: -(sb * zp) per block for eight columns ([kb][8]),
