@@ -35,9 +35,10 @@
 #define MNB_GEMM_MIN_M 4
 #define MNB_PANEL_BYTES ((int64_t)2 << 20) /* dequantized panel (prefill), about */
 #define MNB_PANEL_MIN 64                       /* columns, at least */
-#define MNB_SLOTS 64  /* work slots of the column-parallel paths */
+#define MNB_SLOTS 64  /* work slots of the generic int8 path */
 #define MNB_INT8_ACC4 1
-#define MNB4_GROUP 8 /* columns per task unit of the ort4 path */
+#define MNB4_GROUP 8 /* columns per task unit of the ort4 and small-M float paths */
+#define MNB_TASK_MACS 65536 /* multiply-adds per task, at least (see mnb_grain) */
 
 typedef struct mnb_geom {
     int64_t M, K, N, bits, bs, kb, blob;
@@ -297,16 +298,13 @@ static void mnb_cols_i8(const mnb_job *j, int64_t n0, int64_t n1, int16_t *codes
     }
 }
 
+/* Generic int8 path: slots [s0, s1) of the columns, each with its buffer. */
 static void mnb_slot_task(void *arg, int64_t s0, int64_t s1) {
     const mnb_job *j = arg;
     int64_t N = j->g->N;
     for (int64_t s = s0; s < s1; s++) {
         int64_t n0 = s * N / MNB_SLOTS, n1 = (s + 1) * N / MNB_SLOTS;
-        void *buf = j->slots + (size_t)s * j->slot_bytes;
-        if (j->g->int8)
-            mnb_cols_i8(j, n0, n1, buf);
-        else
-            mnb_cols_f32(j, n0, n1);
+        mnb_cols_i8(j, n0, n1, (int16_t *)(j->slots + (size_t)s * j->slot_bytes));
     }
 }
 
@@ -343,7 +341,6 @@ static void mnb_panel_task(void *arg, int64_t c0, int64_t c1) {
     }
 }
 
-#define MNB_TASK_MACS 65536
 /* Groups of MNB4_GROUP columns per task, at least: tasks of at least about
  * MNB_TASK_MACS multiply-adds (~10 us of decode), so that the small
  * products of a decode step (k and v projections) are not cut into tasks
@@ -465,7 +462,8 @@ int llm_mnb_run(sn_kctx *c) {
     if (g.ort4) {
         j.q4 = (llm_mnb4_args){g.M, g.N, g.kb, j.qa, j.b, j.sc, j.zp8, j.zp_stride, bias, y, g.N};
         sn_pool_for(c->pool, g.M, 4, mnb4_prep_task, &j);
-        sn_pool_for(c->pool, (g.N + MNB4_GROUP - 1) / MNB4_GROUP, mnb_grain(&g), mnb4_cols_task, &j);
+        sn_pool_for(c->pool, (g.N + MNB4_GROUP - 1) / MNB4_GROUP, mnb_grain(&g), mnb4_cols_task,
+                    &j);
     } else if (g.gemm) {
         j.panel = (float *)p;
         void *gws = p + w.panel;
@@ -487,14 +485,14 @@ int llm_mnb_run(sn_kctx *c) {
         }
     } else {
         memset(y, 0, (size_t)(g.M * g.N) * sizeof(float));
-        if (g.int8)
-            sn_pool_for(c->pool, g.M, 1, mnb_quantize_a, &j);
         if (g.int8) {
+            sn_pool_for(c->pool, g.M, 1, mnb_quantize_a, &j);
             j.slots = p;
             j.slot_bytes = llm_al((size_t)g.bs * sizeof(float));
             sn_pool_for(c->pool, MNB_SLOTS, 1, mnb_slot_task, &j);
         } else {
-            sn_pool_for(c->pool, (g.N + MNB4_GROUP - 1) / MNB4_GROUP, mnb_grain(&g), mnb_f32_group_task, &j);
+            sn_pool_for(c->pool, (g.N + MNB4_GROUP - 1) / MNB4_GROUP, mnb_grain(&g),
+                        mnb_f32_group_task, &j);
         }
     }
     if (bias && !g.ort4)
