@@ -242,39 +242,6 @@ void llm_q4_permute(const float *a, float *ap, int64_t n16) {
         }
 }
 
-typedef float v8f __attribute__((vector_size(32)));
-typedef uint8_t v8u8 __attribute__((vector_size(8)));
-
-float llm_q4_col(const uint8_t *bcol, const float *ap, const float *scale, int64_t nblk,
-                 int64_t bs) {
-    v8f acc = {0};
-    int64_t n16 = bs / 16;
-    for (int64_t b = 0; b < nblk; b++) {
-        const uint8_t *blob = bcol + b * (bs / 2);
-        const float *a = ap + b * bs;
-        v8f s0 = {0}, s1 = {0};
-        for (int64_t g = 0; g < n16; g++) {
-            v8u8 q;
-            v8f a0, a1;
-            memcpy(&q, blob + 8 * g, 8);
-            memcpy(&a0, a + 16 * g, sizeof a0);
-            memcpy(&a1, a + 16 * g + 8, sizeof a1);
-            s0 += __builtin_convertvector(q & 15, v8f) * a0;
-            s1 += __builtin_convertvector(q >> 4, v8f) * a1;
-        }
-        acc += scale[b] * (s0 + s1);
-    }
-    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-}
-
-float llm_q4_col_ref(const uint8_t *bcol, const float *a, const float *scale, int64_t nblk,
-                     int64_t bs) {
-    double s = 0;
-    for (int64_t b = 0; b < nblk; b++)
-        s += (double)scale[b] * llm_q_dot_ref(bcol + b * (bs / 2), 4, a + b * bs, bs);
-    return (float)s;
-}
-
 void llm_q_codes(const uint8_t *blob, int bits, int64_t len, int zp, int16_t *out) {
     int64_t i = 0;
     if (bits == 4) {
@@ -382,88 +349,6 @@ LLM_CLONES void llm_mnb4_lanes_ref(const int8_t *qa, const float *sa, const uint
         for (int j = 0; j < 8; j++)
             acc[j] = fmaf((float)l[j], c, acc[j]);
     }
-}
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define LLM_AVX2 __attribute__((target("avx2,fma")))
-
-/* 32 codes of a 4-bit block (16 bytes, even k in the low nibble) in k order */
-LLM_AVX2 static inline __m256i q4_codes32(const uint8_t *blob) {
-    __m128i b = _mm_loadu_si128((const __m128i *)blob);
-    __m128i m = _mm_set1_epi8(15);
-    __m128i lo = _mm_and_si128(b, m), hi = _mm_and_si128(_mm_srli_epi16(b, 4), m);
-    return _mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi));
-}
-
-/* int16 pair sums of w * a (w signed, |w| <= 15) */
-LLM_AVX2 static inline __m256i q4_pairs_signed(__m256i w, __m256i a) {
-    return _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w));
-}
-
-/* The AVX2 form of llm_mnb4_lanes_ref: the same integer lanes (maddubs,
- * madd / hadd) and the same fused accumulation, so the same bits. */
-LLM_AVX2 static void mnb4_lanes_avx2(const int8_t *qa, const float *sa, const uint8_t *bcol,
-                                     const float *sb, const uint8_t *zp, int64_t kb, int m1,
-                                     float out[8]) {
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256 acc = _mm256_setzero_ps();
-    int64_t b = 0;
-    if (m1 && zp) {
-        for (; b < kb; b++) {
-            __m256i w = _mm256_sub_epi8(q4_codes32(bcol + 16 * b), _mm256_set1_epi8((char)zp_of(zp, b)));
-            __m256i a = _mm256_loadu_si256((const __m256i *)(qa + 32 * b));
-            __m256i l = _mm256_madd_epi16(ones, q4_pairs_signed(w, a));
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(l), _mm256_set1_ps(sa[b] * sb[b]), acc);
-        }
-        _mm256_storeu_ps(out, acc);
-        return;
-    }
-    const __m256i z = _mm256_set1_epi8(m1 ? 8 : 0);
-    for (; b + 1 < kb; b += 2) {
-        __m256i a0 = _mm256_loadu_si256((const __m256i *)(qa + 32 * b));
-        __m256i a1 = _mm256_loadu_si256((const __m256i *)(qa + 32 * b + 32));
-        __m256i w0 = q4_codes32(bcol + 16 * b), w1 = q4_codes32(bcol + 16 * b + 16);
-        __m256i d0, d1;
-        if (m1) {
-            d0 = q4_pairs_signed(_mm256_sub_epi8(w0, z), a0);
-            d1 = q4_pairs_signed(_mm256_sub_epi8(w1, z), a1);
-        } else {
-            d0 = _mm256_maddubs_epi16(w0, a0);
-            d1 = _mm256_maddubs_epi16(w1, a1);
-        }
-        __m256i l = _mm256_madd_epi16(ones, _mm256_hadd_epi16(d0, d1));
-        float c0 = sa[b] * sb[b], c1 = sa[b + 1] * sb[b + 1];
-        __m256 c = _mm256_setr_ps(c0, c0, c1, c1, c0, c0, c1, c1);
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(l), c, acc);
-    }
-    if (b < kb) {
-        __m256i a = _mm256_loadu_si256((const __m256i *)(qa + 32 * b));
-        __m256i w = q4_codes32(bcol + 16 * b);
-        __m256i d = m1 ? q4_pairs_signed(_mm256_sub_epi8(w, z), a) : _mm256_maddubs_epi16(w, a);
-        __m256i l = _mm256_madd_epi16(ones, d);
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(l), _mm256_set1_ps(sa[b] * sb[b]), acc);
-    }
-    _mm256_storeu_ps(out, acc);
-}
-
-static int llm_cpu_avx2(void) {
-    static int v = -1; /* idempotent: every thread computes the same value */
-    if (v < 0)
-        v = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    return v;
-}
-#endif
-
-void llm_mnb4_lanes(const int8_t *qa, const float *sa, const uint8_t *bcol, const float *sb,
-                    const uint8_t *zp, int64_t kb, int m1, float acc[8]) {
-#if defined(__x86_64__) && defined(__GNUC__)
-    if (llm_cpu_avx2()) {
-        mnb4_lanes_avx2(qa, sa, bcol, sb, zp, kb, m1, acc);
-        return;
-    }
-#endif
-    llm_mnb4_lanes_ref(qa, sa, bcol, sb, zp, kb, m1, acc);
 }
 
 float llm_fold8(const float a[8]) {

@@ -33,17 +33,44 @@ void llm_q_dequant_ref(const uint8_t *blob, int bits, int64_t len, float scale, 
  * the caller applies scale * (dot - zp * sum(a))). */
 float llm_q_dot(const uint8_t *blob, int bits, const float *a, int64_t len);
 float llm_q_dot_ref(const uint8_t *blob, int bits, const float *a, int64_t len);
-/* The 4-bit GEMV kernel works on A permuted per group of 16 values into
- * [a0, a2, ..., a14, a1, a3, ..., a15], matching the low and high nibbles
- * of 8 packed bytes. n16 groups. */
+/* The 4-bit float kernels (llm_mnb4f_cols) work on A permuted per group of
+ * 16 values into [a0, a2, ..., a14, a1, a3, ..., a15], matching the low and
+ * high nibbles of 8 packed bytes. n16 groups. */
 void llm_q4_permute(const float *a, float *ap, int64_t n16);
-/* sum over nblk full blocks of scale[b] * sum_k ap.code over block b
- * (block b's codes at bcol + b * blob, blob = bs / 2 bytes, bs a multiple
- * of 16; ap permuted). Zero points are the caller's (via block sums of A). */
-float llm_q4_col(const uint8_t *bcol, const float *ap, const float *scale, int64_t nblk,
-                 int64_t bs);
-float llm_q4_col_ref(const uint8_t *bcol, const float *a, const float *scale, int64_t nblk,
-                     int64_t bs);
+/* Float 4-bit products for a few rows (src/ops/llm_mnb_f32.c): for rows
+ * m < M (M <= 3 takes the SIMD path) and columns [n0, n1),
+ *   y[m * ldy + n] = sum over the nblk full blocks b of
+ *                    sc[n, b] * (sum_k ap.code - zp[n, b] * asum[m, b])
+ * with A permuted by llm_q4_permute (bs a multiple of 16). Zero
+ * points packed 4-bit (zp8), float (zpf, stride sstride) or neither (8). */
+typedef struct llm_mnb4f_args {
+    int64_t M, nblk, bs;
+    const float *ap;      /* [M, ldap] permuted A */
+    int64_t ldap;
+    const float *asum;    /* [M, ldasum] block sums of A */
+    int64_t ldasum;
+    const uint8_t *b;     /* column n's blocks at b + n * bstride */
+    int64_t bstride;
+    const float *sc;      /* [N, sstride] */
+    int64_t sstride;
+    const uint8_t *zp8;   /* [N, zstride] or NULL */
+    int64_t zstride;
+    const float *zpf;     /* [N, sstride] or NULL */
+    float *y;             /* [M, ldy] */
+    int64_t ldy;
+} llm_mnb4f_args;
+void llm_mnb4f_cols(const llm_mnb4f_args *g, int64_t n0, int64_t n1);
+void llm_mnb4f_cols_ref(const llm_mnb4f_args *g, int64_t n0, int64_t n1);
+/* Dequantizes nc 4-bit columns (column c: codes at b + c * bstride, scales
+ * sc + c * sstride, zero points as above) into panel[k * ldp + c], k < K,
+ * blocks of bs (a multiple of 16). */
+void llm_q4_dequant_panel(const uint8_t *b, int64_t bstride, const float *sc, int64_t sstride,
+                          const uint8_t *zp8, int64_t zstride, const float *zpf, int64_t nc,
+                          int64_t K, int64_t bs, float *panel, int64_t ldp);
+void llm_q4_dequant_panel_ref(const uint8_t *b, int64_t bstride, const float *sc,
+                              int64_t sstride, const uint8_t *zp8, int64_t zstride,
+                              const float *zpf, int64_t nc, int64_t K, int64_t bs, float *panel,
+                              int64_t ldp);
 /* Codes minus an integer zero point as int8-range ints (for the int8 path;
  * 8-bit codes minus zp may exceed int8, hence int16). */
 void llm_q_codes(const uint8_t *blob, int bits, int64_t len, int zp, int16_t *out);
@@ -89,9 +116,8 @@ float llm_sumexp_lanes_fold(const float lanes[8]);
  * one column (codes bcol [kb, 16], scales sb [kb], packed zero points zp or
  * NULL): the eight lane accumulators of ORT's AVX2 kernels. m1: the M = 1
  * kernel (zero points applied to the codes); else the M > 1 kernel (codes
- * unsigned; add llm_mnb4_blksum after the fold and the bias). */
-void llm_mnb4_lanes(const int8_t *qa, const float *sa, const uint8_t *bcol, const float *sb,
-                    const uint8_t *zp, int64_t kb, int m1, float acc[8]);
+ * unsigned; add llm_mnb4_blksum after the fold and the bias). The plain
+ * statement of the rounding that llm_mnb4_cols reproduces. */
 void llm_mnb4_lanes_ref(const int8_t *qa, const float *sa, const uint8_t *bcol, const float *sb,
                         const uint8_t *zp, int64_t kb, int m1, float acc[8]);
 /* Lane reductions: columns in groups of four (fold) and the rest (hsum). */
@@ -100,6 +126,30 @@ float llm_hsum8(const float a[8]);
 /* sum over blocks of ablk[b] * -(sb[b] * zp[b]) as one fused chain
  * (ablk = scale_a * sum of the block's int8 codes). */
 float llm_mnb4_blksum(const float *ablk, const float *sb, const uint8_t *zp, int64_t kb);
+
+/* The same for whole matrices (src/ops/llm_mnb_q4.c), register-blocked and
+ * bit-identical per element to llm_mnb4_lanes_ref + fold (n < N - N % 4) or
+ * hsum + bias + (M > 1) llm_mnb4_blksum, with A quantized by
+ * llm_q8_quantize per block. Rows of A are first prepared (quantized and
+ * laid out for the kernels) into llm_mnb4_row_bytes(kb) bytes each, 64-byte
+ * aligned; m1: the row is for an M = 1 product. */
+size_t llm_mnb4_row_bytes(int64_t kb);
+void llm_mnb4_prep_row(const float *a, int64_t K, int m1, void *row);
+void llm_mnb4_prep_row_ref(const float *a, int64_t K, int m1, void *row);
+typedef struct llm_mnb4_args {
+    int64_t M, N, kb;
+    const void *rows;   /* M prepared rows, llm_mnb4_row_bytes(kb) apart */
+    const uint8_t *b;   /* [N, kb, 16] */
+    const float *sb;    /* [N, kb] */
+    const uint8_t *zp;  /* packed [N, zp_stride], or NULL (8) */
+    int64_t zp_stride;
+    const float *bias;  /* [N] or NULL */
+    float *y;           /* [M, ldy] */
+    int64_t ldy;
+} llm_mnb4_args;
+/* Y[m, n] for every row and the columns [n0, n1). */
+void llm_mnb4_cols(const llm_mnb4_args *g, int64_t n0, int64_t n1);
+void llm_mnb4_cols_ref(const llm_mnb4_args *g, int64_t n0, int64_t n1);
 
 /* ---- data movement ------------------------------------------------------ */
 

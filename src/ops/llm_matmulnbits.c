@@ -8,19 +8,22 @@
  *   g_idx   (deprecated, must be absent), bias [N] (optional)
  *
  * Three paths:
- *   - M < MNB_GEMM_MIN_M (decode): per output column, each block is
- *     dequantized into a small buffer and dotted with every row of A
- *     (parallel over columns);
- *   - larger M (prefill): panels of columns are dequantized into the
- *     workspace and multiplied with sn_sgemm_ws;
+ *   - M < MNB_GEMM_MIN_M (decode), float: rows of A against the 4-bit
+ *     columns in float (llm_mnb4f_cols, four columns per pass on a
+ *     permuted copy of A), other widths block by block; parallel over
+ *     groups of columns;
+ *   - larger M (prefill), float: panels of columns are dequantized into the
+ *     workspace ([K, nb] for 4 bits, so sn_sgemm_ws packs them by plain row
+ *     copies) and multiplied with sn_sgemm_ws;
  *   - accuracy_level 4 with integer zero points and a constant B: A is
  *     quantized to int8 per block (symmetric, like MLAS's CompInt8) and
  *     blocks are dotted in integers; for 4-bit blocks of 32 the float
  *     rounding reproduces ONNX Runtime's AVX2 kernels exactly (M = 1 and
  *     M > 1 differ there), since an LLM amplifies any difference once the
- *     next layer re-quantizes. ORT only takes this path when it can prepack
- *     B (a constant); with B a graph input it computes level 4 in float, and
- *     so does snug.
+ *     next layer re-quantizes: llm_mnb4_cols (src/ops/llm_mnb_q4.c) on rows
+ *     of A prepared once per call. ORT only takes this path when it can
+ *     prepack B (a constant); with B a graph input it computes level 4 in
+ *     float, and so does snug.
  * Non-float32 tensors are staged to float32 in the workspace. */
 #include <string.h>
 
@@ -30,9 +33,12 @@
 
 #define KFAIL(code, ...) sn_kfail(c->err, c->node, code, __VA_ARGS__)
 #define MNB_GEMM_MIN_M 4
-#define MNB_PANEL 256 /* columns per dequantized panel (prefill) */
-#define MNB_SLOTS 64  /* work slots of the column-parallel paths */
+#define MNB_PANEL_BYTES ((int64_t)2 << 20) /* dequantized panel (prefill), about */
+#define MNB_PANEL_MIN 64                       /* columns, at least */
+#define MNB_SLOTS 64  /* work slots of the generic int8 path */
 #define MNB_INT8_ACC4 1
+#define MNB4_GROUP 8 /* columns per task unit of the ort4 and small-M float paths */
+#define MNB_TASK_MACS 65536 /* multiply-adds per task, at least (see mnb_grain) */
 
 typedef struct mnb_geom {
     int64_t M, K, N, bits, bs, kb, blob;
@@ -148,6 +154,13 @@ int llm_mnb_infer(sn_infer_ctx *c) {
     return SNUG_OK;
 }
 
+/* Columns per dequantized panel of the prefill path: wide panels wake the
+ * pool and re-pack A in sn_sgemm_ws less often; about MNB_PANEL_BYTES each. */
+static int64_t mnb_panel_cols(const mnb_geom *g) {
+    int64_t nb = MNB_PANEL_BYTES / (g->K * (int64_t)sizeof(float)) / 16 * 16;
+    return sn_imin(g->N, sn_imax(nb, MNB_PANEL_MIN));
+}
+
 /* Workspace layout (each part 64-byte aligned). */
 typedef struct mnb_ws {
     size_t a, y, sc, zp, bias; /* float32 staging (0 when not needed) */
@@ -169,17 +182,19 @@ static void mnb_ws_layout(const mnb_geom *g, sn_dtype dt, mnb_ws *w) {
         w->zp = g->zp_kind == 2 ? llm_al((size_t)(g->N * g->kb) * f) : 0;
         w->bias = llm_al((size_t)g->N * f);
     }
-    if (g->int8) {
+    if (g->ort4) {
+        w->qa = llm_al((size_t)g->M * llm_mnb4_row_bytes(g->kb)); /* prepared rows */
+    } else if (g->int8) {
         w->qa = llm_al((size_t)(g->M * g->kb * g->bs));
         w->sa = llm_al((size_t)(g->M * g->kb) * f);
         w->ab = llm_al((size_t)(g->M * g->kb) * f);
     }
     if (g->gemm) {
-        int64_t nb = sn_imin(g->N, MNB_PANEL);
+        int64_t nb = mnb_panel_cols(g);
         w->panel = llm_al((size_t)(nb * g->K) * f);
         w->gemm = llm_al(sn_sgemm_workspace(g->M, nb, g->K, SN_GEMM_PREP_THREADS));
-    } else {
-        w->slot = MNB_SLOTS * llm_al((size_t)g->bs * f);
+    } else if (!g->ort4) {
+        w->slot = g->int8 ? MNB_SLOTS * llm_al((size_t)g->bs * f) : 0;
         if (!g->int8)
             w->asum = llm_al((size_t)(g->M * g->kb) * f);
         if (!g->int8 && g->bits == 4)
@@ -211,14 +226,15 @@ typedef struct mnb_job {
     const float *zpf;     /* [N, kb] */
     const int8_t *qa;     /* int8 path: [M, kb * bs] */
     const float *sa;      /* [M, kb] */
-    const float *ab;      /* [M, kb]: sa * sum of the block's codes (ort4, M > 1) */
+    const float *ab;      /* [M, kb]: sa * sum of the block's codes */
     const float *bias;    /* [N] or NULL: added by the ort4 path itself */
     const float *asum;    /* float path: block sums of A [M, kb] */
     const float *ap;      /* 4-bit float path: A's full blocks permuted [M, K / bs * bs] */
     char *slots;          /* MNB_SLOTS buffers of slot_bytes */
     size_t slot_bytes;
-    float *panel;         /* prefill: [nb, K] */
-    int64_t n0;           /* prefill: first column of the panel */
+    float *panel;         /* prefill: [nb, K], or [K, nb] for 4 bits */
+    int64_t n0, nb;       /* prefill: first column and width of the panel */
+    llm_mnb4_args q4;     /* ort4 path: prepared rows at q4.rows */
 } mnb_job;
 
 static inline float mnb_zp(const mnb_job *j, int64_t n, int64_t blk) {
@@ -236,45 +252,30 @@ static inline float mnb_zp(const mnb_job *j, int64_t n, int64_t blk) {
 /* Columns [n0, n1): float path, every row of A. Per block,
  * sum_k a_k (q_k - zp) s = s (sum_k a_k q_k) - s zp (sum_k a_k), with the
  * block sums of A precomputed (j->asum); 4-bit full blocks go through
- * llm_q4_col on the permuted copy of A (j->ap). */
+ * llm_mnb4f_cols on the permuted copy of A (j->ap), the rest here. */
 static void mnb_cols_f32(const mnb_job *j, int64_t n0, int64_t n1) {
     const mnb_geom *g = j->g;
-    int64_t full = j->ap ? g->K / g->bs : 0; /* blocks done by llm_q4_col */
+    int64_t full = j->ap ? g->K / g->bs : 0; /* blocks done by llm_mnb4f_cols */
+    if (full) {
+        llm_mnb4f_args a = {g->M, full, g->bs, j->ap, full * g->bs, j->asum, g->kb,
+                            j->b, g->kb * g->blob, j->sc, g->kb, j->zp8, j->zp_stride, j->zpf,
+                            j->y, g->N};
+        llm_mnb4f_cols(&a, n0, n1); /* writes y */
+        if (full == g->kb)
+            return;
+    }
     for (int64_t n = n0; n < n1; n++) {
         const uint8_t *bcol = j->b + n * g->kb * g->blob;
         const float *sc = j->sc + n * g->kb;
         for (int64_t m = 0; m < g->M; m++) {
             const float *a = j->a + m * g->K, *as = j->asum + m * g->kb;
-            float acc = full ? llm_q4_col(bcol, j->ap + m * full * g->bs, sc, full, g->bs) : 0;
+            float acc = 0;
             for (int64_t blk = full; blk < g->kb; blk++) {
                 int64_t k0 = blk * g->bs, len = sn_imin(g->bs, g->K - k0);
                 acc += sc[blk] * llm_q_dot(bcol + blk * g->blob, (int)g->bits, a + k0, len);
-            }
-            for (int64_t blk = 0; blk < g->kb; blk++)
                 acc -= sc[blk] * mnb_zp(j, n, blk) * as[blk];
+            }
             j->y[m * g->N + n] += acc;
-        }
-    }
-}
-
-/* Columns [n0, n1): int8 path rounding like ORT (see llm_mnb4_lanes): per
- * column the lanes, their fold (columns in groups of four) or sum (the last
- * N % 4), the bias, then for M > 1 the zero points through the block sums. */
-static void mnb_cols_ort4(const mnb_job *j, int64_t n0, int64_t n1) {
-    const mnb_geom *g = j->g;
-    int64_t kp = g->kb * g->bs, n4 = g->N - g->N % 4;
-    for (int64_t n = n0; n < n1; n++) {
-        const uint8_t *bcol = j->b + n * g->kb * g->blob, *zp = j->zp8 ? j->zp8 + n * j->zp_stride : NULL;
-        const float *sb = j->sc + n * g->kb;
-        for (int64_t m = 0; m < g->M; m++) {
-            float acc[8];
-            llm_mnb4_lanes(j->qa + m * kp, j->sa + m * g->kb, bcol, sb, zp, g->kb, g->M == 1, acc);
-            float v = n < n4 ? llm_fold8(acc) : llm_hsum8(acc);
-            if (j->bias)
-                v += j->bias[n];
-            if (g->M > 1)
-                v += llm_mnb4_blksum(j->ab + m * g->kb, sb, zp, g->kb);
-            j->y[m * g->N + n] = v;
         }
     }
 }
@@ -283,10 +284,6 @@ static void mnb_cols_ort4(const mnb_job *j, int64_t n0, int64_t n1) {
 static void mnb_cols_i8(const mnb_job *j, int64_t n0, int64_t n1, int16_t *codes) {
     const mnb_geom *g = j->g;
     int64_t kp = g->kb * g->bs;
-    if (g->ort4) {
-        mnb_cols_ort4(j, n0, n1);
-        return;
-    }
     for (int64_t n = n0; n < n1; n++) {
         const uint8_t *bcol = j->b + n * g->kb * g->blob;
         for (int64_t blk = 0; blk < g->kb; blk++) {
@@ -301,23 +298,38 @@ static void mnb_cols_i8(const mnb_job *j, int64_t n0, int64_t n1, int16_t *codes
     }
 }
 
+/* Generic int8 path: slots [s0, s1) of the columns, each with its buffer. */
 static void mnb_slot_task(void *arg, int64_t s0, int64_t s1) {
     const mnb_job *j = arg;
     int64_t N = j->g->N;
     for (int64_t s = s0; s < s1; s++) {
         int64_t n0 = s * N / MNB_SLOTS, n1 = (s + 1) * N / MNB_SLOTS;
-        void *buf = j->slots + (size_t)s * j->slot_bytes;
-        if (j->g->int8)
-            mnb_cols_i8(j, n0, n1, buf);
-        else
-            mnb_cols_f32(j, n0, n1);
+        mnb_cols_i8(j, n0, n1, (int16_t *)(j->slots + (size_t)s * j->slot_bytes));
     }
 }
 
-/* Prefill: dequantizes panel columns [j->n0 + c0, j->n0 + c1) into rows of j->panel. */
+/* Float path (small M): column groups [s0, s1) of MNB4_GROUP columns. */
+static void mnb_f32_group_task(void *arg, int64_t s0, int64_t s1) {
+    const mnb_job *j = arg;
+    mnb_cols_f32(j, s0 * MNB4_GROUP, sn_imin(s1 * MNB4_GROUP, j->g->N));
+}
+
+/* Prefill: dequantizes panel columns [j->n0 + c0, j->n0 + c1) into j->panel:
+ * 4-bit as [K, nb] (column c at panel + c, row stride nb), other widths as
+ * [nb, K] rows. 4-bit tasks come in groups of 8 columns. */
 static void mnb_panel_task(void *arg, int64_t c0, int64_t c1) {
     const mnb_job *j = arg;
     const mnb_geom *g = j->g;
+    if (g->bits == 4) {
+        c0 *= 8;
+        c1 = sn_imin(c1 * 8, j->nb);
+        int64_t n = j->n0 + c0;
+        llm_q4_dequant_panel(j->b + n * g->kb * g->blob, g->kb * g->blob, j->sc + n * g->kb, g->kb,
+                             j->zp8 ? j->zp8 + n * j->zp_stride : NULL, j->zp_stride,
+                             j->zpf ? j->zpf + n * g->kb : NULL, c1 - c0, g->K, g->bs,
+                             j->panel + c0, j->nb);
+        return;
+    }
     for (int64_t c = c0; c < c1; c++) {
         int64_t n = j->n0 + c;
         const uint8_t *bcol = j->b + n * g->kb * g->blob;
@@ -327,6 +339,30 @@ static void mnb_panel_task(void *arg, int64_t c0, int64_t c1) {
                           mnb_zp(j, n, blk), j->panel + c * g->K + k0);
         }
     }
+}
+
+/* Groups of MNB4_GROUP columns per task, at least: tasks of at least about
+ * MNB_TASK_MACS multiply-adds (~10 us of decode), so that the small
+ * products of a decode step (k and v projections) are not cut into tasks
+ * that cost more to hand out than to compute. */
+static int64_t mnb_grain(const mnb_geom *g) {
+    int64_t per = g->M * g->K * MNB4_GROUP;
+    return sn_imax(1, MNB_TASK_MACS / sn_imax(per, 1));
+}
+
+/* ort4 path: rows [m0, m1) of A prepared for llm_mnb4_cols. */
+static void mnb4_prep_task(void *arg, int64_t m0, int64_t m1) {
+    const mnb_job *j = arg;
+    size_t rb = llm_mnb4_row_bytes(j->g->kb);
+    for (int64_t m = m0; m < m1; m++)
+        llm_mnb4_prep_row(j->a + m * j->g->K, j->g->K, j->g->M == 1,
+                          (char *)j->q4.rows + (size_t)m * rb);
+}
+
+/* ort4 path: column groups [s0, s1) of MNB4_GROUP columns. */
+static void mnb4_cols_task(void *arg, int64_t s0, int64_t s1) {
+    const mnb_job *j = arg;
+    llm_mnb4_cols(&j->q4, s0 * MNB4_GROUP, sn_imin(s1 * MNB4_GROUP, j->g->N));
 }
 
 static void mnb_quantize_a(void *arg, int64_t m0, int64_t m1) {
@@ -423,24 +459,41 @@ int llm_mnb_run(sn_kctx *c) {
         j.ap = (const float *)p;
     }
     p += w.ap;
-    if (g.gemm) {
+    if (g.ort4) {
+        j.q4 = (llm_mnb4_args){g.M, g.N, g.kb, j.qa, j.b, j.sc, j.zp8, j.zp_stride, bias, y, g.N};
+        sn_pool_for(c->pool, g.M, 4, mnb4_prep_task, &j);
+        sn_pool_for(c->pool, (g.N + MNB4_GROUP - 1) / MNB4_GROUP, mnb_grain(&g), mnb4_cols_task,
+                    &j);
+    } else if (g.gemm) {
         j.panel = (float *)p;
         void *gws = p + w.panel;
-        int64_t nbmax = sn_imin(g.N, MNB_PANEL);
+        int64_t nbmax = mnb_panel_cols(&g);
+        size_t gsize = sn_sgemm_workspace(g.M, nbmax, g.K, SN_GEMM_PREP_THREADS);
         for (int64_t n0 = 0; n0 < g.N; n0 += nbmax) {
             int64_t nb = sn_imin(nbmax, g.N - n0);
             j.n0 = n0;
-            sn_pool_for(c->pool, nb, 8, mnb_panel_task, &j);
-            sn_sgemm_ws(0, 1, g.M, nb, g.K, 1.0f, a, g.K, j.panel, g.K, 0.0f, y + n0, g.N,
-                        c->pool, gws, sn_sgemm_workspace(g.M, nb, g.K, SN_GEMM_PREP_THREADS));
+            j.nb = nb;
+            if (g.bits == 4) {
+                sn_pool_for(c->pool, (nb + 7) / 8, 2, mnb_panel_task, &j);
+                sn_sgemm_ws(0, 0, g.M, nb, g.K, 1.0f, a, g.K, j.panel, nb, 0.0f, y + n0, g.N,
+                            c->pool, gws, gsize);
+            } else {
+                sn_pool_for(c->pool, nb, 8, mnb_panel_task, &j);
+                sn_sgemm_ws(0, 1, g.M, nb, g.K, 1.0f, a, g.K, j.panel, g.K, 0.0f, y + n0, g.N,
+                            c->pool, gws, gsize);
+            }
         }
     } else {
         memset(y, 0, (size_t)(g.M * g.N) * sizeof(float));
-        if (g.int8)
+        if (g.int8) {
             sn_pool_for(c->pool, g.M, 1, mnb_quantize_a, &j);
-        j.slots = p;
-        j.slot_bytes = llm_al((size_t)g.bs * sizeof(float));
-        sn_pool_for(c->pool, MNB_SLOTS, 1, mnb_slot_task, &j);
+            j.slots = p;
+            j.slot_bytes = llm_al((size_t)g.bs * sizeof(float));
+            sn_pool_for(c->pool, MNB_SLOTS, 1, mnb_slot_task, &j);
+        } else {
+            sn_pool_for(c->pool, (g.N + MNB4_GROUP - 1) / MNB4_GROUP, mnb_grain(&g),
+                        mnb_f32_group_task, &j);
+        }
     }
     if (bias && !g.ort4)
         for (int64_t m = 0; m < g.M; m++)

@@ -1,12 +1,14 @@
 /* The LLM operators' fast inner kernels (src/ops/llm_kernels.c) against
  * their scalar references on odd sizes: dot, block dequantization (2/4/8
- * bits, partial blocks), the 4-bit GEMV column kernel, int8 quantization, RMS and layer norm rows, rotary
- * (half/interleaved, partial, in place) and the online-softmax attention row
- * (ranges, masks, biases, softcap, sink, qk outputs, fully masked rows).
- * The ONNX Runtime parity kernels: the int8 MatMulNBits lanes (SIMD form
- * bit-identical to the scalar one, and the scalar one to the plain integer
- * dot), MLAS's exp and logistic near the true functions, the ORT norm rows
- * and the ORT attention rows near the reference. */
+ * bits, partial blocks), the 4-bit float MatMulNBits kernels (rows of
+ * permuted A against columns, [K, nb] panel dequantization), int8
+ * quantization, RMS and layer norm rows, rotary (half/interleaved, partial,
+ * in place) and the online-softmax attention row (ranges, masks, biases,
+ * softcap, sink, qk outputs, fully masked rows). The ONNX Runtime parity
+ * kernels: the int8 MatMulNBits lanes (the scalar statement against the
+ * plain integer dot, and the whole-matrix kernels bit-identical to it), MLAS's
+ * exp and logistic near the true functions, the ORT norm rows and the ORT
+ * attention rows near the reference. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,21 +88,35 @@ static void test_dequant(void) {
 }
 
 static void test_q4_col(void) {
-    enum { BS = 64, NB = 5 };
+    enum { BS = 64, NB = 5, NB16 = NB * BS / 16 };
     static uint8_t b[NB * BS / 2];
-    static float a[NB * BS], ap[NB * BS], sc[NB];
+    static float a[NB * BS], ap[NB * BS], sc[NB16], as[NB16];
     for (int i = 0; i < NB * BS / 2; i++)
         b[i] = (uint8_t)(frand() * 128 + 128);
     fill(a, NB * BS);
-    fill(sc, NB);
+    fill(sc, NB16);
     llm_q4_permute(a, ap, NB * BS / 16);
-    for (int nb = 0; nb <= NB; nb++) {
-        float f = llm_q4_col(b, ap, sc, nb, BS), r = llm_q4_col_ref(b, a, sc, nb, BS);
-        expect_vec("q4_col", &f, &r, 1, 1e-5f, 1e-4f);
+    /* the permuted A through llm_mnb4f_cols against the plain dot in k
+     * order, default zero point 8 (block sums of A for it); blocks of 16
+     * (one group each) and 64 */
+    for (int bs = 16; bs <= BS; bs *= 4) {
+        int nb = NB * BS / bs;
+        double want = 0;
+        for (int blk = 0; blk < nb; blk++) {
+            double d = 0, sum = 0;
+            for (int k = 0; k < bs; k++) {
+                int i = blk * bs + k;
+                d += (double)a[i] * (((b[i / 2] >> (4 * (i & 1))) & 15) - 8);
+                sum += a[i];
+            }
+            want += (double)sc[blk] * d;
+            as[blk] = (float)sum;
+        }
+        float got, w = (float)want;
+        llm_mnb4f_args g = {1, nb, bs, ap, NB * BS, as, nb, b, NB * BS / 2, sc, nb, NULL, 0, NULL, &got, 1};
+        llm_mnb4f_cols(&g, 0, 1);
+        expect_vec("q4 permute + mnb4f", &got, &w, 1, 1e-5f, 1e-4f);
     }
-    /* bs = 16: one group per block */
-    float f = llm_q4_col(b, ap, sc, 3, 16), r = llm_q4_col_ref(b, a, sc, 3, 16);
-    expect_vec("q4_col bs16", &f, &r, 1, 1e-5f, 1e-4f);
     for (int64_t len = 1; len < 100; len += 9) {
         float d = llm_q_dot(b, 4, a, len), e = llm_q_dot_ref(b, 4, a, len);
         expect_vec("q_dot", &d, &e, 1, 1e-5f, 1e-4f);
@@ -342,14 +358,8 @@ static void test_mnb4_parity(void) {
         for (int m1 = 0; m1 < 2; m1++)
             for (int z = 0; z < 2; z++) {
                 const uint8_t *zpp = z ? zp : NULL;
-                float a[8], r[8];
-                llm_mnb4_lanes(qa, sa, b, sb, zpp, kb, m1, a);
+                float r[8];
                 llm_mnb4_lanes_ref(qa, sa, b, sb, zpp, kb, m1, r);
-                if (memcmp(a, r, sizeof a)) {
-                    fprintf(stderr, "FAIL mnb4 lanes kb %lld m1 %d zp %d not bit-identical\n",
-                            (long long)kb, m1, z);
-                    g_fail = 1;
-                }
                 /* the lanes sum to the block-scaled integer dot (plus the
                  * zero-point term for M > 1) */
                 double want = 0, got = 0;
@@ -382,6 +392,191 @@ static void test_mnb4_parity(void) {
                             (long long)kb, m1, z, got, want);
                     g_fail = 1;
                 }
+            }
+}
+
+/* The whole-matrix int8 MatMulNBits path (llm_mnb4_cols on prepared rows)
+ * against the per-element composition it replaces: llm_q8_quantize per
+ * block, llm_mnb4_lanes_ref, fold (columns below N - N % 4) or hsum, bias,
+ * llm_mnb4_blksum (M > 1). Bit-identical, for the SIMD and the scalar form,
+ * on odd sizes: K not a multiple of the block, an odd block count, N not a
+ * multiple of the 8-column groups, M = 1, 2, 3, 5, 128, with and without
+ * zero points and bias, partial column ranges. */
+static void test_mnb4_cols(void) {
+    /* 3100 and 8200: past the columns decoded ahead and the zero-point
+     * block sums kept on the stack (the slower paths) */
+    static const int64_t Ks[] = {32, 64, 100, 160, 576, 2200, 3100, 8200};
+    static const int64_t Ns[] = {1, 3, 4, 7, 8, 9, 13, 17, 36};
+    static const int64_t Ms[] = {1, 2, 3, 5, 128};
+    int cases = 0;
+    for (size_t ki = 0; ki < sizeof Ks / sizeof *Ks; ki++)
+        for (size_t ni = 0; ni < sizeof Ns / sizeof *Ns; ni++)
+            for (size_t mi = 0; mi < sizeof Ms / sizeof *Ms; mi++) {
+                int64_t K = Ks[ki], N = Ns[ni], M = Ms[mi], kb = (K + 31) / 32;
+                if ((M == 128 && (K > 576 || N > 17)) || (K > 2200 && (N > 9 || M > 5)))
+                    continue;
+                int variant = (int)((ki + ni + mi) % 4); /* bit 0: zero points, bit 1: bias */
+                for (int v = 0; v < 2; v++, variant ^= 3) {
+                    int zpon = variant & 1, biason = (variant >> 1) & 1;
+                    int64_t zs = (kb + 1) / 2;
+                    float *a = malloc(sizeof(float) * (size_t)(M * K));
+                    uint8_t *b = malloc((size_t)(N * kb * 16)), *zp = malloc((size_t)(N * zs));
+                    float *sb = malloc(sizeof(float) * (size_t)(N * kb));
+                    float *bias = malloc(sizeof(float) * (size_t)N);
+                    float *y = malloc(sizeof(float) * (size_t)(M * N));
+                    float *yr = malloc(sizeof(float) * (size_t)(M * N));
+                    float *want = malloc(sizeof(float) * (size_t)(M * N));
+                    int8_t *qa = malloc((size_t)(kb * 32));
+                    float *sa = malloc(sizeof(float) * (size_t)kb), *ab = malloc(sizeof(float) * (size_t)kb);
+                    size_t rb = llm_mnb4_row_bytes(kb);
+                    char *rows = aligned_alloc(64, rb * (size_t)M), *rows2 = aligned_alloc(64, rb);
+                    for (int64_t i = 0; i < M * K; i++)
+                        a[i] = frand() * (i % 37 == 0 ? 20.0f : 1.0f);
+                    for (int64_t i = 0; i < N * kb * 16; i++)
+                        b[i] = (uint8_t)(g_rng >> 20), frand();
+                    for (int64_t i = 0; i < N * zs; i++)
+                        zp[i] = (uint8_t)(g_rng >> 30), frand();
+                    for (int64_t i = 0; i < N * kb; i++)
+                        sb[i] = 0.001f + fabsf(frand()) * 0.01f;
+                    fill(bias, N);
+                    int m1 = M == 1;
+                    const uint8_t *zpp = zpon ? zp : NULL;
+                    int64_t n4 = N - N % 4;
+                    for (int64_t m = 0; m < M; m++) {
+                        for (int64_t blk = 0; blk < kb; blk++) {
+                            int64_t len = K - 32 * blk < 32 ? K - 32 * blk : 32;
+                            sa[blk] = llm_q8_quantize(a + m * K + 32 * blk, len, qa + 32 * blk);
+                            memset(qa + 32 * blk + len, 0, (size_t)(32 - len));
+                            int32_t s = 0;
+                            for (int k = 0; k < 32; k++)
+                                s += qa[32 * blk + k];
+                            ab[blk] = sa[blk] * (float)s;
+                        }
+                        for (int64_t n = 0; n < N; n++) {
+                            float l[8];
+                            const uint8_t *zn = zpp ? zpp + n * zs : NULL;
+                            llm_mnb4_lanes_ref(qa, sa, b + n * kb * 16, sb + n * kb, zn, kb, m1, l);
+                            float val = n < n4 ? llm_fold8(l) : llm_hsum8(l);
+                            if (biason)
+                                val += bias[n];
+                            if (!m1)
+                                val += llm_mnb4_blksum(ab, sb + n * kb, zn, kb);
+                            want[m * N + n] = val;
+                        }
+                        memset(rows + (size_t)m * rb, 0x5A, rb);
+                        memset(rows2, 0x5A, rb);
+                        llm_mnb4_prep_row(a + m * K, K, m1, rows + (size_t)m * rb);
+                        llm_mnb4_prep_row_ref(a + m * K, K, m1, rows2);
+                        if (memcmp(rows + (size_t)m * rb, rows2, rb)) {
+                            fprintf(stderr, "FAIL mnb4 prep_row K %lld m1 %d differs from ref\n",
+                                    (long long)K, m1);
+                            g_fail = 1;
+                        }
+                    }
+                    llm_mnb4_args g = {M, N, kb, rows, b, sb, zpp, zs, biason ? bias : NULL, y, N};
+                    /* two column ranges, the split not on a group boundary */
+                    int64_t split = N / 3;
+                    llm_mnb4_cols(&g, 0, split);
+                    llm_mnb4_cols(&g, split, N);
+                    g.y = yr;
+                    llm_mnb4_cols_ref(&g, 0, N);
+                    if (memcmp(y, want, sizeof(float) * (size_t)(M * N)) ||
+                        memcmp(yr, want, sizeof(float) * (size_t)(M * N))) {
+                        for (int64_t i = 0; i < M * N; i++)
+                            if (memcmp(&y[i], &want[i], 4) || memcmp(&yr[i], &want[i], 4)) {
+                                fprintf(stderr,
+                                        "FAIL mnb4 cols M %lld N %lld K %lld zp %d bias %d: "
+                                        "[%lld] %.9g / ref %.9g, want %.9g\n",
+                                        (long long)M, (long long)N, (long long)K, zpon, biason,
+                                        (long long)i, (double)y[i], (double)yr[i], (double)want[i]);
+                                break;
+                            }
+                        g_fail = 1;
+                    }
+                    cases++;
+                    free(a), free(b), free(zp), free(sb), free(bias), free(y), free(yr), free(want);
+                    free(qa), free(sa), free(ab), free(rows), free(rows2);
+                }
+            }
+    if (cases < 150) {
+        fprintf(stderr, "FAIL mnb4 cols: only %d cases\n", cases);
+        g_fail = 1;
+    }
+}
+
+/* The float 4-bit kernels (src/ops/llm_mnb_f32.c) against their references:
+ * llm_mnb4f_cols (rows of permuted A against 4-bit columns, zero points
+ * packed, float or absent) and the [K, nb] panel dequantization, on odd
+ * sizes: block counts, column counts not a multiple of the 4-column tiles,
+ * M = 1, 2, 3, blocks of 16, 32, 64, K not a multiple of 32. */
+static void test_mnb4f(void) {
+    static const int64_t Ns[] = {1, 3, 4, 5, 7, 8, 9, 13};
+    static const int64_t nbs[] = {1, 2, 3, 18, 70};
+    static const int64_t bss[] = {16, 32, 64};
+    for (size_t bi = 0; bi < sizeof bss / sizeof *bss; bi++)
+        for (size_t ki = 0; ki < sizeof nbs / sizeof *nbs; ki++)
+            for (size_t ni = 0; ni < sizeof Ns / sizeof *Ns; ni++)
+                for (int64_t M = 1; M <= 3; M++) {
+                    int64_t bs = bss[bi], nblk = nbs[ki], N = Ns[ni], K = nblk * bs;
+                    int zk = (int)((bi + ki + ni + (size_t)M) % 3); /* 0 none, 1 packed, 2 float */
+                    int64_t zs = (nblk + 1) / 2;
+                    float *ap = malloc(sizeof(float) * (size_t)(M * K));
+                    float *as = malloc(sizeof(float) * (size_t)(M * nblk));
+                    uint8_t *b = malloc((size_t)(N * K / 2)), *zp8 = malloc((size_t)(N * zs));
+                    float *sc = malloc(sizeof(float) * (size_t)(N * nblk));
+                    float *zpf = malloc(sizeof(float) * (size_t)(N * nblk));
+                    float *y = malloc(sizeof(float) * (size_t)(M * N));
+                    float *r = malloc(sizeof(float) * (size_t)(M * N));
+                    fill(ap, M * K);
+                    fill(as, M * nblk);
+                    fill(sc, N * nblk);
+                    for (int64_t i = 0; i < N * nblk; i++)
+                        zpf[i] = 16.0f * fabsf(frand());
+                    for (int64_t i = 0; i < N * K / 2; i++)
+                        b[i] = (uint8_t)(g_rng >> 20), frand();
+                    for (int64_t i = 0; i < N * zs; i++)
+                        zp8[i] = (uint8_t)(g_rng >> 30), frand();
+                    llm_mnb4f_args g = {M, nblk, bs, ap, K, as, nblk, b, K / 2, sc, nblk,
+                                        zk == 1 ? zp8 : NULL, zs, zk == 2 ? zpf : NULL, y, N};
+                    llm_mnb4f_cols(&g, 0, N);
+                    g.y = r;
+                    llm_mnb4f_cols_ref(&g, 0, N);
+                    /* the sum has K terms of |a| <= 1 times codes <= 15, scales <= 1 */
+                    expect_vec("mnb4f cols", y, r, M * N, 1e-4f, 2e-5f * (float)K);
+                    free(ap), free(as), free(b), free(zp8), free(sc), free(zpf), free(y), free(r);
+                }
+    /* panels: K not a multiple of 32 (last block partial), odd column counts */
+    static const int64_t Ks[] = {16, 32, 48, 100, 576, 1000};
+    for (size_t bi = 0; bi < sizeof bss / sizeof *bss; bi++)
+        for (size_t ki = 0; ki < sizeof Ks / sizeof *Ks; ki++)
+            for (size_t ni = 0; ni < sizeof Ns / sizeof *Ns; ni++) {
+                int64_t bs = bss[bi], K = Ks[ki], N = Ns[ni], nblk = (K + bs - 1) / bs;
+                int zk = (int)((bi + ki + ni) % 3);
+                int64_t zs = (nblk + 1) / 2, ldp = N + 3;
+                uint8_t *b = malloc((size_t)(N * nblk * bs / 2)), *zp8 = malloc((size_t)(N * zs));
+                float *sc = malloc(sizeof(float) * (size_t)(N * nblk));
+                float *zpf = malloc(sizeof(float) * (size_t)(N * nblk));
+                float *p = malloc(sizeof(float) * (size_t)(K * ldp));
+                float *q = malloc(sizeof(float) * (size_t)(K * ldp));
+                fill(sc, N * nblk);
+                for (int64_t i = 0; i < N * nblk; i++)
+                    zpf[i] = 16.0f * fabsf(frand());
+                for (int64_t i = 0; i < N * nblk * bs / 2; i++)
+                    b[i] = (uint8_t)(g_rng >> 20), frand();
+                for (int64_t i = 0; i < N * zs; i++)
+                    zp8[i] = (uint8_t)(g_rng >> 30), frand();
+                for (int64_t i = 0; i < K * ldp; i++)
+                    p[i] = q[i] = -7.0f; /* the padding columns stay untouched */
+                const uint8_t *z8 = zk == 1 ? zp8 : NULL;
+                const float *zf = zk == 2 ? zpf : NULL;
+                llm_q4_dequant_panel(b, nblk * bs / 2, sc, nblk, z8, zs, zf, N, K, bs, p, ldp);
+                llm_q4_dequant_panel_ref(b, nblk * bs / 2, sc, nblk, z8, zs, zf, N, K, bs, q, ldp);
+                if (memcmp(p, q, sizeof(float) * (size_t)(K * ldp))) {
+                    fprintf(stderr, "FAIL q4 dequant panel K %lld N %lld bs %lld zp %d\n",
+                            (long long)K, (long long)N, (long long)bs, zk);
+                    g_fail = 1;
+                }
+                free(b), free(zp8), free(sc), free(zpf), free(p), free(q);
             }
 }
 
@@ -423,6 +618,8 @@ int main(void) {
     test_attn_ort_simd();
     test_transpose();
     test_mnb4_parity();
+    test_mnb4_cols();
+    test_mnb4f();
     test_mlas_functions();
     if (g_fail)
         return 1;

@@ -1,0 +1,285 @@
+/* MatMulNBits in float (accuracy_level 0..3, or B not constant): 4-bit
+ * blocks against float activations, and 4-bit dequantization into the
+ * panels the prefill path hands to sn_sgemm_ws. See llm_kernels.h. */
+#include <math.h>
+#include <string.h>
+
+#include "ops/llm_kernels.h"
+
+static inline int code4(const uint8_t *blob, int64_t k) {
+    return (blob[k >> 1] >> ((k & 1) * 4)) & 15;
+}
+
+static inline float zp_of(const llm_mnb4f_args *g, int64_t n, int64_t b) {
+    if (g->zp8)
+        return (float)((g->zp8[n * g->zstride + (b >> 1)] >> ((b & 1) * 4)) & 15);
+    if (g->zpf)
+        return g->zpf[n * g->sstride + b];
+    return 8.0f;
+}
+
+void llm_mnb4f_cols_ref(const llm_mnb4f_args *g, int64_t n0, int64_t n1) {
+    for (int64_t m = 0; m < g->M; m++) {
+        const float *ap = g->ap + m * g->ldap, *as = g->asum + m * g->ldasum;
+        for (int64_t n = n0; n < n1; n++) {
+            const uint8_t *bcol = g->b + n * g->bstride;
+            double s = 0;
+            for (int64_t b = 0; b < g->nblk; b++) {
+                double d = 0;
+                const float *a = ap + b * g->bs;
+                const uint8_t *blob = bcol + b * (g->bs / 2);
+                /* ap is permuted per 16: [a0, a2, .., a14, a1, a3, .., a15] */
+                for (int64_t k = 0; k < g->bs; k++) {
+                    int64_t gi = k / 16, j = k % 16;
+                    int64_t kn = 16 * gi + (j < 8 ? 2 * j : 2 * (j - 8) + 1);
+                    d += (double)a[k] * code4(blob, kn);
+                }
+                float sc = g->sc[n * g->sstride + b];
+                s += (double)sc * (d - (double)zp_of(g, n, b) * as[b]);
+            }
+            g->y[m * g->ldy + n] = (float)s;
+        }
+    }
+}
+
+/* 4-bit dequantization of columns [0, nc) of the panel into panel[k * ldp + c]. */
+void llm_q4_dequant_panel_ref(const uint8_t *b, int64_t bstride, const float *sc, int64_t sstride,
+                              const uint8_t *zp8, int64_t zstride, const float *zpf, int64_t nc,
+                              int64_t K, int64_t bs, float *panel, int64_t ldp) {
+    for (int64_t c = 0; c < nc; c++)
+        for (int64_t k = 0; k < K; k++) {
+            int64_t blk = k / bs;
+            float z = zp8 ? (float)((zp8[c * zstride + (blk >> 1)] >> ((blk & 1) * 4)) & 15)
+                          : zpf ? zpf[c * sstride + blk] : 8.0f;
+            int q = code4(b + c * bstride + blk * (bs / 2), k % bs);
+            panel[k * ldp + c] = ((float)q - z) * sc[c * sstride + blk];
+        }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define AVX2 __attribute__((target("avx2,fma")))
+#define AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) static inline
+
+static int f32_cpu_avx2(void) {
+    static int v = -1; /* idempotent: every thread computes the same value */
+    if (v < 0)
+        v = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return v;
+}
+
+AVX2_INLINE float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+#define ZCH 64 /* blocks per chunk of the zero-point products */
+
+/* MR rows x NR columns (n, n + 1, ..). Per block: lanes of sum a * code
+ * (two chains), times the block's scale into acc; the zero points through
+ * the block sums of A: corr += (scale * zp) * asum. */
+AVX2_INLINE void f32_tile(const int MR, const int NR, const llm_mnb4f_args *g, int64_t m,
+                          int64_t n) {
+    const __m256i m0f = _mm256_set1_epi32(15);
+    const int64_t bs = g->bs, g16 = bs / 16;
+    __m256 acc[3][4], corr[3][4];
+    _Alignas(32) float zs[4][ZCH];
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < MR; r++)
+        _Pragma("GCC unroll 4")
+        for (int c = 0; c < NR; c++)
+            acc[r][c] = corr[r][c] = _mm256_setzero_ps();
+    for (int64_t b0 = 0; b0 < g->nblk; b0 += ZCH) {
+        int64_t nb = sn_imin(ZCH, g->nblk - b0);
+        for (int c = 0; c < NR; c++) {
+            const float *sc = g->sc + (n + c) * g->sstride + b0;
+            for (int64_t i = 0; i < nb; i += 8) {
+                __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)sn_imin(8, nb - i)),
+                                                  _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+                __m256 z;
+                if (g->zp8) { /* eight nibbles from four bytes */
+                    const uint8_t *zb = g->zp8 + (n + c) * g->zstride + (b0 + i) / 2;
+                    int64_t have = sn_imin(4, g->zstride - (b0 + i) / 2);
+                    uint32_t w = 0;
+                    memcpy(&w, zb, (size_t)have);
+                    z = _mm256_cvtepi32_ps(_mm256_and_si256(
+                        _mm256_srlv_epi32(_mm256_set1_epi32((int)w),
+                                          _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+                        m0f));
+                } else if (g->zpf) {
+                    z = _mm256_maskload_ps(g->zpf + (n + c) * g->sstride + b0 + i, tail);
+                } else {
+                    z = _mm256_set1_ps(8.0f);
+                }
+                _mm256_store_ps(zs[c] + i, _mm256_mul_ps(_mm256_maskload_ps(sc + i, tail), z));
+            }
+        }
+        for (int64_t b = b0; b < b0 + nb; b++) {
+            __m256 p[3][4];
+            _Pragma("GCC unroll 4")
+            for (int r = 0; r < MR; r++)
+                _Pragma("GCC unroll 4")
+                for (int c = 0; c < NR; c++)
+                    p[r][c] = _mm256_setzero_ps();
+            for (int64_t q = 0; q < g16; q++) {
+                _Pragma("GCC unroll 4")
+                for (int c = 0; c < NR; c++) {
+                    const uint8_t *blob = g->b + (n + c) * g->bstride + b * (bs / 2) + 8 * q;
+                    __m256i x = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)blob));
+                    __m256 lo = _mm256_cvtepi32_ps(_mm256_and_si256(x, m0f));
+                    __m256 hi = _mm256_cvtepi32_ps(_mm256_srli_epi32(x, 4));
+                    _Pragma("GCC unroll 4")
+                    for (int r = 0; r < MR; r++) {
+                        const float *a = g->ap + (m + r) * g->ldap + b * bs + 16 * q;
+                        p[r][c] = _mm256_fmadd_ps(lo, _mm256_loadu_ps(a), p[r][c]);
+                        p[r][c] = _mm256_fmadd_ps(hi, _mm256_loadu_ps(a + 8), p[r][c]);
+                    }
+                }
+            }
+            _Pragma("GCC unroll 4")
+            for (int c = 0; c < NR; c++) {
+                __m256 s = _mm256_broadcast_ss(g->sc + (n + c) * g->sstride + b);
+                _Pragma("GCC unroll 4")
+                for (int r = 0; r < MR; r++)
+                    acc[r][c] = _mm256_fmadd_ps(p[r][c], s, acc[r][c]);
+            }
+        }
+        for (int64_t i = 0; i < nb; i += 8) {
+            __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)sn_imin(8, nb - i)),
+                                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+            _Pragma("GCC unroll 4")
+            for (int r = 0; r < MR; r++) {
+                __m256 as = _mm256_maskload_ps(g->asum + (m + r) * g->ldasum + b0 + i, tail);
+                _Pragma("GCC unroll 4")
+                for (int c = 0; c < NR; c++)
+                    corr[r][c] = _mm256_fmadd_ps(_mm256_load_ps(zs[c] + i), as, corr[r][c]);
+            }
+        }
+    }
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < MR; r++)
+        _Pragma("GCC unroll 4")
+        for (int c = 0; c < NR; c++)
+            g->y[(m + r) * g->ldy + n + c] = hsum(acc[r][c]) - hsum(corr[r][c]);
+}
+
+AVX2 static void mnb4f_cols_avx2(const llm_mnb4f_args *g, int64_t n0, int64_t n1) {
+    for (int64_t m = 0; m < g->M; m += 3) {
+        int mr = (int)sn_imin(3, g->M - m);
+        int64_t n = n0;
+        if (mr == 1) {
+            for (; n + 4 <= n1; n += 4)
+                f32_tile(1, 4, g, m, n);
+            for (; n < n1; n++)
+                f32_tile(1, 1, g, m, n);
+        } else if (mr == 2) {
+            for (; n + 2 <= n1; n += 2)
+                f32_tile(2, 2, g, m, n);
+            for (; n < n1; n++)
+                f32_tile(2, 1, g, m, n);
+        } else {
+            for (; n + 2 <= n1; n += 2)
+                f32_tile(3, 2, g, m, n);
+            for (; n < n1; n++)
+                f32_tile(3, 1, g, m, n);
+        }
+    }
+}
+
+/* 32 codes of one block (16 bytes) as floats in k order, (q - z) * s. */
+AVX2_INLINE void dq4_block32(const uint8_t *blob, __m256 z, __m256 s, float *out) {
+    __m128i v = _mm_loadu_si128((const __m128i *)blob), m = _mm_set1_epi8(15);
+    __m128i lo = _mm_and_si128(v, m), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m);
+    __m128i k0 = _mm_unpacklo_epi8(lo, hi), k1 = _mm_unpackhi_epi8(lo, hi);
+    __m256 f0 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(k0));
+    __m256 f1 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(k0, 8)));
+    __m256 f2 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(k1));
+    __m256 f3 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(k1, 8)));
+    _mm256_store_ps(out, _mm256_mul_ps(_mm256_sub_ps(f0, z), s));
+    _mm256_store_ps(out + 8, _mm256_mul_ps(_mm256_sub_ps(f1, z), s));
+    _mm256_store_ps(out + 16, _mm256_mul_ps(_mm256_sub_ps(f2, z), s));
+    _mm256_store_ps(out + 24, _mm256_mul_ps(_mm256_sub_ps(f3, z), s));
+}
+
+/* Eight columns: each block of 16 k dequantized per column, then 8 x 8
+ * transposes into the panel rows. */
+AVX2 static void dq4_panel_avx2(const uint8_t *b, int64_t bstride, const float *sc, int64_t sstride,
+                                const uint8_t *zp8, int64_t zstride, const float *zpf,
+                                int64_t nc, int64_t K, int64_t bs, float *panel, int64_t ldp) {
+    _Alignas(32) float t[8][32];
+    int64_t c0 = 0;
+    for (; c0 + 8 <= nc; c0 += 8) {
+        for (int64_t k0 = 0; k0 + 32 <= K; k0 += 32) {
+            int64_t blk = k0 / bs;
+            for (int c = 0; c < 8; c++) {
+                int64_t n = c0 + c;
+                float z = zp8 ? (float)((zp8[n * zstride + (blk >> 1)] >> ((blk & 1) * 4)) & 15)
+                              : zpf ? zpf[n * sstride + blk] : 8.0f;
+                dq4_block32(b + n * bstride + blk * (bs / 2) + (k0 % bs) / 2, _mm256_set1_ps(z),
+                            _mm256_set1_ps(sc[n * sstride + blk]), t[c]);
+            }
+            for (int q = 0; q < 4; q++) {
+                __m256 r0 = _mm256_load_ps(t[0] + 8 * q), r1 = _mm256_load_ps(t[1] + 8 * q);
+                __m256 r2 = _mm256_load_ps(t[2] + 8 * q), r3 = _mm256_load_ps(t[3] + 8 * q);
+                __m256 r4 = _mm256_load_ps(t[4] + 8 * q), r5 = _mm256_load_ps(t[5] + 8 * q);
+                __m256 r6 = _mm256_load_ps(t[6] + 8 * q), r7 = _mm256_load_ps(t[7] + 8 * q);
+                __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+                __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+                __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+                __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+                __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+                __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+                __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+                __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+                float *o = panel + (k0 + 8 * q) * ldp + c0;
+                _mm256_storeu_ps(o, _mm256_permute2f128_ps(s0, s4, 0x20));
+                _mm256_storeu_ps(o + ldp, _mm256_permute2f128_ps(s1, s5, 0x20));
+                _mm256_storeu_ps(o + 2 * ldp, _mm256_permute2f128_ps(s2, s6, 0x20));
+                _mm256_storeu_ps(o + 3 * ldp, _mm256_permute2f128_ps(s3, s7, 0x20));
+                _mm256_storeu_ps(o + 4 * ldp, _mm256_permute2f128_ps(s0, s4, 0x31));
+                _mm256_storeu_ps(o + 5 * ldp, _mm256_permute2f128_ps(s1, s5, 0x31));
+                _mm256_storeu_ps(o + 6 * ldp, _mm256_permute2f128_ps(s2, s6, 0x31));
+                _mm256_storeu_ps(o + 7 * ldp, _mm256_permute2f128_ps(s3, s7, 0x31));
+            }
+        }
+        int64_t kt = K / 32 * 32; /* k not in a whole group of 32 */
+        if (kt < K) /* the rows past the last whole group of 32 */
+            for (int c = 0; c < 8; c++)
+                for (int64_t k = kt; k < K; k++) {
+                    int64_t n = c0 + c, blk = k / bs;
+                    float z = zp8 ? (float)((zp8[n * zstride + (blk >> 1)] >> ((blk & 1) * 4)) & 15)
+                                  : zpf ? zpf[n * sstride + blk] : 8.0f;
+                    int q = code4(b + n * bstride + blk * (bs / 2), k % bs);
+                    panel[k * ldp + c0 + c] = ((float)q - z) * sc[n * sstride + blk];
+                }
+    }
+    if (c0 < nc)
+        llm_q4_dequant_panel_ref(b + c0 * bstride, bstride, sc + c0 * sstride, sstride,
+                                 zp8 ? zp8 + c0 * zstride : NULL, zstride,
+                                 zpf ? zpf + c0 * sstride : NULL, nc - c0, K, bs, panel + c0, ldp);
+}
+#endif
+
+void llm_mnb4f_cols(const llm_mnb4f_args *g, int64_t n0, int64_t n1) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (f32_cpu_avx2() && g->bs % 16 == 0 && g->M <= 3) {
+        mnb4f_cols_avx2(g, n0, n1);
+        return;
+    }
+#endif
+    llm_mnb4f_cols_ref(g, n0, n1);
+}
+
+void llm_q4_dequant_panel(const uint8_t *b, int64_t bstride, const float *sc, int64_t sstride,
+                          const uint8_t *zp8, int64_t zstride, const float *zpf, int64_t nc,
+                          int64_t K, int64_t bs, float *panel, int64_t ldp) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (f32_cpu_avx2() && bs % 32 == 0) {
+        dq4_panel_avx2(b, bstride, sc, sstride, zp8, zstride, zpf, nc, K, bs, panel, ldp);
+        return;
+    }
+#endif
+    llm_q4_dequant_panel_ref(b, bstride, sc, sstride, zp8, zstride, zpf, nc, K, bs, panel, ldp);
+}

@@ -1,0 +1,675 @@
+/* MatMulNBits, 4-bit blocks of 32, A quantized to int8 per block: ONNX
+ * Runtime's AVX2 CompInt8 rounding (see llm_mnb4_lanes_ref), register-blocked.
+ *
+ * Every output element (m, n) gets exactly the float operations of
+ * llm_mnb4_lanes_ref + llm_fold8 / llm_hsum8 + bias + llm_mnb4_blksum: the
+ * integer lane sums are exact however they are formed, so only the order of
+ * the fused multiply-adds per lane and of the final reductions matters, and
+ * that is kept. What changes is the work around it:
+ *
+ *  - A rows are quantized once and laid out for the kernels (prepared row,
+ *    below): per pair of blocks the even-k codes of both blocks, then the
+ *    odd-k codes, so that B's low and high nibbles (k even / odd) are used
+ *    as loaded, without interleaving them back into k order;
+ *  - M > 1: the blocks of eight columns are decoded once (nibbles, scale
+ *    patterns) and applied to all rows, four rows at a time, each lane
+ *    vector in a register for the whole of K;
+ *  - M = 1: a pair of blocks of the A row is loaded once for four columns;
+ *  - the lane reductions, the bias and the zero-point block sums run across
+ *    eight columns at a time.
+ *
+ * Lanes. For a pair of blocks (b, b + 1) ORT's lanes hold the sums over k in
+ * [b:0-7, b:8-15, b+1:0-7, b+1:8-15, b:16-23, b:24-31, b+1:16-23, b+1:24-31];
+ * the kernels here hold [b:0-7, b:8-15, b:16-23, b:24-31, b+1:0-7, ...],
+ * i.e. the same lanes with 64-bit chunks 1 and 2 swapped (undone before the
+ * reductions). A single block (the last one when k_blocks is odd, and every
+ * block of the M = 1 kernel with zero points) has lanes k in [4j, 4j + 4). */
+#include <math.h>
+#include <string.h>
+
+#include "ops/llm_kernels.h"
+
+/* ---- prepared rows -------------------------------------------------------
+ * One row of A (kb blocks, np = ceil(kb / 2) pairs):
+ *   q    [np][64] int8: block b at pair b / 2, evens (k = 0, 2, .., 30) at
+ *                       16 (b & 1), odds at 32 + 16 (b & 1); the missing
+ *                       half of a last odd block is zero
+ *   sap  [np][8] float: [sa_b x4, sa_b+1 x4] (last odd block: sa_b x8)
+ *   sa   [kb] float:    block scales (padded to 8)
+ *   ab   [kb] float:    sa_b * sum of the block's codes (padded to 8)
+ *   asq  [np][16] int16: sums of the codes in k [4j, 4j + 4) of block b at
+ *                       8 (b & 1) + j (M = 1 only) */
+typedef struct mnb4_layout {
+    size_t q, sap, sa, ab, asq, total;
+} mnb4_layout;
+
+static mnb4_layout mnb4_layout_of(int64_t kb) {
+    size_t np = (size_t)(kb + 1) / 2, k8 = ((size_t)kb + 7) & ~(size_t)7;
+    mnb4_layout L;
+    L.q = 0;
+    L.sap = L.q + np * 64;
+    L.sa = L.sap + np * 32;
+    L.ab = L.sa + k8 * 4;
+    L.asq = L.ab + k8 * 4;
+    L.total = (L.asq + np * 32 + 63) & ~(size_t)63;
+    return L;
+}
+
+size_t llm_mnb4_row_bytes(int64_t kb) {
+    return mnb4_layout_of(kb).total;
+}
+
+/* Natural code k of block b in a prepared row. */
+static inline int qnat(const int8_t *q, int64_t b, int k) {
+    const int8_t *base = q + 64 * (b >> 1) + 16 * (b & 1);
+    return (k & 1) ? base[32 + (k >> 1)] : base[k >> 1];
+}
+
+/* Places block b's natural codes nat[32] (and its scale) into the row. */
+static void mnb4_place(char *row, const mnb4_layout *L, int64_t b, const int8_t nat[32],
+                       float sa, int m1) {
+    int8_t *q = (int8_t *)(row + L->q) + 64 * (b >> 1) + 16 * (b & 1);
+    int32_t sum = 0;
+    for (int i = 0; i < 16; i++) {
+        q[i] = nat[2 * i];
+        q[32 + i] = nat[2 * i + 1];
+    }
+    for (int k = 0; k < 32; k++)
+        sum += nat[k];
+    ((float *)(row + L->sa))[b] = sa;
+    ((float *)(row + L->ab))[b] = sa * (float)sum;
+    if (m1) {
+        int16_t *s = (int16_t *)(row + L->asq) + 16 * (b >> 1) + 8 * (b & 1);
+        for (int j = 0; j < 8; j++)
+            s[j] = (int16_t)(nat[4 * j] + nat[4 * j + 1] + nat[4 * j + 2] + nat[4 * j + 3]);
+    }
+}
+
+/* The parts of the row that depend on all blocks: sap, the zero halves of
+ * a last odd block, the padding. */
+static void mnb4_finish_row(char *row, const mnb4_layout *L, int64_t kb, int m1) {
+    const float *sa = (const float *)(row + L->sa);
+    float *sap = (float *)(row + L->sap);
+    int64_t np = kb / 2;
+    for (int64_t p = 0; p < np; p++)
+        for (int j = 0; j < 8; j++)
+            sap[8 * p + j] = sa[2 * p + (j >> 2)];
+    if (kb & 1) {
+        int8_t *q = (int8_t *)(row + L->q) + 64 * np;
+        memset(q + 16, 0, 16);
+        memset(q + 48, 0, 16);
+        for (int j = 0; j < 8; j++)
+            sap[8 * np + j] = sa[kb - 1];
+        if (m1)
+            memset((int16_t *)(row + L->asq) + 16 * np + 8, 0, 16);
+    }
+    for (int64_t b = kb; b < ((kb + 7) & ~7); b++) {
+        ((float *)(row + L->sa))[b] = 0;
+        ((float *)(row + L->ab))[b] = 0;
+    }
+}
+
+void llm_mnb4_prep_row_ref(const float *a, int64_t K, int m1, void *row) {
+    int64_t kb = (K + 31) / 32;
+    mnb4_layout L = mnb4_layout_of(kb);
+    int8_t nat[32];
+    for (int64_t b = 0; b < kb; b++) {
+        int64_t len = sn_imin(32, K - 32 * b);
+        float sa = llm_q8_quantize(a + 32 * b, len, nat);
+        memset(nat + len, 0, (size_t)(32 - len));
+        mnb4_place(row, &L, b, nat, sa, m1);
+    }
+    mnb4_finish_row(row, &L, kb, m1);
+}
+
+/* ---- scalar lanes on a prepared row (reference and non-AVX2 fallback) --- */
+
+static inline int zp4(const uint8_t *zp, int64_t b) {
+    return zp ? (zp[b >> 1] >> ((b & 1) * 4)) & 15 : 8;
+}
+static inline int code4(const uint8_t *bcol, int64_t b, int k) {
+    return (bcol[16 * b + (k >> 1)] >> ((k & 1) * 4)) & 15;
+}
+
+/* Lanes of one column in ORT's order (as llm_mnb4_lanes_ref computes them
+ * from natural codes). */
+static void mnb4_lanes_row(const char *row, const mnb4_layout *L, const uint8_t *bcol,
+                           const float *sb, const uint8_t *zp, int64_t kb, int m1,
+                           float acc[8]) {
+    const int8_t *q = (const int8_t *)(row + L->q);
+    const float *sa = (const float *)(row + L->sa);
+    for (int j = 0; j < 8; j++)
+        acc[j] = 0;
+    int64_t b = 0;
+    if (m1 && zp) {
+        for (; b < kb; b++) {
+            int z = zp4(zp, b);
+            float c = sa[b] * sb[b];
+            for (int j = 0; j < 8; j++) {
+                int32_t s = 0;
+                for (int k = 4 * j; k < 4 * j + 4; k++)
+                    s += qnat(q, b, k) * (code4(bcol, b, k) - z);
+                acc[j] = fmaf((float)s, c, acc[j]);
+            }
+        }
+        return;
+    }
+    int z = m1 ? 8 : 0;
+    for (; b + 1 < kb; b += 2) {
+        float c0 = sa[b] * sb[b], c1 = sa[b + 1] * sb[b + 1];
+        for (int j = 0; j < 8; j++) {
+            int64_t bb = b + ((j >> 1) & 1);          /* lanes 2, 3, 6, 7: block b + 1 */
+            int g = (j & 1) + ((j >> 2) << 1);        /* group of 8 within the block */
+            int32_t s = 0;
+            for (int k = 8 * g; k < 8 * g + 8; k++)
+                s += qnat(q, bb, k) * (code4(bcol, bb, k) - z);
+            acc[j] = fmaf((float)s, (j & 2) ? c1 : c0, acc[j]);
+        }
+    }
+    if (b < kb) {
+        float c = sa[b] * sb[b];
+        for (int j = 0; j < 8; j++) {
+            int32_t s = 0;
+            for (int k = 4 * j; k < 4 * j + 4; k++)
+                s += qnat(q, b, k) * (code4(bcol, b, k) - z);
+            acc[j] = fmaf((float)s, c, acc[j]);
+        }
+    }
+}
+
+static float mnb4_blksum_row(const float *ab, const float *sb, const uint8_t *zp, int64_t kb) {
+    float g = 0;
+    for (int64_t b = 0; b < kb; b++)
+        g = fmaf(ab[b], -(sb[b] * (float)zp4(zp, b)), g);
+    return g;
+}
+
+static inline float mnb4_out(const llm_mnb4_args *g, const char *row, const mnb4_layout *L,
+                             int64_t n, const float lanes[8]) {
+    float v = n < g->N - g->N % 4 ? llm_fold8(lanes) : llm_hsum8(lanes);
+    if (g->bias)
+        v += g->bias[n];
+    if (g->M > 1)
+        v += mnb4_blksum_row((const float *)(row + L->ab), g->sb + n * g->kb,
+                             g->zp ? g->zp + n * g->zp_stride : NULL, g->kb);
+    return v;
+}
+
+void llm_mnb4_cols_ref(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
+    mnb4_layout L = mnb4_layout_of(g->kb);
+    for (int64_t m = 0; m < g->M; m++) {
+        const char *row = (const char *)g->rows + (size_t)m * L.total;
+        for (int64_t n = n0; n < n1; n++) {
+            float lanes[8];
+            mnb4_lanes_row(row, &L, g->b + n * g->kb * 16, g->sb + n * g->kb,
+                           g->zp ? g->zp + n * g->zp_stride : NULL, g->kb, g->M == 1, lanes);
+            g->y[m * g->ldy + n] = mnb4_out(g, row, &L, n, lanes);
+        }
+    }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define AVX2 __attribute__((target("avx2,fma")))
+#define AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) static inline
+
+static int mnb4_cpu_avx2(void) {
+    static int v = -1; /* idempotent: every thread computes the same value */
+    if (v < 0)
+        v = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return v;
+}
+
+/* ---- row preparation ---------------------------------------------------- */
+
+/* llm_q8_quantize of a full block of 32 (same scale, same codes). */
+AVX2_INLINE float q8_block(const float *x, __m256i *codes) {
+    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 x0 = _mm256_loadu_ps(x), x1 = _mm256_loadu_ps(x + 8);
+    __m256 x2 = _mm256_loadu_ps(x + 16), x3 = _mm256_loadu_ps(x + 24);
+    __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_and_ps(x0, absm), _mm256_and_ps(x1, absm)),
+                             _mm256_max_ps(_mm256_and_ps(x2, absm), _mm256_and_ps(x3, absm)));
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    float amax = _mm_cvtss_f32(h);
+    float scale = amax / 127.0f;
+    float inv = amax != 0.0f ? 127.0f / amax : 0.0f;
+    const __m256 vi = _mm256_set1_ps(inv), hi = _mm256_set1_ps(127.0f), lo = _mm256_set1_ps(-127.0f);
+#define Q8R(v)                                                                                    \
+    _mm256_cvtps_epi32(_mm256_min_ps(                                                             \
+        _mm256_max_ps(_mm256_round_ps(_mm256_mul_ps(v, vi), _MM_FROUND_TO_NEAREST_INT |           \
+                                                                _MM_FROUND_NO_EXC),               \
+                      lo),                                                                        \
+        hi))
+    __m256i i0 = Q8R(x0), i1 = Q8R(x1), i2 = Q8R(x2), i3 = Q8R(x3);
+#undef Q8R
+    __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+    *codes = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    return scale;
+}
+
+AVX2 static void mnb4_prep_row_avx2(const float *a, int64_t K, int m1, char *row) {
+    int64_t kb = (K + 31) / 32;
+    mnb4_layout L = mnb4_layout_of(kb);
+    const __m256i evod = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15,
+                                          0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    const __m256i one8 = _mm256_set1_epi8(1), one16 = _mm256_set1_epi16(1);
+    float *sa = (float *)(row + L.sa), *ab = (float *)(row + L.ab);
+    for (int64_t b = 0; b < kb; b++) {
+        __m256i nat;
+        float s;
+        if (32 * b + 32 <= K) {
+            s = q8_block(a + 32 * b, &nat);
+        } else {
+            int8_t buf[32];
+            int64_t len = K - 32 * b;
+            s = llm_q8_quantize(a + 32 * b, len, buf);
+            memset(buf + len, 0, (size_t)(32 - len));
+            nat = _mm256_loadu_si256((const __m256i *)buf);
+        }
+        /* [evens | odds] of the block */
+        __m256i eo = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(nat, evod), 0xD8);
+        int8_t *q = (int8_t *)(row + L.q) + 64 * (b >> 1) + 16 * (b & 1);
+        _mm_storeu_si128((__m128i *)q, _mm256_castsi256_si128(eo));
+        _mm_storeu_si128((__m128i *)(q + 32), _mm256_extracti128_si256(eo, 1));
+        /* pair sums, then sums of four (quads j at [j] for j < 4, [4 + j - 4] above) */
+        __m256i quads = _mm256_madd_epi16(_mm256_maddubs_epi16(one8, nat), one16);
+        __m128i q4 = _mm_add_epi32(_mm256_castsi256_si128(quads), _mm256_extracti128_si256(quads, 1));
+        q4 = _mm_add_epi32(q4, _mm_shuffle_epi32(q4, 0x4E));
+        q4 = _mm_add_epi32(q4, _mm_shuffle_epi32(q4, 0xB1));
+        sa[b] = s;
+        ab[b] = s * (float)_mm_cvtsi128_si32(q4);
+        if (m1) {
+            __m256i p16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(quads, quads), 0x08);
+            int16_t *d = (int16_t *)(row + L.asq) + 16 * (b >> 1) + 8 * (b & 1);
+            _mm_storeu_si128((__m128i *)d, _mm256_castsi256_si128(p16));
+        }
+    }
+    mnb4_finish_row(row, &L, kb, m1);
+}
+
+void llm_mnb4_prep_row(const float *a, int64_t K, int m1, void *row) {
+    if (mnb4_cpu_avx2())
+        mnb4_prep_row_avx2(a, K, m1, row);
+    else
+        llm_mnb4_prep_row_ref(a, K, m1, row);
+}
+
+/* ---- kernels ------------------------------------------------------------- */
+
+/* [s0 x4, s1 x4] from two consecutive floats */
+AVX2_INLINE __m256 pat2(const float *s) {
+    __m128 v = _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)s));
+    return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(v),
+                                    _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+}
+
+/* acc in the kernels' lane order <-> ORT's: swap 64-bit chunks 1 and 2 */
+AVX2_INLINE __m256 swap12(__m256 v) {
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(v), 0xD8));
+}
+
+#define MNB4_MR 4 /* rows per tile of the pair kernel (M > 1) */
+
+/* B decoded ahead (pair_decode): per column and pair of blocks the low and
+ * high nibbles and the scale pattern, DEC_BYTES apart; prefill decodes each
+ * group of eight columns once for all its row tiles. */
+#define DEC_BYTES 96
+#define DEC_MAX_KB 96 /* blocks of eight columns decoded ahead on the stack (36 KiB) */
+
+AVX2_INLINE void pair_decode(const uint8_t *bcol, const float *sb, int64_t kb, char *dec) {
+    const __m256i m0f = _mm256_set1_epi8(15);
+    int64_t np = kb / 2;
+    for (int64_t p = 0; p < np; p++, dec += DEC_BYTES) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(bcol + 32 * p));
+        _mm256_store_si256((__m256i *)dec, _mm256_and_si256(v, m0f));
+        _mm256_store_si256((__m256i *)(dec + 32), _mm256_and_si256(_mm256_srli_epi16(v, 4), m0f));
+        _mm256_store_ps((float *)(dec + 64), pat2(sb + 2 * p));
+    }
+    if (kb & 1) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(bcol + 16 * (kb - 1)));
+        _mm_store_si128((__m128i *)dec, _mm_and_si128(v, _mm256_castsi256_si128(m0f)));
+        _mm_store_si128((__m128i *)(dec + 32),
+                        _mm_and_si128(_mm_srli_epi16(v, 4), _mm256_castsi256_si128(m0f)));
+        _mm256_store_ps((float *)(dec + 64), _mm256_set1_ps(sb[kb - 1]));
+    }
+}
+
+/* Pair kernel: MR rows x NR columns, blocks in pairs (M > 1, and M = 1
+ * without zero points, where codes count from 8: M1). Lanes out[r][c][8]
+ * (out + (8 r + c) 8) in ORT's order. PRE: columns decoded ahead, column c
+ * at dc[c] (bc, sbc unused). */
+AVX2_INLINE void pair_tile(const int MR, const int NR, const int M1, const int PRE,
+                           const char *const *rows, const mnb4_layout *L,
+                           const uint8_t *const *bc, const float *const *sbc,
+                           const char *const *dc, int64_t kb, float *out) {
+    const __m256i m0f = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
+    __m256 acc[MNB4_MR][4];
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < MR; r++)
+        _Pragma("GCC unroll 8")
+        for (int c = 0; c < NR; c++)
+            acc[r][c] = _mm256_setzero_ps();
+    int64_t np = kb / 2;
+    for (int64_t p = 0; p < np; p++) {
+        _Pragma("GCC unroll 8")
+        for (int c = 0; c < NR; c++) {
+            __m256i lo, hi;
+            __m256 sbv;
+            if (PRE) {
+                const char *d = dc[c] + DEC_BYTES * p;
+                lo = _mm256_load_si256((const __m256i *)d);
+                hi = _mm256_load_si256((const __m256i *)(d + 32));
+                sbv = _mm256_load_ps((const float *)(d + 64));
+            } else {
+                __m256i v = _mm256_loadu_si256((const __m256i *)(bc[c] + 32 * p));
+                lo = _mm256_and_si256(v, m0f);
+                hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m0f);
+                sbv = pat2(sbc[c] + 2 * p);
+            }
+            _Pragma("GCC unroll 8")
+            for (int r = 0; r < MR; r++) {
+                const char *q = rows[r] + L->q + 64 * p;
+                __m256i d = _mm256_add_epi16(
+                    _mm256_maddubs_epi16(lo, _mm256_load_si256((const __m256i *)q)),
+                    _mm256_maddubs_epi16(hi, _mm256_load_si256((const __m256i *)(q + 32))));
+                if (M1)
+                    d = _mm256_sub_epi16(
+                        d, _mm256_slli_epi16(
+                               _mm256_load_si256((const __m256i *)(rows[r] + L->asq + 32 * p)), 3));
+                __m256i l = _mm256_madd_epi16(d, ones);
+                __m256 cs = _mm256_mul_ps(_mm256_load_ps((const float *)(rows[r] + L->sap) + 8 * p), sbv);
+                acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(l), cs, acc[r][c]);
+            }
+        }
+    }
+    if (kb & 1) {
+        int64_t b = kb - 1;
+        _Pragma("GCC unroll 8")
+        for (int c = 0; c < NR; c++) {
+            __m128i lo, hi;
+            __m256 sbv;
+            if (PRE) {
+                const char *d = dc[c] + DEC_BYTES * np;
+                lo = _mm_load_si128((const __m128i *)d);
+                hi = _mm_load_si128((const __m128i *)(d + 32));
+                sbv = _mm256_load_ps((const float *)(d + 64));
+            } else {
+                __m128i v = _mm_loadu_si128((const __m128i *)(bc[c] + 16 * b));
+                lo = _mm_and_si128(v, _mm256_castsi256_si128(m0f));
+                hi = _mm_and_si128(_mm_srli_epi16(v, 4), _mm256_castsi256_si128(m0f));
+                sbv = _mm256_set1_ps(sbc[c][b]);
+            }
+            _Pragma("GCC unroll 8")
+            for (int r = 0; r < MR; r++) {
+                const char *q = rows[r] + L->q + 64 * np;
+                __m128i d = _mm_add_epi16(_mm_maddubs_epi16(lo, _mm_load_si128((const __m128i *)q)),
+                                          _mm_maddubs_epi16(hi, _mm_load_si128((const __m128i *)(q + 32))));
+                if (M1)
+                    d = _mm_sub_epi16(
+                        d, _mm_slli_epi16(_mm_load_si128((const __m128i *)(rows[r] + L->asq + 32 * np)), 3));
+                __m256i l = _mm256_permute4x64_epi64(_mm256_cvtepi16_epi32(d), 0xD8);
+                __m256 cs = _mm256_mul_ps(_mm256_load_ps((const float *)(rows[r] + L->sap) + 8 * np), sbv);
+                acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(l), cs, acc[r][c]);
+            }
+        }
+    }
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < MR; r++)
+        _Pragma("GCC unroll 8")
+        for (int c = 0; c < NR; c++)
+            _mm256_storeu_ps(out + (r * 8 + c) * 8, swap12(acc[r][c]));
+}
+
+#define QCH 32 /* blocks per chunk of the quad kernel (zero points of one chunk in a vector) */
+
+/* Quad kernel: one row (M = 1) with zero points, NR columns (column c's
+ * codes at b0 + c * kb * 16, scales at s0 + c * kb, packed zero points at
+ * z0 + c * zst; zend: the end of the zero points); every block on its own
+ * with lanes k in [4j, 4j + 4) of (code - zp) * a, in ORT's order. */
+AVX2_INLINE void quad_tile(const int NR, const char *row, const mnb4_layout *L, const uint8_t *b0,
+                           const float *s0, const uint8_t *z0, int64_t zst, const uint8_t *zend,
+                           int64_t kb, float *out) {
+    const __m256i m0f = _mm256_set1_epi8(15);
+    const __m128i m0f4 = _mm_set1_epi8(15);
+    const float *sa = (const float *)(row + L->sa);
+    const char *qr = row + L->q, *asq = row + L->asq;
+    const int64_t bst = kb * 16;
+    __m256 acc[4];
+    _Alignas(32) float cb[4][QCH];
+    __m256i zv[4];
+    _Pragma("GCC unroll 4")
+    for (int c = 0; c < NR; c++)
+        acc[c] = _mm256_setzero_ps();
+    for (int64_t k0 = 0; k0 < kb; k0 += QCH) {
+        int64_t nb = sn_imin(QCH, kb - k0), nz = (nb + 1) / 2;
+        /* per column: the scale products c_b = sa_b * sb_b, and the chunk's
+         * zero points, even blocks in the low half, odd in the high half */
+        __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(nb & 7)),
+                                          _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        _Pragma("GCC unroll 4")
+        for (int c = 0; c < NR; c++) {
+            const float *sb = s0 + c * kb + k0;
+            int64_t i = 0;
+            for (; i + 8 <= nb; i += 8)
+                _mm256_store_ps(cb[c] + i, _mm256_mul_ps(_mm256_loadu_ps(sa + k0 + i), _mm256_loadu_ps(sb + i)));
+            if (i < nb)
+                _mm256_store_ps(cb[c] + i, _mm256_mul_ps(_mm256_maskload_ps(sa + k0 + i, tail),
+                                                         _mm256_maskload_ps(sb + i, tail)));
+            const uint8_t *zp = z0 + c * zst + k0 / 2;
+            __m128i x;
+            if (zp + 16 <= zend) {
+                x = _mm_loadu_si128((const __m128i *)zp);
+            } else {
+                uint8_t t[16] = {0};
+                for (int64_t k = 0; k < nz; k++)
+                    t[k] = zp[k];
+                x = _mm_loadu_si128((const __m128i *)t);
+            }
+            zv[c] = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(x, 4), m0f4), _mm_and_si128(x, m0f4));
+        }
+        /* pshufb control for the pair (b, b + 1): int16 lanes zp(b) below,
+         * zp(b + 1) above */
+        __m256i zsel = _mm256_set1_epi16(0x8000);
+        const __m256i one = _mm256_set1_epi16(1);
+        int64_t b = k0;
+        for (; b + 1 < k0 + nb; b += 2) {
+            int64_t p = b >> 1;
+            __m256i aev = _mm256_load_si256((const __m256i *)(qr + 64 * p));
+            __m256i aod = _mm256_load_si256((const __m256i *)(qr + 64 * p + 32));
+            __m256i aq = _mm256_load_si256((const __m256i *)(asq + 32 * p));
+            _Pragma("GCC unroll 4")
+            for (int c = 0; c < NR; c++) {
+                __m256i v = _mm256_loadu_si256((const __m256i *)(b0 + c * bst + 16 * b));
+                __m256i lo = _mm256_and_si256(v, m0f);
+                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m0f);
+                __m256i z = _mm256_shuffle_epi8(zv[c], zsel);
+                __m256i d = _mm256_add_epi16(_mm256_maddubs_epi16(lo, aev), _mm256_maddubs_epi16(hi, aod));
+                d = _mm256_sub_epi16(d, _mm256_mullo_epi16(z, aq));
+                __m256 f0 = _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(d)));
+                __m256 f1 = _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(_mm256_extracti128_si256(d, 1)));
+                acc[c] = _mm256_fmadd_ps(f0, _mm256_broadcast_ss(cb[c] + (b - k0)), acc[c]);
+                acc[c] = _mm256_fmadd_ps(f1, _mm256_broadcast_ss(cb[c] + (b - k0) + 1), acc[c]);
+            }
+            zsel = _mm256_add_epi16(zsel, one);
+        }
+        if (b < k0 + nb) { /* the last block, kb odd */
+            int64_t p = b >> 1;
+            __m128i aev = _mm_load_si128((const __m128i *)(qr + 64 * p));
+            __m128i aod = _mm_load_si128((const __m128i *)(qr + 64 * p + 32));
+            __m128i aq = _mm_load_si128((const __m128i *)(asq + 32 * p));
+            _Pragma("GCC unroll 4")
+            for (int c = 0; c < NR; c++) {
+                __m128i v = _mm_loadu_si128((const __m128i *)(b0 + c * bst + 16 * b));
+                __m128i lo = _mm_and_si128(v, m0f4);
+                __m128i hi = _mm_and_si128(_mm_srli_epi16(v, 4), m0f4);
+                __m128i z = _mm_shuffle_epi8(_mm256_castsi256_si128(zv[c]), _mm256_castsi256_si128(zsel));
+                __m128i d = _mm_add_epi16(_mm_maddubs_epi16(lo, aev), _mm_maddubs_epi16(hi, aod));
+                d = _mm_sub_epi16(d, _mm_mullo_epi16(z, aq));
+                __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(d));
+                acc[c] = _mm256_fmadd_ps(f, _mm256_broadcast_ss(cb[c] + (b - k0)), acc[c]);
+            }
+        }
+    }
+    _Pragma("GCC unroll 4")
+    for (int c = 0; c < NR; c++)
+        _mm256_storeu_ps(out + c * 8, acc[c]);
+}
+
+/* ---- epilogue: lane reductions, bias, zero-point block sums ------------- */
+
+/* Lanes of eight columns (lanes[c][8]) -> ORT's fold of each, in one vector. */
+AVX2_INLINE __m256 fold8x8(const float *lanes) {
+    __m256 r0 = _mm256_loadu_ps(lanes), r1 = _mm256_loadu_ps(lanes + 8);
+    __m256 r2 = _mm256_loadu_ps(lanes + 16), r3 = _mm256_loadu_ps(lanes + 24);
+    __m256 r4 = _mm256_loadu_ps(lanes + 32), r5 = _mm256_loadu_ps(lanes + 40);
+    __m256 r6 = _mm256_loadu_ps(lanes + 48), r7 = _mm256_loadu_ps(lanes + 56);
+    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+    __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+    __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+    __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    /* lane j of every column */
+    __m256 c0 = _mm256_permute2f128_ps(s0, s4, 0x20), c4 = _mm256_permute2f128_ps(s0, s4, 0x31);
+    __m256 c1 = _mm256_permute2f128_ps(s1, s5, 0x20), c5 = _mm256_permute2f128_ps(s1, s5, 0x31);
+    __m256 c2 = _mm256_permute2f128_ps(s2, s6, 0x20), c6 = _mm256_permute2f128_ps(s2, s6, 0x31);
+    __m256 c3 = _mm256_permute2f128_ps(s3, s7, 0x20), c7 = _mm256_permute2f128_ps(s3, s7, 0x31);
+    __m256 lo = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(c0, c1), c2), c3);
+    __m256 hi = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(c4, c5), c6), c7);
+    return _mm256_add_ps(lo, hi);
+}
+
+#define NZ_MAX 256 /* blocks whose -(sb * zp) of eight columns fit the stack (8 KiB) */
+
+/* Rows rows[0..mr) (m, m + 1, ..), columns [n, n + nc): Y from the lanes
+ * (lanes[r][c][8]); nz: -(sb * zp) per block for eight columns ([kb][8]),
+ * or NULL (M = 1, or kb too large). */
+AVX2_INLINE void finish_rows(const int MR, const llm_mnb4_args *g, const char *const *rows,
+                             const mnb4_layout *L, int64_t m, int64_t n, int nc,
+                             const float *lanes, const float *nz) {
+    if (nc == 8 && n + 8 <= g->N - g->N % 4 && (g->M == 1 || nz)) {
+        __m256 s[MNB4_MR];
+        _Pragma("GCC unroll 8")
+        for (int r = 0; r < MR; r++)
+            s[r] = _mm256_setzero_ps();
+        if (g->M > 1) /* MR chains side by side */
+            for (int64_t b = 0; b < g->kb; b++) {
+                __m256 z = _mm256_load_ps(nz + 8 * b);
+                _Pragma("GCC unroll 8")
+                for (int r = 0; r < MR; r++)
+                    s[r] = _mm256_fmadd_ps(
+                        _mm256_broadcast_ss((const float *)(rows[r] + L->ab) + b), z, s[r]);
+            }
+        _Pragma("GCC unroll 8")
+        for (int r = 0; r < MR; r++) {
+            __m256 v = fold8x8(lanes + 64 * r);
+            if (g->bias)
+                v = _mm256_add_ps(v, _mm256_loadu_ps(g->bias + n));
+            if (g->M > 1)
+                v = _mm256_add_ps(v, s[r]);
+            _mm256_storeu_ps(g->y + (m + r) * g->ldy + n, v);
+        }
+        return;
+    }
+    for (int r = 0; r < MR; r++)
+        for (int c = 0; c < nc; c++)
+            g->y[(m + r) * g->ldy + n + c] = mnb4_out(g, rows[r], L, n + c, lanes + 64 * r + 8 * c);
+}
+
+/* One tile of MR rows, columns [n, n + nc) of a group (lanes[r][c][8]). */
+AVX2_INLINE void pair_rows(const int MR, const llm_mnb4_args *g, const char *const *rows,
+                           const mnb4_layout *L, int64_t m, int64_t n, int nc,
+                           const uint8_t *const *bc, const float *const *sbc,
+                           const char *const *dc, float *lanes, const float *nz) {
+    int c = 0;
+    if (g->M == 1) {
+        for (; c + 4 <= nc; c += 4)
+            pair_tile(1, 4, 1, 0, rows, L, bc + c, sbc + c, NULL, g->kb, lanes + 8 * c);
+        for (; c < nc; c++)
+            pair_tile(1, 1, 1, 0, rows, L, bc + c, sbc + c, NULL, g->kb, lanes + 8 * c);
+    } else if (dc) {
+        for (; c < nc; c++)
+            pair_tile(MR, 1, 0, 1, rows, L, bc + c, sbc + c, dc + c, g->kb, lanes + 8 * c);
+    } else {
+        for (; c < nc; c++)
+            pair_tile(MR, 1, 0, 0, rows, L, bc + c, sbc + c, NULL, g->kb, lanes + 8 * c);
+    }
+    finish_rows(MR, g, rows, L, m, n, nc, lanes, nz);
+}
+
+AVX2 static void mnb4_cols_avx2(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
+    mnb4_layout L = mnb4_layout_of(g->kb);
+    int64_t kb = g->kb;
+    _Alignas(32) float lanes[MNB4_MR * 64];
+    _Alignas(32) float nz[NZ_MAX * 8];
+    _Alignas(32) char dec[8 * (DEC_MAX_KB / 2) * DEC_BYTES];
+    for (int64_t n = n0; n < n1; n += 8) {
+        int nc = (int)sn_imin(8, n1 - n);
+        const uint8_t *bc[8], *zc[8];
+        const float *sbc[8];
+        for (int c = 0; c < nc; c++) {
+            bc[c] = g->b + (n + c) * kb * 16;
+            sbc[c] = g->sb + (n + c) * kb;
+            zc[c] = g->zp ? g->zp + (n + c) * g->zp_stride : NULL;
+        }
+        if (g->M == 1 && g->zp) {
+            const char *row = g->rows;
+            const uint8_t *zend = g->zp + g->N * g->zp_stride;
+            int c = 0;
+#define QT(nr) quad_tile(nr, row, &L, bc[c], sbc[c], zc[c], g->zp_stride, zend, kb, lanes + 8 * c)
+            for (; c + 4 <= nc; c += 4)
+                QT(4);
+            switch (nc - c) {
+            case 3: QT(3); break;
+            case 2: QT(2); break;
+            case 1: QT(1); break;
+            }
+#undef QT
+            finish_rows(1, g, &row, &L, 0, n, nc, lanes, NULL);
+            continue;
+        }
+        const float *nzp = NULL;
+        if (g->M > 1 && nc == 8 && kb <= NZ_MAX) {
+            for (int64_t b = 0; b < kb; b++)
+                for (int c = 0; c < 8; c++)
+                    nz[8 * b + c] = -(sbc[c][b] * (float)zp4(zc[c], b));
+            nzp = nz;
+        }
+        const char *dc[8], *const *dcp = NULL;
+        if (g->M > 1 && kb <= DEC_MAX_KB) {
+            for (int c = 0; c < nc; c++) {
+                char *d = dec + (size_t)c * (size_t)((kb + 1) / 2) * DEC_BYTES;
+                pair_decode(bc[c], sbc[c], kb, d);
+                dc[c] = d;
+            }
+            dcp = dc;
+        }
+        for (int64_t m = 0; m < g->M; m += MNB4_MR) {
+            int mr = (int)sn_imin(MNB4_MR, g->M - m);
+            const char *rows[MNB4_MR];
+            for (int r = 0; r < mr; r++)
+                rows[r] = (const char *)g->rows + (size_t)(m + r) * L.total;
+            switch (mr) {
+            case 4: pair_rows(4, g, rows, &L, m, n, nc, bc, sbc, dcp, lanes, nzp); break;
+            case 3: pair_rows(3, g, rows, &L, m, n, nc, bc, sbc, dcp, lanes, nzp); break;
+            case 2: pair_rows(2, g, rows, &L, m, n, nc, bc, sbc, dcp, lanes, nzp); break;
+            default: pair_rows(1, g, rows, &L, m, n, nc, bc, sbc, dcp, lanes, nzp); break;
+            }
+        }
+    }
+}
+#endif
+
+void llm_mnb4_cols(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (mnb4_cpu_avx2()) {
+        mnb4_cols_avx2(g, n0, n1);
+        return;
+    }
+#endif
+    llm_mnb4_cols_ref(g, n0, n1);
+}
