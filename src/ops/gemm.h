@@ -56,6 +56,7 @@ typedef enum sn_gemm_isa {
     SN_GEMM_ISA_BEST = 0,
     SN_GEMM_ISA_C,
     SN_GEMM_ISA_AVX2,
+    SN_GEMM_ISA_NEON, /* AArch64 */
 } sn_gemm_isa;
 bool sn_gemm_isa_available(sn_gemm_isa isa);
 

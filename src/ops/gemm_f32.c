@@ -19,7 +19,7 @@
 #include "ops/gemm.h"
 
 #define KC 256
-#define MC 96  /* multiple of every kernel's MR (6) */
+#define MC 96  /* multiple of every kernel's MR (6, 8) */
 #define NC 256 /* multiple of every kernel's NR (8, 16) */
 #define SLOT_ALIGN 64
 
@@ -126,7 +126,52 @@ ukr_avx2_6x16(int64_t kc, const float *restrict a, const float *restrict b, floa
 }
 #endif
 
+#if defined(__aarch64__) && defined(__ARM_NEON)
+#define SN_HAVE_NEON_KERNEL 1
+#include <arm_neon.h>
+
+/* 8 x 8 accumulators in 16 of the 32 NEON registers; per k: two B vectors,
+ * two A vectors, sixteen FMAs by lane (no broadcasts needed). */
+static void ukr_neon_8x8(int64_t kc, const float *restrict a, const float *restrict b, float *restrict c,
+                         int64_t ldc, float alpha, float beta, int m, int n) {
+    float32x4_t r[8][2];
+    for (int i = 0; i < 8; i++)
+        r[i][0] = r[i][1] = vdupq_n_f32(0.0f);
+    for (int64_t p = 0; p < kc; p++, a += 8, b += 8) {
+        float32x4_t b0 = vld1q_f32(b), b1 = vld1q_f32(b + 4), a0 = vld1q_f32(a), a1 = vld1q_f32(a + 4);
+#define NEON_ROW(i, av, l)                                  \
+    r[i][0] = vfmaq_laneq_f32(r[i][0], b0, av, l);          \
+    r[i][1] = vfmaq_laneq_f32(r[i][1], b1, av, l)
+        NEON_ROW(0, a0, 0);
+        NEON_ROW(1, a0, 1);
+        NEON_ROW(2, a0, 2);
+        NEON_ROW(3, a0, 3);
+        NEON_ROW(4, a1, 0);
+        NEON_ROW(5, a1, 1);
+        NEON_ROW(6, a1, 2);
+        NEON_ROW(7, a1, 3);
+#undef NEON_ROW
+    }
+    if (m == 8 && n == 8 && beta == 0.0f) {
+        for (int i = 0; i < 8; i++) {
+            vst1q_f32(c + i * ldc, vmulq_n_f32(r[i][0], alpha));
+            vst1q_f32(c + i * ldc + 4, vmulq_n_f32(r[i][1], alpha));
+        }
+        return;
+    }
+    float acc[8][8];
+    for (int i = 0; i < 8; i++) {
+        vst1q_f32(acc[i], r[i][0]);
+        vst1q_f32(acc[i] + 4, r[i][1]);
+    }
+    UKR_STORE(8, 8);
+}
+#endif
+
 static const ukr k_ukr_c = {"c6x8", 6, 8, ukr_c6x8};
+#ifdef SN_HAVE_NEON_KERNEL
+static const ukr k_ukr_neon = {"neon-8x8", 8, 8, ukr_neon_8x8};
+#endif
 #ifdef SN_HAVE_AVX2_KERNEL
 static const ukr k_ukr_avx2 = {"avx2-6x16", 6, 16, ukr_avx2_6x16};
 #endif
@@ -421,6 +466,10 @@ typedef struct kset {
 } kset;
 
 static const kset k_kset_c = {&k_ukr_c, skinny_c, dot_c, panel_dot_c};
+#ifdef SN_HAVE_NEON_KERNEL
+/* The portable skinny and dot loops: gcc vectorizes them with NEON. */
+static const kset k_kset_neon = {&k_ukr_neon, skinny_c, dot_c, panel_dot_c};
+#endif
 #ifdef SN_HAVE_AVX2_KERNEL
 static const kset k_kset_avx2 = {&k_ukr_avx2, skinny_avx2, dot_avx2, panel_dot_avx2};
 #endif
@@ -436,11 +485,21 @@ bool sn_gemm_isa_available(sn_gemm_isa isa) {
 #else
         return false;
 #endif
+    case SN_GEMM_ISA_NEON:
+#ifdef SN_HAVE_NEON_KERNEL
+        return true; /* NEON is part of every AArch64 CPU */
+#else
+        return false;
+#endif
     }
     return false;
 }
 
 static const kset *kset_select(sn_gemm_isa isa) {
+#ifdef SN_HAVE_NEON_KERNEL
+    if (isa == SN_GEMM_ISA_BEST || isa == SN_GEMM_ISA_NEON)
+        return &k_kset_neon;
+#endif
 #ifdef SN_HAVE_AVX2_KERNEL
     if ((isa == SN_GEMM_ISA_BEST || isa == SN_GEMM_ISA_AVX2) && sn_gemm_isa_available(SN_GEMM_ISA_AVX2))
         return &k_kset_avx2;

@@ -171,7 +171,7 @@ typedef struct mnb_ws {
     size_t total;
 } mnb_ws;
 
-static void mnb_ws_layout(const mnb_geom *g, sn_dtype dt, mnb_ws *w) {
+static void mnb_ws_layout(const mnb_geom *g, sn_dtype dt, int threads, mnb_ws *w) {
     memset(w, 0, sizeof *w);
     bool stage = dt != SN_F32;
     size_t f = sizeof(float);
@@ -192,7 +192,7 @@ static void mnb_ws_layout(const mnb_geom *g, sn_dtype dt, mnb_ws *w) {
     if (g->gemm) {
         int64_t nb = mnb_panel_cols(g);
         w->panel = llm_al((size_t)(nb * g->K) * f);
-        w->gemm = llm_al(sn_sgemm_workspace(g->M, nb, g->K, SN_GEMM_PREP_THREADS));
+        w->gemm = llm_al(sn_sgemm_workspace(g->M, nb, g->K, threads));
     } else if (!g->ort4) {
         w->slot = g->int8 ? MNB_SLOTS * llm_al((size_t)g->bs * f) : 0;
         if (!g->int8)
@@ -210,7 +210,7 @@ int llm_mnb_prepare(sn_prep_ctx *c) {
     SN_TRY(mnb_geom_of(c->node, c->n_in, c->in, true, b_const, &g, c->err));
     c->state = b_const ? (void *)&mnb_int8_tag : NULL;
     mnb_ws w;
-    mnb_ws_layout(&g, c->in[0]->dtype, &w);
+    mnb_ws_layout(&g, c->in[0]->dtype, c->n_threads, &w);
     c->workspace = w.total;
     return SNUG_OK;
 }
@@ -391,7 +391,7 @@ int llm_mnb_run(sn_kctx *c) {
     sn_tensor *Y = c->out[0];
     sn_dtype dt = A->dtype;
     mnb_ws w;
-    mnb_ws_layout(&g, dt, &w);
+    mnb_ws_layout(&g, dt, sn_pool_size(c->pool), &w);
     char *p = c->ws;
     float *a = dt == SN_F32 ? A->data : (float *)p;
     p += w.a;
@@ -468,7 +468,7 @@ int llm_mnb_run(sn_kctx *c) {
         j.panel = (float *)p;
         void *gws = p + w.panel;
         int64_t nbmax = mnb_panel_cols(&g);
-        size_t gsize = sn_sgemm_workspace(g.M, nbmax, g.K, SN_GEMM_PREP_THREADS);
+        size_t gsize = sn_sgemm_workspace(g.M, nbmax, g.K, sn_pool_size(c->pool));
         for (int64_t n0 = 0; n0 < g.N; n0 += nbmax) {
             int64_t nb = sn_imin(nbmax, g.N - n0);
             j.n0 = n0;

@@ -39,10 +39,10 @@ int main(void) {
         fprintf(stderr, "pool: %s\n", err.msg);
         return 1;
     }
-    const sn_gemm_isa isas[] = {SN_GEMM_ISA_C, SN_GEMM_ISA_AVX2, SN_GEMM_ISA_BEST};
-    const char *names[] = {"c", "avx2", "best"};
+    const sn_gemm_isa isas[] = {SN_GEMM_ISA_C, SN_GEMM_ISA_AVX2, SN_GEMM_ISA_NEON, SN_GEMM_ISA_BEST};
+    const char *names[] = {"c", "avx2", "neon", "best"};
     int fails = 0, runs = 0;
-    for (int s = 0; s < 3; s++) {
+    for (int s = 0; s < 4; s++) {
         if (!sn_gemm_isa_available(isas[s])) {
             printf("kernel set %s: not available on this machine, skipped\n", names[s]);
             continue;
