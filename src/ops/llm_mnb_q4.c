@@ -289,12 +289,6 @@ AVX2 static void mnb4_prep_row_avx2(const float *a, int64_t K, int m1, char *row
     mnb4_finish_row(row, &L, kb, m1);
 }
 
-void llm_mnb4_prep_row(const float *a, int64_t K, int m1, void *row) {
-    if (mnb4_cpu_avx2())
-        mnb4_prep_row_avx2(a, K, m1, row);
-    else
-        llm_mnb4_prep_row_ref(a, K, m1, row);
-}
 
 /* ---- kernels ------------------------------------------------------------- */
 
@@ -663,6 +657,16 @@ AVX2 static void mnb4_cols_avx2(const llm_mnb4_args *g, int64_t n0, int64_t n1) 
     }
 }
 #endif
+
+void llm_mnb4_prep_row(const float *a, int64_t K, int m1, void *row) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (mnb4_cpu_avx2()) {
+        mnb4_prep_row_avx2(a, K, m1, row);
+        return;
+    }
+#endif
+    llm_mnb4_prep_row_ref(a, K, m1, row);
+}
 
 void llm_mnb4_cols(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
 #if defined(__x86_64__) && defined(__GNUC__)
