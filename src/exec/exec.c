@@ -439,6 +439,21 @@ static void drop_unread_inputs(sn_exec *ex, const sn_node *n, int i) {
     }
 }
 
+/* Pages released while planning come back when a neighbour is read: a
+ * read fault maps the whole aligned window around it from the page cache.
+ * Once every kernel is prepared, the mapped bytes no run reads (released
+ * constants, sources of aligned copies) are released once more. */
+static void sweep_released(sn_exec *ex) {
+    const sn_graph *g = ex->g;
+    for (int v = 0; v < g->n_values; v++) {
+        const sn_init *in = g->values[v].init;
+        if (!(g->values[v].flags & SN_VAL_INIT) || !in || !in->t.data)
+            continue;
+        if (ex->vreleased[v] || ex->init_copy[v] || ex->copy_dropped[v])
+            sn_model_release_bytes(g->model, in->t.data, sn_tensor_nbytes(&in->t));
+    }
+}
+
 static void release_cb(void *ctx, const void *p, size_t n) {
     const sn_exec *ex = ctx;
     sn_model_release_bytes(ex->g->model, p, n);
@@ -583,6 +598,8 @@ static int make_plan(sn_exec *ex, sn_err *err) {
     sn_free(saved);
     for (int k = 0; k < ex->n_states && rc == SNUG_OK; k++)
         rc = plan_state_output(ex, &ex->states[k], err);
+    if (rc == SNUG_OK)
+        sweep_released(ex);
 
     if (rc != SNUG_OK) {
         plan_release(ex);

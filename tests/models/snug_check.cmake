@@ -24,12 +24,13 @@ set_tests_properties(models.snug PROPERTIES
 # (a) no allocation in decode steps, (b) arena <= 1.10 x lower bound,
 # (c) predicted peak within 5% of the measured RSS growth; prints the table.
 # Reported, not held to (c) (docs/executor.md): smollm2-135m/genai-q41, whose
-# page cache holds large folios that a read fault maps whole, and the tiny
-# fixtures (2-6 MiB in all), where a few 64 KiB windows of released weights
-# mapped back by neighbouring reads are more than 5%. (a) and (b) hold for all.
+# page cache can hold large folios that a read fault maps whole, and
+# tiny/onnxscript, measured 4.7% above its 5 MiB prediction (0.25 MiB not
+# yet accounted for: too close to the bound to hold CI to). (a) and (b) hold
+# for all.
 set(SNUG_MEMORY_ARGS --report-only smollm2-135m/genai-q41)
 foreach(f ${SNUG_CHECK_FIXTURES})
-  if(f MATCHES "^tiny/")
+  if(f STREQUAL "tiny/onnxscript")
     list(APPEND SNUG_MEMORY_ARGS --report-only ${f})
   else()
     list(APPEND SNUG_MEMORY_ARGS --fixture ${f})
