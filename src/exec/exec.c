@@ -53,6 +53,7 @@ struct sn_exec {
     int n_sig;
     bool planned;
     bool bounded;            /* plan made at input bounds: runs re-infer within it */
+    bool planning_bounds;    /* sn_exec_set_bounds is planning */
     sn_tensor *bounds;       /* owned [n_inputs]: the planned bounds (sn_exec_set_bounds) */
     uint8_t *vdep;           /* owned [n_values]: folded value that depends on input shapes */
     size_t *vcap;            /* owned [n_values]: bytes planned for the value */
@@ -580,6 +581,7 @@ static int make_plan(sn_exec *ex, sn_err *err) {
                                   NULL, 0,       err,      sn_pool_size(ex->pool)};
                 pc.release = release_cb;
                 pc.release_ctx = ex;
+                pc.long_lived = ex->planning_bounds;
                 if ((rc = n->op->prepare(&pc)) != SNUG_OK)
                     break;
                 ex->nstate[i] = pc.state;
@@ -869,7 +871,10 @@ int sn_exec_set_bounds(sn_exec *ex, const sn_tensor *bounds, sn_err *err) {
         ex->bounds[i].data = NULL;
     }
     ex->bounded = false;
-    SN_TRY(sn_exec_plan(ex, ex->bounds, err));
+    ex->planning_bounds = true;
+    int rc = sn_exec_plan(ex, ex->bounds, err);
+    ex->planning_bounds = false;
+    SN_TRY(rc);
     ex->bounded = true;
     return SNUG_OK;
 }

@@ -98,13 +98,15 @@ static bool mm_fold_batch(const gk_mm *p) { return p->nbm == 1 && p->na == p->n_
  * product (decode) streams four panels side by side instead of B's long
  * rows. The packed copy replaces the original (c->replaces): its rows are
  * handed back as they are packed, so the weight is resident once, packed.
- * Only when the planned product has more than one row: a plan made for one
- * row (a decode step re-planned at every length) would repack at every
- * step. */
+ * Only in a plan that serves many runs (c->long_lived: made at input
+ * bounds, as an LLM's step loop is): packing is a pass over every weight,
+ * five times a one-shot run of SmolLM2-135M. And only when the planned
+ * product has more than one row. */
 #define MM_PREPACK_MIN_N 16
 
-static bool mm_prepack_worth(const gk_mm *p, const sn_tensor *b, int64_t M) {
-    return b->data && b->rank == 2 && p->nbm == 1 && M > 1 && p->N >= MM_PREPACK_MIN_N && p->K > 0;
+static bool mm_prepack_worth(const sn_prep_ctx *c, const gk_mm *p, const sn_tensor *b, int64_t M) {
+    return c->long_lived && b->data && b->rank == 2 && p->nbm == 1 && M > 1 && p->N >= MM_PREPACK_MIN_N &&
+           p->K > 0;
 }
 
 static int matmul_prepare(sn_prep_ctx *c) {
@@ -114,7 +116,7 @@ static int matmul_prepare(sn_prep_ctx *c) {
     SN_TRY(gk_mm_plan(c->node, c->err, c->in[0], c->in[1], &p));
     int64_t M = mm_fold_batch(&p) ? p.M * p.n_batch : p.M;
     c->workspace = sn_sgemm_workspace(M, p.N, p.K, c->n_threads);
-    if (mm_fold_batch(&p) && mm_prepack_worth(&p, c->in[1], M)) {
+    if (mm_fold_batch(&p) && mm_prepack_worth(c, &p, c->in[1], M)) {
         void *packed = sn_malloc(sn_sgemm_pack_b_bytes(SN_GEMM_ISA_BEST, p.N, p.K));
         if (!packed) /* the unpacked path needs no state: run without */
             return SNUG_OK;

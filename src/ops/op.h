@@ -45,6 +45,10 @@ typedef struct sn_prep_ctx {
      * resident twice, not even while being packed). */
     void (*release)(void *ctx, const void *p, size_t n);
     void *release_ctx;
+    /* The plan serves many runs (made at input bounds: an LLM's step loop,
+     * session.max_shape_override): state that costs a pass over a weight to
+     * build (prepacking) pays off. False for a plan that may serve one run. */
+    bool long_lived;
 } sn_prep_ctx;
 
 typedef struct sn_kctx {
