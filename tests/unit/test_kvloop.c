@@ -283,6 +283,68 @@ static void check_stories(void) {
     sn_session_close(s);
 }
 
+/* The executor's persistent state (sn_exec_add_state) on stories260K: its
+ * present outputs come from Concat, which cannot write into its input, so
+ * sharing is refused; plain state feeds the input from the buffer, and an
+ * input larger than the buffer is an error naming it. */
+static void check_state_api(void) {
+    sn_err err = {0};
+    sn_session *s = NULL;
+    if (sn_session_open(STORIES "stories260K_kv.onnx", NULL, &s, &err) != SNUG_OK) {
+        CHECK(0, "stories260K: %s", err.msg);
+        return;
+    }
+    const sn_graph *g = s->graph;
+    int in_k = -1, out_k = -1;
+    for (int i = 0; i < g->n_inputs; i++)
+        if (!strcmp(g->values[g->inputs[i]].name, "past_key_values.0.key"))
+            in_k = i;
+    for (int i = 0; i < g->n_outputs; i++)
+        if (!strcmp(g->values[g->outputs[i]].name, "present.0.key"))
+            out_k = i;
+    CHECK(in_k >= 0 && out_k >= 0, "stories260K: past/present 0.key not found");
+    if (in_k < 0 || out_k < 0)
+        goto done;
+    sn_tensor bound = {0};
+    bound.kind = SN_KIND_TENSOR;
+    bound.dtype = SN_F32;
+    sn_tensor_set_shape(&bound, 4, (int64_t[]){1, 4, 16, 8});
+    CHECK(!sn_exec_state_shareable(s->exec, in_k, out_k), "Concat's present must not share the past buffer");
+    int rc = sn_exec_add_state(s->exec, in_k, out_k, &bound, &err);
+    CHECK(rc == SNUG_ERR_UNSUPPORTED && strstr(err.msg, "cannot share"), "shared state refused: rc %d (%s)", rc,
+          err.msg);
+    rc = sn_exec_add_state(s->exec, in_k, -1, &bound, &err);
+    CHECK(rc == SNUG_OK, "plain state: %s", err.msg);
+    rc = sn_exec_add_state(s->exec, in_k, -1, &bound, &err);
+    CHECK(rc == SNUG_ERR_INVALID_ARG && strstr(err.msg, "already"), "state added twice: rc %d (%s)", rc, err.msg);
+    CHECK(sn_exec_state_data(s->exec, in_k) != NULL, "state buffer");
+    CHECK(sn_exec_get_stats(s->exec)->persistent_bytes == 16 * 4 * 8 * sizeof(float), "persistent bytes %zu",
+          sn_exec_get_stats(s->exec)->persistent_bytes);
+    /* One step whose past is longer than the state buffer holds. */
+    sn_tensor in[16];
+    int64_t ids[1] = {1};
+    static float past[1 * 4 * 32 * 8];
+    memset(in, 0, sizeof in);
+    for (int i = 0; i < g->n_inputs && i < 16; i++) {
+        in[i].kind = SN_KIND_TENSOR;
+        if (i == 0) {
+            in[i].dtype = SN_I64;
+            sn_tensor_set_shape(&in[i], 2, (int64_t[]){1, 1});
+            in[i].data = ids;
+        } else {
+            in[i].dtype = SN_F32;
+            sn_tensor_set_shape(&in[i], 4, (int64_t[]){1, 4, 32, 8});
+            in[i].data = past;
+        }
+    }
+    sn_tensor out[16];
+    rc = g->n_inputs <= 16 && g->n_outputs <= 16 ? sn_exec_run(s->exec, in, out, &err) : -1;
+    CHECK(rc == SNUG_ERR_RANGE && strstr(err.msg, "past_key_values.0.key"), "past beyond the state: rc %d (%s)", rc,
+          err.msg);
+done:
+    sn_session_close(s);
+}
+
 int main(void) {
     const char *env = getenv("SNUG_MODELS");
     char root[1024];
@@ -297,6 +359,7 @@ int main(void) {
     g_atol = 1e-3 + 1e-3 * 30, g_rtol = 0;
     check_fixture(root, "smollm2-135m", "optimum");
     check_stories();
+    check_state_api();
     if (g_fail) {
         fprintf(stderr, "%d failure(s)\n", g_fail);
         return 1;
