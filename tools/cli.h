@@ -6,6 +6,9 @@
 
 /* Prints "snug CMD: MSG (see 'snug CMD --help')" and exits with status 2. */
 void cli_die_usage(const char *cmd, const char *msg);
+/* Prints "snug CMD: PATH: MSG" for an error about the model at PATH; the
+ * path once only, since the loader's messages start with it already. */
+void cli_model_error(const char *cmd, const char *path, const char *msg);
 /* "1.23 MiB"-style sizes. */
 void cli_human_bytes(double bytes, char *buf, size_t cap);
 

@@ -18,6 +18,14 @@ void cli_die_usage(const char *cmd, const char *msg) {
 }
 #define die_usage cli_die_usage
 
+void cli_model_error(const char *cmd, const char *path, const char *msg) {
+    size_t n = strlen(path);
+    if (!strncmp(msg, path, n) && msg[n] == ':')
+        fprintf(stderr, "snug %s: %s\n", cmd, msg);
+    else
+        fprintf(stderr, "snug %s: %s: %s\n", cmd, path, msg);
+}
+
 /* ---- snug info ----------------------------------------------------------- */
 
 static void print_type(const sn_graph *g, const sn_value *v) {
@@ -110,7 +118,7 @@ static int cmd_info(int argc, char **argv) {
     sn_model *m = NULL;
     sn_graph *g = NULL;
     if (sn_model_load(path, &m, &err) != SNUG_OK || sn_graph_build(m, &g, &err) != SNUG_OK) {
-        fprintf(stderr, "snug info: %s: %s\n", path, err.msg);
+        cli_model_error("info", path, err.msg);
         sn_graph_free(g);
         sn_model_free(m);
         return 1;
@@ -316,7 +324,7 @@ static char *bounds_override(const char *path, const kv *b, int n) {
     sn_model *m = NULL;
     sn_graph *g = NULL;
     if (sn_model_load(path, &m, &err) != SNUG_OK || sn_graph_build(m, &g, &err) != SNUG_OK) {
-        fprintf(stderr, "snug run: %s: %s\n", path, err.msg);
+        cli_model_error("run", path, err.msg);
         sn_graph_free(g);
         sn_model_free(m);
         return NULL;
@@ -434,7 +442,7 @@ static int cmd_run(int argc, char **argv) {
     int rc = sn_session_open(path, opts, &s, &err);
     snug_options_free(opts);
     if (rc != SNUG_OK) {
-        fprintf(stderr, "snug run: %s: %s\n", path, err.msg);
+        cli_model_error("run", path, err.msg);
         return 1;
     }
     const sn_graph *g = s->graph;

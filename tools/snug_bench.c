@@ -337,19 +337,19 @@ int cmd_bench(int argc, char **argv) {
     int rc = sn_session_open(path, opts, &s, &err);
     snug_options_free(opts);
     if (rc != SNUG_OK) {
-        fprintf(stderr, "snug bench: %s: %s\n", path, err.msg);
+        cli_model_error("bench", path, err.msg);
         return 1;
     }
     t_load = now_s() - t_load;
     if (sn_kvloop_new(s, ctx, &loop, &err) != SNUG_OK) {
-        fprintf(stderr, "snug bench: %s: %s\n", path, err.msg);
+        cli_model_error("bench", path, err.msg);
         goto done;
     }
     const sn_kvloop_info *info = sn_kvloop_get_info(loop);
     if (info->vocab < 1) { /* symbolic in the model: one step tells it */
         int64_t zero = 0;
         if (sn_kvloop_prefill(loop, &zero, 1, NULL, &err) != SNUG_OK) {
-            fprintf(stderr, "snug bench: %s: %s\n", path, err.msg);
+            cli_model_error("bench", path, err.msg);
             goto done;
         }
         sn_kvloop_reset(loop);

@@ -202,7 +202,7 @@ static int open_and_plan(const popts *o, planned *p) {
     int rc = sn_session_open(o->path, so, &p->s, &err);
     snug_options_free(so);
     if (rc != SNUG_OK) {
-        fprintf(stderr, "snug %s: %s: %s\n", o->cmd, o->path, err.msg);
+        cli_model_error(o->cmd, o->path, err.msg);
         return 1;
     }
     sn_graph *g = p->s->graph;
@@ -275,8 +275,14 @@ static int open_and_plan(const popts *o, planned *p) {
      * KV cache as the executor's persistent state (present computed into it
      * where the attention op can), activations at the bounds of a prompt of
      * up to ctx tokens. That is the plan snug run and snug bench execute. */
-    if (p->kv_total && !n_ov && !o->n_dims && o->batch == 1 && o->seq == o->ctx &&
-        sn_kvloop_new(p->s, o->ctx, &p->loop, &err) == SNUG_OK && sn_exec_get_stats(p->s->exec)->n_plans > 0) {
+    int lrc = p->kv_total && !n_ov && !o->n_dims && o->batch == 1 && o->seq == o->ctx
+                  ? sn_kvloop_new(p->s, o->ctx, &p->loop, &err)
+                  : SNUG_ERR_UNSUPPORTED;
+    if (lrc == SNUG_ERR_RANGE) { /* a context the model cannot hold */
+        cli_model_error(o->cmd, o->path, err.msg);
+        return 1;
+    }
+    if (lrc == SNUG_OK && sn_exec_get_stats(p->s->exec)->n_plans > 0) {
         const sn_kvloop_info *info = sn_kvloop_get_info(p->loop);
         uint64_t per = info->n_layers ? (uint64_t)info->kv_bytes / (2 * (uint64_t)info->n_layers) : 0;
         for (int i = 0; i < ni; i++)

@@ -54,7 +54,9 @@ printf 'garbage' > "$tmp/bad.pb"
 expect 1 "input 'input_ids' from" -- "$snug" run "$fix" --input "input_ids=$tmp/bad.pb"
 # Broken model files: an error naming the problem, never a crash.
 head -c 5000 "$fix" > "$tmp/trunc.onnx"
-expect 1 "snug info: .*trunc.onnx: " -- "$snug" info "$tmp/trunc.onnx"
+expect 1 "^snug info: [^:]*trunc.onnx: [^/]*$" -- "$snug" info "$tmp/trunc.onnx"   # the path once
+expect 1 "^snug bench: [^:]*trunc.onnx: [^/]*$" -- "$snug" bench "$tmp/trunc.onnx"
+expect 1 "^snug plan: [^:]*trunc.onnx: [^/]*$" -- "$snug" plan "$tmp/trunc.onnx"
 : > "$tmp/empty.onnx"
 expect 1 "snug info: " -- "$snug" info "$tmp/empty.onnx"
 # ORT-style config keys: node stats written after the run, unknown keys refused.
