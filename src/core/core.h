@@ -187,6 +187,7 @@ int sn_pool_new(int n_threads, sn_pool **out, sn_err *err);
 void sn_pool_free(sn_pool *p);
 int sn_pool_size(const sn_pool *p);
 int sn_cpu_count(void); /* online CPUs, at least 1 */
+bool sn_cpu_avx2_fma(void); /* x86-64 with AVX2 and FMA: the SIMD kernels' runtime dispatch */
 /* grain: minimum elements per task (work below it is not split). */
 void sn_pool_for(sn_pool *p, int64_t n, int64_t grain, sn_range_fn fn, void *arg);
 

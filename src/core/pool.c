@@ -163,6 +163,17 @@ void sn_pool_for(sn_pool *p, int64_t n, int64_t grain, sn_range_fn fn, void *arg
 
 #include <unistd.h>
 
+bool sn_cpu_avx2_fma(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    static int v = -1; /* idempotent: every thread computes the same value */
+    if (v < 0)
+        v = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return v;
+#else
+    return false;
+#endif
+}
+
 int sn_cpu_count(void) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n < 1 ? 1 : (int)n;

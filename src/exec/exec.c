@@ -67,6 +67,7 @@ struct sn_exec {
     int arg_cap;
     int cur_node;            /* node being run (for subgraph calls) */
     sn_exec_state *states;   /* owned [n_states] */
+    int *vstate;             /* owned [n_values]: the state a value feeds or is written into, -1 if none */
     int n_states;
     sn_exec_stats stats;
 };
@@ -175,16 +176,19 @@ int sn_exec_new(const sn_graph *g, sn_pool *pool, const sn_logger *log, sn_exec 
     ex->vdep = sn_calloc(nv, 1);
     ex->vcap = sn_calloc(nv, sizeof *ex->vcap);
     ex->vreleased = sn_calloc(nv, 1);
+    ex->vstate = sn_malloc(nv * sizeof *ex->vstate);
     ex->nreplaces = sn_calloc(nn, sizeof *ex->nreplaces);
     ex->copy_dropped = sn_calloc(nv, 1);
     ex->bounds = sn_calloc((size_t)g->n_inputs + 1, sizeof *ex->bounds);
     if (!ex->vals || !ex->vkind || !ex->voff || !ex->valias || !ex->nmode || !ex->nstate || !ex->nws ||
         !ex->nws_off || !ex->sub_base || !ex->sub || !ex->argin || !ex->argout || !ex->sig || !ex->init_copy ||
-        !ex->vdep || !ex->vcap || !ex->bounds || !ex->vreleased || !ex->copy_dropped ||
+        !ex->vdep || !ex->vcap || !ex->bounds || !ex->vreleased || !ex->copy_dropped || !ex->vstate ||
         !ex->nreplaces) {
         sn_exec_free(ex);
         return sn_errf(err, SNUG_ERR_OOM, "out of memory");
     }
+    for (size_t v = 0; v < nv; v++)
+        ex->vstate[v] = -1;
     for (int i = 0, b = 0; i < g->n_nodes; i++) {
         ex->sub_base[i] = b;
         b += g->nodes[i].n_sub;
@@ -241,6 +245,7 @@ void sn_exec_free(sn_exec *ex) {
     sn_free(ex->vdep);
     sn_free(ex->vcap);
     sn_free(ex->vreleased);
+    sn_free(ex->vstate);
     sn_free(ex->nreplaces);
     sn_free(ex->copy_dropped);
     sn_free(ex->bounds);
@@ -350,11 +355,9 @@ static int check_packed(const sn_node *n, const sn_tensor *const *t, int count, 
     return SNUG_OK;
 }
 
-static sn_exec_state *state_of_input(const sn_exec *ex, int v) {
-    for (int k = 0; k < ex->n_states; k++)
-        if (ex->states[k].in_v == v)
-            return &ex->states[k];
-    return NULL;
+/* The state value v feeds (a graph input) or is written into (an output). */
+static sn_exec_state *state_of(const sn_exec *ex, int v) {
+    return ex->vstate[v] >= 0 ? &ex->states[ex->vstate[v]] : NULL;
 }
 
 /* A state's output is computed into the state buffer instead of the arena. */
@@ -715,13 +718,6 @@ static int call_kernel(sn_exec *ex, const sn_node *n, void *state, void *ws, sn_
     return n->op->run(&kc);
 }
 
-static void *state_of_output(const sn_exec *ex, int v) {
-    for (int k = 0; k < ex->n_states; k++)
-        if (ex->states[k].out_v == v)
-            return ex->states[k].data;
-    return NULL;
-}
-
 static int run_dynamic(sn_exec *ex, const sn_node *n, sn_err *err) {
     for (int j = 0; j < n->n_in; j++)
         ex->argin[j] = n->in[j] >= 0 ? &ex->vals[n->in[j]] : NULL;
@@ -753,7 +749,7 @@ static int run_dynamic(sn_exec *ex, const sn_node *n, sn_err *err) {
                 if (nb > ex->vcap[n->out[j]])
                     return sn_kfail(err, n, SNUG_ERR_RANGE, "output %d needs %zu bytes, more than its %zu-byte "
                                     "state buffer", j, nb, ex->vcap[n->out[j]]);
-                t->data = state_of_output(ex, n->out[j]);
+                t->data = state_of(ex, n->out[j])->data;
                 continue;
             }
             if (j == 0 && (n->op->flags & SN_OP_VIEW0) && ex->argin[0] && ex->argin[0]->data &&
@@ -963,7 +959,7 @@ int sn_exec_run(sn_exec *ex, const sn_tensor *inputs, sn_tensor *outputs, sn_err
                                    sn_shape_str(t, b2, sizeof b2));
         }
         ex->vals[v] = *t;
-        const sn_exec_state *st = state_of_input(ex, v);
+        const sn_exec_state *st = state_of(ex, v);
         if (st) {
             char b[160];
             if (t->kind != SN_KIND_TENSOR || sn_tensor_nbytes(t) > st->cap)
@@ -1033,7 +1029,7 @@ int sn_exec_add_state(sn_exec *ex, int input, int output, const sn_tensor *bound
     const sn_value *in = &g->values[iv];
     const sn_tensor *decl = &in->info;
     char b[160];
-    if (state_of_input(ex, iv))
+    if (state_of(ex, iv))
         return sn_errf(err, SNUG_ERR_INVALID_ARG, "input '%s' is already persistent state", in->name);
     if (bound->kind != SN_KIND_TENSOR || !sn_tensor_shape_known(bound) || bound->dtype != decl->dtype)
         return sn_errf(err, SNUG_ERR_INVALID_ARG, "state '%s': its bound %s %s must be a concrete %s tensor",
@@ -1051,13 +1047,16 @@ int sn_exec_add_state(sn_exec *ex, int input, int output, const sn_tensor *bound
     if (!data)
         return sn_errf(err, SNUG_ERR_OOM, "cannot allocate the %zu-byte state buffer of '%s'", cap, in->name);
     memset(data, 0, cap); /* stale rows are masked, but NaN garbage would still poison scores */
+    ex->vstate[iv] = ex->n_states;
+    if (ov >= 0)
+        ex->vstate[ov] = ex->n_states;
     ex->states[ex->n_states++] = (sn_exec_state){iv, ov, data, cap};
     ex->stats.persistent_bytes += cap;
     return SNUG_OK;
 }
 
 void *sn_exec_state_data(const sn_exec *ex, int input) {
-    const sn_exec_state *st = input >= 0 && input < ex->g->n_inputs ? state_of_input(ex, ex->g->inputs[input]) : NULL;
+    const sn_exec_state *st = input >= 0 && input < ex->g->n_inputs ? state_of(ex, ex->g->inputs[input]) : NULL;
     return st ? st->data : NULL;
 }
 

@@ -31,6 +31,7 @@ struct sn_kvloop {
                              * [kv_heads, cap, head_dim] elements each, the first kv_heads * P * head_dim
                              * of them packed as [1, kv_heads, P, head_dim] (shared: P = cap) */
     bool shared;            /* present is computed into the past buffer: no copy between steps */
+    int64_t cap;            /* rows per head of each KV buffer: the largest P */
     sn_dtype kv_dtype;
     size_t kv_esize;        /* bytes per KV element */
     sn_dtype ids_dtype, mask_dtype, pos_dtype;
@@ -262,7 +263,7 @@ int sn_kvloop_new(sn_session *s, int64_t max_ctx, sn_kvloop **out, sn_err *err) 
         if (strstr(g->nodes[i].p->op_type, "Attention") && strcmp(g->nodes[i].p->domain, ""))
             l->bucket = 1;
     l->info.bucket = l->bucket;
-    int64_t cap = (max_ctx + l->bucket - 1) / l->bucket * l->bucket; /* largest P */
+    int64_t cap = l->cap = (max_ctx + l->bucket - 1) / l->bucket * l->bucket; /* largest P */
     l->mask_cap = l->bucket > 1 ? cap + max_ctx : max_ctx; /* P + n, or past + n */
     size_t per = 0;
     if (n_layers && (!sn_mul_ok((size_t)l->info.kv_heads * (size_t)l->info.head_dim, (size_t)cap, &per) ||
@@ -358,7 +359,7 @@ static int kvloop_step(sn_kvloop *l, const int64_t *ids, int64_t n, const float 
     }
     if (l->i_pos >= 0)
         set_tensor(&l->in[l->i_pos], l->pos_dtype, 2, (int64_t[]){1, n}, l->pos);
-    int64_t cap = l->shared ? (l->info.max_ctx + l->bucket - 1) / l->bucket * l->bucket : 0;
+    int64_t cap = l->cap;
     int64_t kvdims[4] = {1, l->info.kv_heads, l->shared ? cap : P, l->info.head_dim};
     for (int k = 0; k < 2 * l->info.n_layers; k++)
         set_tensor(&l->in[l->i_past[k]], l->kv_dtype, 4, kvdims, l->kv[k]);

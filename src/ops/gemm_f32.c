@@ -481,7 +481,7 @@ bool sn_gemm_isa_available(sn_gemm_isa isa) {
         return true;
     case SN_GEMM_ISA_AVX2:
 #ifdef SN_HAVE_AVX2_KERNEL
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        return sn_cpu_avx2_fma();
 #else
         return false;
 #endif

@@ -868,9 +868,6 @@ ATTN_AVX2 static void transpose_avx2(const float *src, int64_t rows, int64_t col
             dst[c * ld + r] = src[r * cols + c];
 }
 
-static bool attn_avx2(void) {
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-}
 #endif
 
 void llm_transpose_f32_ref(const float *src, int64_t rows, int64_t cols, float *dst, int64_t ld) {
@@ -881,7 +878,7 @@ void llm_transpose_f32_ref(const float *src, int64_t rows, int64_t cols, float *
 
 void llm_transpose_f32(const float *src, int64_t rows, int64_t cols, float *dst, int64_t ld) {
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (attn_avx2()) {
+    if (sn_cpu_avx2_fma()) {
         transpose_avx2(src, rows, cols, dst, ld);
         return;
     }
@@ -911,7 +908,7 @@ static bool attn_row_is_ort(const llm_attn_row *r) {
 void llm_attn_row_run(const llm_attn_row *r, float *acc) {
     if (attn_row_is_ort(r)) {
 #if defined(__x86_64__) && defined(__GNUC__)
-        if (r->scores && attn_avx2()) {
+        if (r->scores && sn_cpu_avx2_fma()) {
             attn_row_ort_avx2(r, acc);
             return;
         }

@@ -61,13 +61,6 @@ void llm_q4_dequant_panel_ref(const uint8_t *b, int64_t bstride, const float *sc
 #define AVX2 __attribute__((target("avx2,fma")))
 #define AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) static inline
 
-static int f32_cpu_avx2(void) {
-    static int v = -1; /* idempotent: every thread computes the same value */
-    if (v < 0)
-        v = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    return v;
-}
-
 AVX2_INLINE float hsum(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -264,7 +257,7 @@ AVX2 static void dq4_panel_avx2(const uint8_t *b, int64_t bstride, const float *
 
 void llm_mnb4f_cols(const llm_mnb4f_args *g, int64_t n0, int64_t n1) {
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (f32_cpu_avx2() && g->bs % 16 == 0 && g->M <= 3) {
+    if (sn_cpu_avx2_fma() && g->bs % 16 == 0 && g->M <= 3) {
         mnb4f_cols_avx2(g, n0, n1);
         return;
     }
@@ -276,7 +269,7 @@ void llm_q4_dequant_panel(const uint8_t *b, int64_t bstride, const float *sc, in
                           const uint8_t *zp8, int64_t zstride, const float *zpf, int64_t nc,
                           int64_t K, int64_t bs, float *panel, int64_t ldp) {
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (f32_cpu_avx2() && bs % 32 == 0) {
+    if (sn_cpu_avx2_fma() && bs % 32 == 0) {
         dq4_panel_avx2(b, bstride, sc, sstride, zp8, zstride, zpf, nc, K, bs, panel, ldp);
         return;
     }

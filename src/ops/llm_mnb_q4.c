@@ -213,13 +213,6 @@ void llm_mnb4_cols_ref(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
 #define AVX2 __attribute__((target("avx2,fma")))
 #define AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) static inline
 
-static int mnb4_cpu_avx2(void) {
-    static int v = -1; /* idempotent: every thread computes the same value */
-    if (v < 0)
-        v = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    return v;
-}
-
 /* ---- row preparation ---------------------------------------------------- */
 
 /* llm_q8_quantize of a full block of 32 (same scale, same codes). */
@@ -660,7 +653,7 @@ AVX2 static void mnb4_cols_avx2(const llm_mnb4_args *g, int64_t n0, int64_t n1) 
 
 void llm_mnb4_prep_row(const float *a, int64_t K, int m1, void *row) {
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (mnb4_cpu_avx2()) {
+    if (sn_cpu_avx2_fma()) {
         mnb4_prep_row_avx2(a, K, m1, row);
         return;
     }
@@ -670,7 +663,7 @@ void llm_mnb4_prep_row(const float *a, int64_t K, int m1, void *row) {
 
 void llm_mnb4_cols(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (mnb4_cpu_avx2()) {
+    if (sn_cpu_avx2_fma()) {
         mnb4_cols_avx2(g, n0, n1);
         return;
     }
