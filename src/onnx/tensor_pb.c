@@ -177,6 +177,10 @@ static int ext_open(sn_ld *c, const char *tname, const char *loc, sn_ext_map **o
             return sn_errf(c->err, SNUG_ERR_IO, "tensor '%s': cannot map external data '%s': %s",
                            tname, loc, strerror(e));
         }
+        /* As the model file's map (load.c): a fault brings in its page, not
+         * a read-around that would map weights nothing reads, or that the
+         * executor released, into this process. */
+        madvise(map, (size_t)st.st_size, MADV_RANDOM);
     }
     close(fd);
     if (pv->n_ext == pv->cap_ext) {
