@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <time.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -39,7 +41,8 @@ static const char k_bench_help[] =
     "                  the library's other heap) beside the measured RSS growth\n"
     "                  (peak minus the RSS before loading, without the program's\n"
     "                  own code pages); allocations made during the decode steps\n"
-    "  weights         initializer bytes in the model file (mapped, not copied), and\n"
+    "  weights         initializer bytes in the model file (mapped, or read into owned\n"
+    "                  memory with --weights load), and\n"
     "                  the bytes a decode step reads (all but embedding tables that\n"
     "                  are only gathered)\n\n"
     "options:\n"
@@ -50,6 +53,11 @@ static const char k_bench_help[] =
     "  --warmup W      unmeasured rounds before them (default 1)\n"
     "  --ctx N         KV cache capacity in tokens (default prompt + gen)\n"
     "  --seed S        seed of the token ids (default 1)\n"
+    "  --weights MODE  map (default): weights are read through a map of the model\n"
+    "                  file, so what a read fault makes resident depends on the\n"
+    "                  page cache; load: weights are read from the file into\n"
+    "                  snug's own memory, nothing is mapped, and the measured\n"
+    "                  peak is what the plan predicts (config snug.weights)\n"
     "  --json          one JSON object on stdout instead of the table\n"
     "  --bandwidth     measure memory read bandwidth instead: T threads sum a\n"
     "                  256 MiB float array (STREAM-style, best of 10 passes);\n"
@@ -138,6 +146,32 @@ static size_t proc_status_bytes(const char *key) {
 
 /* Resident bytes of the file mappings whose path starts with dir (the
  * model file and its external data). */
+/* Makes every page of the files mapped now (the program, its libraries)
+ * resident, so that the RSS taken as the base already holds the code and
+ * read-only data the run will execute: how many of those pages a run faults
+ * in on its own depends on the kernel's fault-around, not on the plan. */
+static void touch_program_pages(void) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f)
+        return;
+    char line[4096];
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi, off;
+        char perm[8];
+        const char *path = strchr(line, '/');
+        struct stat st;
+        if (sscanf(line, "%lx-%lx %7s %lx", &lo, &hi, perm, &off) != 4 || perm[0] != 'r' || !path)
+            continue;
+        line[strcspn(line, "\n")] = 0;
+        if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+            continue; /* devices and the like: not program pages */
+        unsigned long pg = (unsigned long)sysconf(_SC_PAGESIZE);
+        for (unsigned long a = lo; a < hi && off + (a - lo) < (unsigned long)st.st_size; a += pg)
+            (void)*(volatile const char *)a; /* never past the file's end (SIGBUS) */
+    }
+    fclose(f);
+}
+
 static size_t mapped_rss_under(const char *dir) {
     FILE *f = fopen("/proc/self/smaps", "r");
     if (!f)
@@ -271,6 +305,7 @@ int cmd_bench(int argc, char **argv) {
     long prompt = 128, gen = 32, threads = 0, rounds = 3, warmup = 1, ctx = 0;
     uint64_t seed = 1;
     bool json = false, bandwidth = false;
+    const char *weights = NULL;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -290,6 +325,10 @@ int cmd_bench(int argc, char **argv) {
             ctx = parse_count(a, val, 1, 1 << 24), i++;
         } else if (!strcmp(a, "--seed")) {
             seed = (uint64_t)parse_count(a, val, 0, 0x7fffffffL), i++;
+        } else if (!strcmp(a, "--weights")) {
+            if (!val || (strcmp(val, "map") && strcmp(val, "load")))
+                cli_die_usage("bench", "--weights takes map or load");
+            weights = val, i++;
         } else if (!strcmp(a, "--json")) {
             json = true;
         } else if (!strcmp(a, "--bandwidth")) {
@@ -321,7 +360,8 @@ int cmd_bench(int argc, char **argv) {
     char tbuf[32];
     snprintf(tbuf, sizeof tbuf, "%ld", threads);
     snug_options *opts = snug_options_new();
-    if (!opts || snug_options_set(opts, "snug.threads", tbuf) != SNUG_OK) {
+    if (!opts || snug_options_set(opts, "snug.threads", tbuf) != SNUG_OK ||
+        (weights && snug_options_set(opts, "snug.weights", weights) != SNUG_OK)) {
         fprintf(stderr, "snug bench: out of memory\n");
         snug_options_free(opts);
         return 1;
@@ -332,6 +372,7 @@ int cmd_bench(int argc, char **argv) {
     int64_t *ids = NULL;
     double *t_prefill = NULL, *t_ttft = NULL, *t_decode = NULL, *c_prefill = NULL, *c_decode = NULL;
     int status = 1;
+    touch_program_pages();
     size_t rss_base = proc_status_bytes("VmRSS"), file_base = proc_status_bytes("RssFile");
     double t_load = now_s();
     int rc = sn_session_open(path, opts, &s, &err);
@@ -425,6 +466,7 @@ int cmd_bench(int argc, char **argv) {
     size_t model_rss = mapped_rss_under(mabs), file_now = proc_status_bytes("RssFile");
     size_t code = file_now > file_base + model_rss ? file_now - file_base - model_rss : 0;
     size_t growth = hwm > rss_base + code ? hwm - rss_base - code : 0;
+    if (getenv("SNUG_DEBUG_RSS")) fprintf(stderr, "DBG hwm %zu base %zu code %zu model_rss %zu file_now %zu file_base %zu anon %zu live %lld peak %lld\n", hwm, rss_base, code, model_rss, file_now, file_base, proc_status_bytes("RssAnon"), (long long)snug_alloc_live_bytes(), (long long)snug_alloc_peak_bytes());
     uint64_t wb = s->model->weight_bytes, wtok, wgather;
     sn_graph_weight_use(s->graph, &wtok, &wgather);
     sn_kvloop_mem mem;

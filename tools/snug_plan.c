@@ -20,7 +20,7 @@ typedef sn_dim_bind dimbind;
 
 typedef struct popts {
     const char *cmd;
-    const char *path, *stats, *svg, *out, *shape, *threads;
+    const char *path, *stats, *svg, *out, *shape, *threads, *weights;
     bool json, strict, have_budget;
     uint64_t budget;
     int64_t ctx, batch, seq;
@@ -144,6 +144,10 @@ static void parse_opts(popts *o, int argc, char **argv, const char *help) {
             o->out = val;
         } else if (!strcmp(a, "--threads")) {
             o->threads = val;
+        } else if (!strcmp(a, "--weights")) {
+            if (strcmp(val, "map") && strcmp(val, "load"))
+                cli_die_usage(o->cmd, "--weights takes map or load");
+            o->weights = val;
         } else if (!strcmp(a, "--dim")) {
             char *eq = strchr(argv[i + 1], '=');
             if (!eq || eq == argv[i + 1])
@@ -199,6 +203,8 @@ static int open_and_plan(const popts *o, planned *p) {
     snug_options *so = snug_options_new();
     if (o->threads)
         snug_options_set(so, "snug.threads", o->threads);
+    if (o->weights)
+        snug_options_set(so, "snug.weights", o->weights);
     int rc = sn_session_open(o->path, so, &p->s, &err);
     snug_options_free(so);
     if (rc != SNUG_OK) {
@@ -497,7 +503,9 @@ static const char k_plan_help[] =
     "                      is an error (default: a warning)\n"
     "  --json              the report as JSON on stdout\n"
     "  --svg FILE          draw the activation arena over time (offset x lifetime)\n"
-    "  --threads N         threads the kernels are prepared for\n";
+    "  --threads N         threads the kernels are prepared for\n"
+    "  --weights MODE      map (default: weights read through the file map) or load\n"
+    "                      (read into snug's own memory; config snug.weights)\n";
 
 /* Prints the first few messages; *user counts them all. */
 static void log_stderr(void *user, int level, const char *msg) {

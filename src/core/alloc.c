@@ -1,4 +1,6 @@
 #include <malloc.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -82,6 +84,64 @@ void sn_free(void *p) {
         live_add(p, -1);
         free(p);
     }
+}
+
+static size_t page_round(size_t n) {
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    return (n + pg - 1) / pg * pg;
+}
+
+static void live_adjust(int64_t d) {
+    int64_t v = __atomic_add_fetch(&g_live, d, __ATOMIC_RELAXED);
+    int64_t pk = __atomic_load_n(&g_peak, __ATOMIC_RELAXED);
+    while (v > pk && !__atomic_compare_exchange_n(&g_peak, &pk, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+}
+
+size_t sn_pages_size(size_t n) { return g_alloc.malloc_fn ? n : page_round(n ? n : 1); }
+
+void *sn_pages_reserve(size_t n) {
+    if (g_alloc.malloc_fn)
+        return sn_malloc(n);
+    __atomic_add_fetch(&g_count, 1, __ATOMIC_RELAXED);
+    void *p = mmap(NULL, page_round(n ? n : 1), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void sn_pages_commit(size_t bytes) {
+    if (!g_alloc.malloc_fn)
+        live_adjust((int64_t)bytes);
+}
+
+void *sn_pages_alloc(size_t n) {
+    void *p = sn_pages_reserve(n);
+    if (p)
+        sn_pages_commit(sn_pages_size(n));
+    return p;
+}
+
+size_t sn_pages_release(void *p, size_t n) {
+    if (g_alloc.malloc_fn || !p)
+        return 0;
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t b = ((uintptr_t)p + pg - 1) & ~(pg - 1), e = ((uintptr_t)p + n) & ~(pg - 1);
+    if (e <= b)
+        return 0;
+    madvise((void *)b, e - b, MADV_DONTNEED);
+    live_adjust(-(int64_t)(e - b));
+    return e - b;
+}
+
+void sn_pages_free(void *p, size_t n, size_t released) {
+    if (!p)
+        return;
+    if (g_alloc.malloc_fn) {
+        sn_free(p);
+        return;
+    }
+    size_t len = page_round(n ? n : 1);
+    munmap(p, len);
+    live_adjust(-(int64_t)(len - released));
 }
 
 char *sn_strndup(const char *s, size_t n) {

@@ -44,6 +44,24 @@ void *sn_realloc(void *p, size_t n);
 void sn_free(void *p);
 char *sn_strdup(const char *s);
 char *sn_strndup(const char *s, size_t n);
+/* A large block of whole pages whose parts can be handed back to the
+ * system before the block is freed (a weight copy packed slice by slice).
+ * Counted like sn_malloc. Through a caller's allocator (snug_set_allocator)
+ * it is an ordinary allocation and sn_pages_release does nothing. */
+void *sn_pages_alloc(size_t n);
+/* Hands back the whole pages inside [p, p+n) of a block from
+ * sn_pages_alloc: they read as zeros afterwards. Returns the bytes handed
+ * back (0 through a caller's allocator). Each page at most once. */
+size_t sn_pages_release(void *p, size_t n);
+/* Frees a block of n bytes of which `released` were handed back. */
+void sn_pages_free(void *p, size_t n, size_t released);
+/* A block of whole pages counted as it is written rather than at once
+ * (a weight packed slice by slice while its source is handed back): the
+ * writer reports each part with sn_pages_commit, sn_pages_size(n) bytes in
+ * all before the block is freed with sn_pages_free. */
+void *sn_pages_reserve(size_t n);
+void sn_pages_commit(size_t bytes);
+size_t sn_pages_size(size_t n);
 /* Overflow-checked a*b (returns false on overflow). */
 static inline bool sn_mul_ok(size_t a, size_t b, size_t *out) {
     return !__builtin_mul_overflow(a, b, out);

@@ -62,6 +62,11 @@ struct sn_exec {
     uint32_t *nreplaces;     /* owned [n_nodes]: prepare's replaces mask (sn_prep_ctx) */
     uint8_t *copy_dropped;   /* owned [n_values]: aligned copy freed (every reader replaced it); made
                               * again by the next plan */
+    uint8_t *copy_pages;     /* owned [n_values]: the copy is an sn_pages_alloc block */
+    size_t *copy_released;   /* owned [n_values]: bytes of that block handed back while packing */
+    bool weights_load;       /* snug.weights=load: every weight a kernel reads is read from the file
+                              * into owned memory, nothing of the file is mapped (sn_exec_set_weights_load) */
+    int prep_node;           /* node being prepared (release_cb) */
     const sn_tensor **argin; /* owned scratch for kernel arguments */
     sn_tensor **argout;
     int arg_cap;
@@ -120,21 +125,88 @@ static void plan_release(sn_exec *ex) {
         memset(ex->nreplaces, 0, sizeof *ex->nreplaces * (size_t)g->n_nodes);
 }
 
-/* The aligned copy of misaligned initializer v, made in chunks whose
- * source pages are released as soon as they are copied. */
+/* Copies at least this large are whole pages, so that a kernel packing
+ * the weight can hand back each part once packed (release_cb). */
+#define SN_PAGES_MIN ((size_t)64 << 10)
+
+/* Initializer v in owned, aligned memory: the aligned copy of a misaligned
+ * weight (copied in chunks whose source pages are released as soon as they
+ * are copied), or under snug.weights=load any weight, read from the file
+ * without mapping it. */
 static int copy_init(sn_exec *ex, int v, sn_err *err) {
     const sn_init *in = ex->g->values[v].init;
     size_t nb = sn_tensor_nbytes(&in->t);
-    if (!(ex->init_copy[v] = sn_malloc(nb)))
-        return sn_errf(err, SNUG_ERR_OOM, "out of memory for an aligned copy of '%s' (%zu bytes)", in->name, nb);
-    const size_t chunk = (size_t)4 << 20;
-    for (size_t off = 0; off < nb; off += chunk) {
-        size_t n = nb - off < chunk ? nb - off : chunk;
-        memcpy((uint8_t *)ex->init_copy[v] + off, (const uint8_t *)in->t.data + off, n);
-        sn_model_release_bytes(ex->g->model, in->t.data, off + n);
+    bool pages = nb >= SN_PAGES_MIN;
+    void *d = pages ? sn_pages_alloc(nb) : sn_malloc(nb);
+    if (!d)
+        return sn_errf(err, SNUG_ERR_OOM, "out of memory for a copy of weight '%s' (%zu bytes)", in->name, nb);
+    if (ex->weights_load) {
+        int e = sn_model_read(ex->g->model, d, in->t.data, nb);
+        if (e) {
+            pages ? sn_pages_free(d, nb, 0) : sn_free(d);
+            return sn_errf(err, SNUG_ERR_IO, "cannot read weight '%s' (%zu bytes) from '%s': %s", in->name, nb,
+                           ex->g->model->path, strerror(e));
+        }
+    } else {
+        const size_t chunk = (size_t)4 << 20;
+        for (size_t off = 0; off < nb; off += chunk) {
+            size_t n = nb - off < chunk ? nb - off : chunk;
+            memcpy((uint8_t *)d + off, (const uint8_t *)in->t.data + off, n);
+            sn_model_release_bytes(ex->g->model, in->t.data, off + n);
+        }
     }
+    ex->init_copy[v] = d;
+    ex->copy_pages[v] = pages;
+    ex->copy_released[v] = 0;
     ex->stats.copied_init_bytes += nb;
     ex->copy_dropped[v] = 0;
+    return SNUG_OK;
+}
+
+static void copy_free(sn_exec *ex, int v) {
+    if (!ex->init_copy[v])
+        return;
+    size_t nb = sn_tensor_nbytes(&ex->g->values[v].init->t);
+    if (ex->copy_pages[v])
+        sn_pages_free(ex->init_copy[v], nb, ex->copy_released[v]);
+    else
+        sn_free(ex->init_copy[v]);
+    ex->stats.copied_init_bytes -= nb - ex->copy_released[v];
+    ex->init_copy[v] = NULL;
+    ex->copy_released[v] = 0;
+}
+
+/* A weight snug.weights=load reads into owned memory: every constant a
+ * kernel may read whole that lies in the model's files (a table only
+ * gathered is read row by row from the file instead, sn_exec_read_const). */
+static bool load_eligible(const sn_exec *ex, int v) {
+    const sn_graph *g = ex->g;
+    const sn_init *in = g->values[v].init;
+    return (g->values[v].flags & SN_VAL_INIT) && in && in->t.data && g->values[v].n_cons > 0 &&
+           !sn_value_gathered_only(g, v) && sn_model_maps(g->model, in->t.data, sn_tensor_nbytes(&in->t));
+}
+
+void sn_exec_set_weights_load(sn_exec *ex, bool on) {
+    ex->weights_load = on;
+    if (!on)
+        return;
+    for (int v = 0; v < ex->g->n_values; v++)
+        if (!ex->init_copy[v] && load_eligible(ex, v))
+            ex->copy_dropped[v] = 1; /* read by the next plan */
+    sn_model_release_all(ex->g->model); /* what parsing the file mapped */
+}
+
+bool sn_exec_weights_load(const sn_exec *ex) { return ex->weights_load; }
+
+bool sn_exec_reads_file(const sn_exec *ex, const sn_tensor *t) {
+    return ex && ex->weights_load && t->data && sn_model_maps(ex->g->model, t->data, sn_tensor_nbytes(t));
+}
+
+int sn_exec_read_const(const sn_exec *ex, void *dst, const void *src, size_t n, sn_err *err) {
+    int e = sn_model_read(ex->g->model, dst, src, n);
+    if (e)
+        return sn_errf(err, SNUG_ERR_IO, "cannot read %zu bytes of a weight from '%s': %s", n, ex->g->model->path,
+                       strerror(e));
     return SNUG_OK;
 }
 
@@ -179,11 +251,13 @@ int sn_exec_new(const sn_graph *g, sn_pool *pool, const sn_logger *log, sn_exec 
     ex->vstate = sn_malloc(nv * sizeof *ex->vstate);
     ex->nreplaces = sn_calloc(nn, sizeof *ex->nreplaces);
     ex->copy_dropped = sn_calloc(nv, 1);
+    ex->copy_pages = sn_calloc(nv, 1);
+    ex->copy_released = sn_calloc(nv, sizeof *ex->copy_released);
     ex->bounds = sn_calloc((size_t)g->n_inputs + 1, sizeof *ex->bounds);
     if (!ex->vals || !ex->vkind || !ex->voff || !ex->valias || !ex->nmode || !ex->nstate || !ex->nws ||
         !ex->nws_off || !ex->sub_base || !ex->sub || !ex->argin || !ex->argout || !ex->sig || !ex->init_copy ||
         !ex->vdep || !ex->vcap || !ex->bounds || !ex->vreleased || !ex->copy_dropped || !ex->vstate ||
-        !ex->nreplaces) {
+        !ex->nreplaces || !ex->copy_pages || !ex->copy_released) {
         sn_exec_free(ex);
         return sn_errf(err, SNUG_ERR_OOM, "out of memory");
     }
@@ -194,19 +268,15 @@ int sn_exec_new(const sn_graph *g, sn_pool *pool, const sn_logger *log, sn_exec 
         b += g->nodes[i].n_sub;
     }
     /* Weights the loader left misaligned in the file map get one aligned
-     * copy here, made in chunks whose source pages are released as soon as
-     * they are copied: the weights are resident once, and at no moment
-     * twice. Gather copies bytes whatever their alignment, so a table only
+     * copy, made by the first plan (copy_init) in chunks whose source pages
+     * are released as soon as they are copied: the weights are resident
+     * once, and at no moment twice. Gather copies bytes whatever their alignment, so a table only
      * gathered (an embedding) stays mapped and only its selected rows are
      * ever resident. */
     for (int v = 0; v < g->n_values; v++) {
         const sn_init *in = g->values[v].init;
-        if (!(g->values[v].flags & SN_VAL_INIT) || !in || !sn_init_misaligned(in) || sn_value_gathered_only(g, v))
-            continue;
-        if (copy_init(ex, v, err) != SNUG_OK) {
-            sn_exec_free(ex);
-            return err->code;
-        }
+        if ((g->values[v].flags & SN_VAL_INIT) && in && sn_init_misaligned(in) && !sn_value_gathered_only(g, v))
+            ex->copy_dropped[v] = 1; /* made by the first plan */
     }
     *out = ex;
     return SNUG_OK;
@@ -238,10 +308,12 @@ void sn_exec_free(sn_exec *ex) {
     sn_free(ex->argin);
     sn_free(ex->argout);
     sn_free(ex->sig);
-    if (ex->init_copy)
+    if (ex->init_copy && ex->copy_pages && ex->copy_released)
         for (int v = 0; v < ex->g->n_values; v++)
-            sn_free(ex->init_copy[v]);
+            copy_free(ex, v);
     sn_free(ex->init_copy);
+    sn_free(ex->copy_pages);
+    sn_free(ex->copy_released);
     sn_free(ex->vdep);
     sn_free(ex->vcap);
     sn_free(ex->vreleased);
@@ -428,10 +500,8 @@ static void drop_unread_inputs(sn_exec *ex, const sn_node *n, int i) {
                     break;
                 }
         } else if (ex->init_copy[v]) {
-            sn_free(ex->init_copy[v]);
-            ex->init_copy[v] = NULL;
+            copy_free(ex, v);
             ex->copy_dropped[v] = 1;
-            ex->stats.copied_init_bytes -= nb;
             ex->vals[v].data = NULL;
         } else if (sn_model_maps(g->model, ex->vals[v].data, nb)) {
             sn_model_release_bytes(g->model, ex->vals[v].data, nb);
@@ -449,6 +519,10 @@ static void drop_unread_inputs(sn_exec *ex, const sn_node *n, int i) {
  * constants, sources of aligned copies) are released once more. */
 static void sweep_released(sn_exec *ex) {
     const sn_graph *g = ex->g;
+    if (ex->weights_load) { /* nothing of the files is read through the map */
+        sn_model_release_all(g->model);
+        return;
+    }
     for (int v = 0; v < g->n_values; v++) {
         const sn_init *in = g->values[v].init;
         if (!(g->values[v].flags & SN_VAL_INIT) || !in || !in->t.data)
@@ -458,9 +532,33 @@ static void sweep_released(sn_exec *ex) {
     }
 }
 
+/* A kernel handing back part of a constant input it has packed: pages of
+ * the model's file map are dropped (read again if touched), pages of an
+ * owned copy are freed, but only when the node being prepared is the
+ * copy's one reader (anything else would read zeros where they were). */
 static void release_cb(void *ctx, const void *p, size_t n) {
-    const sn_exec *ex = ctx;
-    sn_model_release_bytes(ex->g->model, p, n);
+    sn_exec *ex = ctx;
+    const sn_graph *g = ex->g;
+    const sn_node *nd = &g->nodes[ex->prep_node];
+    const uint8_t *q = p;
+    for (int k = 0; k < nd->n_in; k++) {
+        int v = nd->in[k];
+        if (v < 0 || !ex->init_copy[v])
+            continue;
+        const uint8_t *b = ex->init_copy[v];
+        if (q < b || q + n > b + sn_tensor_nbytes(&g->values[v].init->t))
+            continue;
+        int uses = 0;
+        for (int j = 0; j < nd->n_in; j++)
+            uses += nd->in[j] == v;
+        if (ex->copy_pages[v] && g->values[v].n_cons == 1 && uses == 1 && !(g->values[v].flags & SN_VAL_OUTPUT)) {
+            size_t r = sn_pages_release((void *)p, n);
+            ex->copy_released[v] += r;
+            ex->stats.copied_init_bytes -= r;
+        }
+        return;
+    }
+    sn_model_release_bytes(g->model, p, n);
 }
 
 static int make_plan(sn_exec *ex, sn_err *err) {
@@ -469,9 +567,14 @@ static int make_plan(sn_exec *ex, sn_err *err) {
     sn_block *blocks = NULL;
     int *bval = NULL, *last = NULL, *share = NULL;
     plan_release(ex);
-    for (int v = 0; v < g->n_values; v++) /* copies a previous plan's kernels no longer needed */
-        if (ex->copy_dropped[v])
+    for (int v = 0; v < g->n_values; v++) {
+        if (ex->copy_released[v]) { /* partly handed back by a plan that failed after packing it */
+            copy_free(ex, v);
+            ex->copy_dropped[v] = 1;
+        }
+        if (ex->copy_dropped[v]) /* copies a previous plan's kernels no longer needed */
             SN_TRY(copy_init(ex, v, err));
+    }
     int n_plans = ex->stats.n_plans + 1;
     size_t copied = ex->stats.copied_init_bytes, persistent = ex->stats.persistent_bytes;
     memset(&ex->stats, 0, sizeof ex->stats);
@@ -584,6 +687,7 @@ static int make_plan(sn_exec *ex, sn_err *err) {
                                   NULL, 0,       err,      sn_pool_size(ex->pool)};
                 pc.release = release_cb;
                 pc.release_ctx = ex;
+                ex->prep_node = i;
                 pc.long_lived = ex->planning_bounds;
                 if ((rc = n->op->prepare(&pc)) != SNUG_OK)
                     break;
@@ -1173,6 +1277,7 @@ int sn_kctx_run_subgraph(sn_kctx *c, int k, int n_in, const sn_tensor *in, const
     if (!*slot) {
         SN_TRY(sn_exec_new(sg, ex->pool, ex->log, slot, c->err));
         (*slot)->parent = ex;
+        sn_exec_set_weights_load(*slot, ex->weights_load);
     }
     sn_exec *se = *slot;
     /* The child's outputs of the previous call are released by this run. */

@@ -35,6 +35,17 @@ void sn_exec_free(sn_exec *ex); /* accepts NULL */
 int sn_exec_run(sn_exec *ex, const sn_tensor *inputs, sn_tensor *outputs, sn_err *err);
 
 const sn_exec_stats *sn_exec_get_stats(const sn_exec *ex);
+/* snug.weights=load: from the next plan on, every weight a kernel reads is
+ * read from the model's files into owned memory and nothing of the files
+ * stays mapped (tables only gathered are read row by row with pread), so
+ * resident memory is exactly what the plan holds, whatever the page cache
+ * holds. Off (the default): weights are read through the file map. */
+void sn_exec_set_weights_load(sn_exec *ex, bool on);
+bool sn_exec_weights_load(const sn_exec *ex);
+/* For kernels: true when t's bytes must be read with sn_exec_read_const
+ * (a weight left in the file under snug.weights=load). */
+bool sn_exec_reads_file(const sn_exec *ex, const sn_tensor *t);
+int sn_exec_read_const(const sn_exec *ex, void *dst, const void *src, size_t n, sn_err *err);
 /* Threads the executor's kernels run on. */
 int sn_exec_threads(const sn_exec *ex);
 

@@ -87,7 +87,8 @@ void snug_options_set_logger(snug_options *o, snug_log_fn fn, void *user, int le
 
 /* Keys this version understands; anything else is an error, not ignored. */
 static const char *const k_known_keys[] = {"snug.threads", "session.collect_node_memory_stats_to_file",
-                                           "session.max_shape_override", "snug.static_allocation", NULL};
+                                           "session.max_shape_override", "snug.static_allocation", "snug.weights",
+                                           NULL};
 
 /* session.max_shape_override / snug.static_allocation: plan once at the
  * inputs' bounds; with static allocation, fail if anything would still
@@ -210,6 +211,11 @@ int sn_session_open(const char *path, const snug_options *opts, sn_session **out
     if (threads <= 0) {
         threads = sn_cpu_count();
     }
+    const char *wm = snug_options_get(opts, "snug.weights");
+    if (wm && strcmp(wm, "map") && strcmp(wm, "load")) {
+        rc = sn_errf(err, SNUG_ERR_INVALID_ARG, "snug.weights: '%s' is not 'map' or 'load'", wm);
+        goto fail;
+    }
     if ((rc = sn_model_load(path, &s->model, err)) != SNUG_OK)
         goto fail;
     if ((rc = sn_graph_build(s->model, &s->graph, err)) != SNUG_OK)
@@ -218,6 +224,7 @@ int sn_session_open(const char *path, const snug_options *opts, sn_session **out
         goto fail;
     if ((rc = sn_exec_new(s->graph, s->pool, &s->log, &s->exec, err)) != SNUG_OK)
         goto fail;
+    sn_exec_set_weights_load(s->exec, wm && !strcmp(wm, "load"));
     s->api_in = sn_calloc((size_t)s->graph->n_inputs + 1, sizeof *s->api_in);
     s->api_out = sn_calloc((size_t)s->graph->n_outputs + 1, sizeof *s->api_out);
     if (!s->api_in || !s->api_out) {

@@ -441,9 +441,13 @@ void sn_kvloop_memory(const sn_kvloop *l, sn_kvloop_mem *m) {
      * included, even the released sources of aligned copies). Weights not
      * in a file map (decoded at load, copies) are heap, counted below. */
     const uintptr_t W = SN_FAULT_AROUND;
-    uintptr_t(*r)[2] = sn_malloc(sizeof *r * ((size_t)g->n_values + 1));
+    /* Under snug.weights=load nothing of the files is mapped: weights read
+     * are owned copies (weights_copied), gathered rows are read from the
+     * file into the arena. */
+    bool mapped = !sn_exec_weights_load(l->s->exec);
+    uintptr_t(*r)[2] = mapped ? sn_malloc(sizeof *r * ((size_t)g->n_values + 1)) : NULL;
     int nr = 0;
-    for (int v = 0; v < g->n_values; v++) {
+    for (int v = 0; v < g->n_values && mapped; v++) {
         const sn_value *val = &g->values[v];
         if (!(val->flags & SN_VAL_INIT) || !val->n_cons)
             continue;

@@ -71,7 +71,8 @@ typedef struct sn_kvloop_mem {
     uint64_t weights_read;   /* mapped initializers read whole by some kernel: the fault-around
                               * windows covering them */
     uint64_t weights_gathered; /* pages of gathered-only tables, bound for max_ctx tokens */
-    uint64_t weights_copied; /* aligned copies of misaligned initializers */
+    uint64_t weights_copied; /* aligned copies of misaligned initializers; under snug.weights=load
+                              * every weight read whole (read from the file, nothing mapped) */
     uint64_t arena;          /* the planned activation arena (workspace inside) */
     uint64_t lower_bound;    /* largest total of planned tensors alive at one step */
     uint64_t kv;             /* the KV cache (persistent region) */

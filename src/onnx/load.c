@@ -641,6 +641,7 @@ static int model_new(sn_model **out, sn_err *err) {
         return sn_errf(err, SNUG_ERR_OOM, "out of memory");
     }
     m->priv = pv;
+    pv->fd = -1;
     m->path = m->dir = "";
     *out = m;
     return SNUG_OK;
@@ -707,8 +708,8 @@ int sn_model_load(const char *path, sn_model **out, sn_err *err) {
     }
     void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     int e = errno;
-    close(fd);
     if (map == MAP_FAILED) {
+        close(fd);
         rc = sn_errf(err, SNUG_ERR_IO, "cannot map model '%s': %s", path, strerror(e));
         goto fail;
     }
@@ -719,6 +720,7 @@ int sn_model_load(const char *path, sn_model **out, sn_err *err) {
     madvise(map, (size_t)st.st_size, MADV_RANDOM);
     pv->map = map;
     pv->map_len = (size_t)st.st_size;
+    pv->fd = fd;
     m->file_size = (uint64_t)st.st_size;
     rc = parse(m, map, pv->map_len, m->dir, err);
     if (rc) {
@@ -739,9 +741,13 @@ void sn_model_free(sn_model *m) {
     if (pv) {
         if (pv->map)
             munmap(pv->map, pv->map_len);
-        for (int i = 0; i < pv->n_ext; i++)
+        if (pv->fd >= 0)
+            close(pv->fd);
+        for (int i = 0; i < pv->n_ext; i++) {
             if (pv->ext[i].map)
                 munmap(pv->ext[i].map, (size_t)pv->ext[i].size);
+            close(pv->ext[i].fd);
+        }
         sn_free(pv->ext);
         sn_arena_free(&pv->arena);
         sn_free(pv);

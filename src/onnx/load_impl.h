@@ -26,12 +26,14 @@ typedef struct sn_ext_map {
     char *location;  /* owned (arena): as written in the model */
     void *map;       /* owned: mmap of the whole file (NULL when empty) */
     uint64_t size;
+    int fd;          /* owned: the open file, for reads that bypass the map (sn_model_read) */
 } sn_ext_map;
 
 struct sn_model_priv {
     sn_arena arena;      /* every struct and string of the model */
     void *map;           /* owned: mmap of the model file, or NULL (buffer load) */
     size_t map_len;
+    int fd;              /* owned: the open model file (-1 for a buffer load) */
     char *real_dir;      /* owned (arena): realpath of model->dir, lazily */
     int n_ext, cap_ext;
     sn_ext_map *ext;     /* owned (heap): external data files, mapped once */

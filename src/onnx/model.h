@@ -161,6 +161,13 @@ bool sn_init_misaligned(const sn_init *in);
 void sn_model_release_bytes(const sn_model *m, const void *p, size_t n);
 /* True when [p, p+n) lies in one of the model's own file maps. */
 bool sn_model_maps(const sn_model *m, const void *p, size_t n);
+/* Copies [src, src+n) to dst. Bytes of a file map are read from the file
+ * (pread), so their pages are never mapped into this process: resident
+ * memory is then exactly what the caller holds. Returns 0 or an errno. */
+int sn_model_read(const sn_model *m, void *dst, const void *src, size_t n);
+/* Drops every mapped page of the model's files from this process (read
+ * again from the file if touched). */
+void sn_model_release_all(const sn_model *m);
 /* Same, from a buffer the caller keeps alive (dir used for external data;
  * may be NULL, then external data is an error). */
 int sn_model_load_buffer(const void *buf, size_t len, const char *dir,

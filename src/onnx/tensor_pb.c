@@ -53,6 +53,53 @@ bool sn_model_maps(const sn_model *m, const void *ptr, size_t n) {
     return in_map;
 }
 
+/* The open file behind [p, p+n) and its offset there, or -1. */
+static int file_of(const sn_model *m, const void *ptr, size_t n, uint64_t *off) {
+    const struct sn_model_priv *mp = m->priv;
+    const uint8_t *p = ptr;
+    if (mp->map && p >= (const uint8_t *)mp->map && p + n <= (const uint8_t *)mp->map + mp->map_len) {
+        *off = (uint64_t)(p - (const uint8_t *)mp->map);
+        return mp->fd;
+    }
+    for (int i = 0; i < mp->n_ext; i++)
+        if (mp->ext[i].map && p >= (const uint8_t *)mp->ext[i].map &&
+            p + n <= (const uint8_t *)mp->ext[i].map + mp->ext[i].size) {
+            *off = (uint64_t)(p - (const uint8_t *)mp->ext[i].map);
+            return mp->ext[i].fd;
+        }
+    return -1;
+}
+
+int sn_model_read(const sn_model *m, void *dst, const void *src, size_t n) {
+    uint64_t off;
+    int fd = file_of(m, src, n, &off);
+    if (fd < 0) {
+        memcpy(dst, src, n);
+        return 0;
+    }
+    uint8_t *d = dst;
+    while (n > 0) {
+        ssize_t r = pread(fd, d, n, (off_t)off);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return r < 0 ? errno : EIO; /* 0: the file shrank under us */
+        d += r;
+        off += (uint64_t)r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+void sn_model_release_all(const sn_model *m) {
+    const struct sn_model_priv *mp = m->priv;
+    if (mp->map)
+        madvise(mp->map, mp->map_len, MADV_DONTNEED);
+    for (int i = 0; i < mp->n_ext; i++)
+        if (mp->ext[i].map)
+            madvise(mp->ext[i].map, (size_t)mp->ext[i].size, MADV_DONTNEED);
+}
+
 void sn_model_release_bytes(const sn_model *m, const void *ptr, size_t n) {
     const uint8_t *p = ptr;
     if (!sn_model_maps(m, ptr, n))
@@ -182,13 +229,13 @@ static int ext_open(sn_ld *c, const char *tname, const char *loc, sn_ext_map **o
          * executor released, into this process. */
         madvise(map, (size_t)st.st_size, MADV_RANDOM);
     }
-    close(fd);
     if (pv->n_ext == pv->cap_ext) {
         int cap = pv->cap_ext ? pv->cap_ext * 2 : 4;
         sn_ext_map *e = sn_realloc(pv->ext, (size_t)cap * sizeof *e);
         if (!e) {
             if (map)
                 munmap(map, (size_t)st.st_size);
+            close(fd);
             return sn_ld_oom(c);
         }
         pv->ext = e;
@@ -199,10 +246,12 @@ static int ext_open(sn_ld *c, const char *tname, const char *loc, sn_ext_map **o
     if (!e->location) {
         if (map)
             munmap(map, (size_t)st.st_size);
+        close(fd);
         return sn_ld_oom(c);
     }
     e->map = map;
     e->size = (uint64_t)st.st_size;
+    e->fd = fd;
     pv->n_ext++;
     *out = e;
     return SNUG_OK;

@@ -109,6 +109,38 @@ static bool mm_prepack_worth(const sn_prep_ctx *c, const gk_mm *p, const sn_tens
            p->K > 0;
 }
 
+typedef struct mm_packed {
+    void *data;   /* sn_sgemm_pack_b's block (sn_pages_reserve) */
+    size_t bytes;
+    size_t committed; /* counted so far (sn_pages_commit) */
+    size_t src_bytes; /* of B */
+    const sn_prep_ctx *c;
+} mm_packed;
+
+static void mm_packed_free(void *state) {
+    mm_packed *st = state;
+    if (!st)
+        return;
+    sn_pages_free(st->data, st->bytes, 0);
+    sn_free(st);
+}
+
+/* Each slice of B's rows once packed: its share of the packed block is
+ * counted as written, then the source rows are handed back, so the memory
+ * counters follow what is resident (the block is never counted whole while
+ * its source still is). */
+static void mm_packed_slice(void *ctx, const void *rows, size_t bytes) {
+    mm_packed *st = ctx;
+    size_t total = sn_pages_size(st->bytes);
+    size_t share = (size_t)((double)total * (double)bytes / (double)st->src_bytes);
+    if (st->committed + share > total)
+        share = total - st->committed;
+    sn_pages_commit(share);
+    st->committed += share;
+    if (st->c->release)
+        st->c->release(st->c->release_ctx, rows, bytes);
+}
+
 static int matmul_prepare(sn_prep_ctx *c) {
     if (c->in[0]->dtype != SN_F32)
         return SNUG_OK;
@@ -117,12 +149,21 @@ static int matmul_prepare(sn_prep_ctx *c) {
     int64_t M = mm_fold_batch(&p) ? p.M * p.n_batch : p.M;
     c->workspace = sn_sgemm_workspace(M, p.N, p.K, c->n_threads);
     if (mm_fold_batch(&p) && mm_prepack_worth(c, &p, c->in[1], M)) {
-        void *packed = sn_malloc(sn_sgemm_pack_b_bytes(SN_GEMM_ISA_BEST, p.N, p.K));
-        if (!packed) /* the unpacked path needs no state: run without */
+        mm_packed *st = sn_calloc(1, sizeof *st);
+        size_t nb = sn_sgemm_pack_b_bytes(SN_GEMM_ISA_BEST, p.N, p.K);
+        if (!st || !(st->data = sn_pages_reserve(nb))) { /* the unpacked path needs no state: run without */
+            sn_free(st);
             return SNUG_OK;
-        sn_sgemm_pack_b(SN_GEMM_ISA_BEST, 0, p.N, p.K, c->in[1]->data, p.N, packed, c->release, c->release_ctx);
-        c->state = packed;
-        c->state_bytes = sn_sgemm_pack_b_bytes(SN_GEMM_ISA_BEST, p.N, p.K);
+        }
+        st->bytes = nb;
+        st->src_bytes = (size_t)p.K * (size_t)p.N * sizeof(float);
+        st->c = c;
+        sn_sgemm_pack_b(SN_GEMM_ISA_BEST, 0, p.N, p.K, c->in[1]->data, p.N, st->data, mm_packed_slice, st);
+        sn_pages_commit(sn_pages_size(nb) - st->committed);
+        st->committed = sn_pages_size(nb);
+        st->c = NULL;
+        c->state = st;
+        c->state_bytes = nb;
         c->replaces = 1u << 1; /* run reads the packed copy only */
     }
     return SNUG_OK;
@@ -153,7 +194,7 @@ static int matmul_run(sn_kctx *c) {
         float *Y = y->data;
         if (mm_fold_batch(&p) && c->state) { /* B packed by prepare */
             int64_t Mf = M * p.n_batch;
-            sn_sgemm_packed_ws(0, Mf, 1.0f, A, K, c->state, 0.0f, Y, N, c->pool, c->ws,
+            sn_sgemm_packed_ws(0, Mf, 1.0f, A, K, ((const mm_packed *)c->state)->data, 0.0f, Y, N, c->pool, c->ws,
                                sn_sgemm_workspace(Mf, N, K, sn_pool_size(c->pool)));
             return SNUG_OK;
         }
@@ -466,7 +507,7 @@ static int qlmm_run(sn_kctx *c) {
 }
 
 const sn_op_def sn_ops_matmul[] = {
-    {"", "MatMul", 1, matmul_infer, matmul_prepare, matmul_run, sn_free, 0, matmul_estimate},
+    {"", "MatMul", 1, matmul_infer, matmul_prepare, matmul_run, mm_packed_free, 0, matmul_estimate},
     {"", "Gemm", 1, gemm_infer, gemm_prepare, gemm_run, NULL, 0, gemm_estimate},
     {"", "MatMulInteger", 10, mmi_infer, NULL, mmi_run, NULL, 0},
     {"", "QLinearMatMul", 10, qlmm_infer, NULL, qlmm_run, NULL, 0},

@@ -8,6 +8,7 @@
  * under GroupQueryAttention (genai): both are checked. The real SmolLM2-135M
  * (optimum) goes through the same checks at the fixtures' fp32 tolerance.
  * Fixtures missing (tests/models/fetch_and_build.sh builds them): SKIP. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,7 +94,30 @@ static int load_npy(const char *dir, const char *name, sn_tensor *t, void **own)
     return 0;
 }
 
-static void check_fixture(const char *root, const char *preset, const char *style) {
+/* Resident bytes of this process's maps of files under dir (/proc/self/smaps). */
+static size_t mapped_rss_under(const char *dir) {
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f)
+        return 0;
+    char line[4096];
+    int in = 0;
+    size_t total = 0, kb;
+    unsigned long lo, hi;
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) { /* a mapping's header: range, perms, ..., path */
+            const char *slash = strchr(line, '/');
+            in = slash && !strncmp(slash, dir, strlen(dir));
+        } else if (in && sscanf(line, "Rss: %zu kB", &kb) == 1) {
+            total += kb << 10;
+        }
+    }
+    fclose(f);
+    return total;
+}
+
+/* weights: the snug.weights mode ("map" or "load"). Under load the same
+ * oracle must hold, and nothing of the model's files may stay mapped. */
+static void check_fixture(const char *root, const char *preset, const char *style, const char *weights) {
     char dir[2048], path[4096];
     if (snprintf(dir, sizeof dir, "%s/%s/%s", root, preset, style) >= (int)sizeof dir ||
         snprintf(path, sizeof path, "%s/model.onnx", dir) >= (int)sizeof path) {
@@ -108,6 +132,7 @@ static void check_fixture(const char *root, const char *preset, const char *styl
     sn_err err = {0};
     snug_options *opts = snug_options_new();
     snug_options_set(opts, "snug.threads", "2");
+    snug_options_set(opts, "snug.weights", weights);
     sn_session *s = NULL;
     sn_kvloop *l = NULL;
     void *json = NULL;
@@ -212,9 +237,17 @@ static void check_fixture(const char *root, const char *preset, const char *styl
     const sn_exec_stats *xs = sn_exec_get_stats(s->exec);
     CHECK(xs->persistent_bytes == info->kv_bytes, "%s/%s: persistent region %zu bytes, KV cache %zu", preset,
           style, xs->persistent_bytes, info->kv_bytes);
-    printf("%s/%s: %d prompts, %d decode steps checked (%d layers, %lld kv heads x %lld, past padded to %lld%s)\n",
-           preset, style, n_prompts, n_steps, info->n_layers, (long long)info->kv_heads, (long long)info->head_dim,
-           (long long)info->bucket, info->shared_kv ? ", past and present shared" : "");
+    if (!strcmp(weights, "load")) {
+        char real[PATH_MAX];
+        size_t mapped = realpath(dir, real) ? mapped_rss_under(real) : 1;
+        CHECK(mapped == 0, "%s/%s weights=load: %zu bytes of the model's files resident in maps", preset, style,
+              mapped);
+        CHECK(xs->copied_init_bytes > 0, "%s/%s weights=load: no weight read into owned memory", preset, style);
+    }
+    printf("%s/%s (weights=%s): %d prompts, %d decode steps checked (%d layers, %lld kv heads x %lld, past padded to "
+           "%lld%s)\n",
+           preset, style, weights, n_prompts, n_steps, info->n_layers, (long long)info->kv_heads,
+           (long long)info->head_dim, (long long)info->bucket, info->shared_kv ? ", past and present shared" : "");
 
     /* The context is a hard bound, and a failed step leaves the cache as it was. */
     sn_kvloop_reset(l);
@@ -354,10 +387,15 @@ int main(void) {
         snprintf(root, sizeof root, "%s/.cache/snug/models", getenv("HOME") ? getenv("HOME") : ".");
     const char *styles[] = {"optimum", "optimum-noname", "onnxscript", "genai-fp32"};
     for (size_t i = 0; i < sizeof styles / sizeof *styles; i++)
-        check_fixture(root, "tiny", styles[i]);
+        check_fixture(root, "tiny", styles[i], "map");
+    /* Weights read into owned memory: the extdata style reads its second
+     * file, genai gathers its embedding rows from the file. */
+    const char *load_styles[] = {"optimum", "optimum-extdata", "genai", "genai-fp32"};
+    for (size_t i = 0; i < sizeof load_styles / sizeof *load_styles; i++)
+        check_fixture(root, "tiny", load_styles[i], "load");
     /* The real model through the padded path (a few seconds). */
     g_atol = 1e-3 + 1e-3 * 30, g_rtol = 0;
-    check_fixture(root, "smollm2-135m", "optimum");
+    check_fixture(root, "smollm2-135m", "optimum", "map");
     check_stories();
     check_state_api();
     if (g_fail) {
