@@ -400,6 +400,8 @@ AVX2_INLINE void mnbu_m1_tile(const int NC, const int BITS, const llm_mnbu_args 
             s[c] = _mm256_set1_ps(sc);
             z[c] = _mm256_set1_ps(-(sc * g->zpf[(n + c) * kb + b]));
             bc[c] = g->b + ((n + c) * kb + b) * blob;
+            if (((b * blob) & 63) < blob) /* a line of the next four columns */
+                _mm_prefetch((const char *)(bc[c] + 4 * kb * blob), _MM_HINT_T0);
         }
         int64_t k0 = b * g->bs, k1 = sn_imin(K, k0 + g->bs), k = k0;
         for (; k + 8 <= k1; k += 8) {
