@@ -197,6 +197,37 @@ typedef struct llm_mnb4_args {
 void llm_mnb4_cols(const llm_mnb4_args *g, int64_t n0, int64_t n1);
 void llm_mnb4_cols_ref(const llm_mnb4_args *g, int64_t n0, int64_t n1);
 
+/* MatMulNBits 8-bit, blocks of 32, A quantized to int8 per block
+ * (accuracy_level 4 with B constant; src/ops/llm_mnb_q8.c): ORT's AVX2
+ * SQ8BitGemm CompInt8 rounding, for every M (it has no M = 1 kernel for 8
+ * bits). Per column, eight lanes: over pairs of blocks (b, b + 1) lanes
+ * hold the exact integer sums over k in [b:0-7, b:8-15, b+1:0-7, b+1:8-15,
+ * b:16-23, b:24-31, b+1:16-23, b+1:24-31] of unsigned code times A's code,
+ * each fused into its lane times sa * sb of its block; a last odd block
+ * has lanes k in [4j, 4j + 4). Then fold (columns below N - N % 4) or
+ * hsum, plus the bias, plus llm_mnb8_blksum: the zero points (128 unless
+ * given, one byte per block) come in through A's block sums. */
+void llm_mnb8_lanes_ref(const int8_t *qa, const float *sa, const uint8_t *bcol, const float *sb,
+                        int64_t kb, float acc[8]);
+/* sum over blocks of ab[b] * -(sb[b] * zp[b]) as one fused chain */
+float llm_mnb8_blksum(const float *ab, const float *sb, const uint8_t *zp, int64_t kb);
+typedef struct llm_mnb8_args {
+    int64_t M, N, kb;
+    const int8_t *qa;   /* [M, kb * 32] A's codes (llm_q8_quantize per block, zero-padded) */
+    const float *sa;    /* [M, kb] A's block scales */
+    const float *ab;    /* [M, kb] sa * the sum of the block's codes */
+    const uint8_t *b;   /* [N, kb, 32] */
+    const float *sb;    /* [N, kb] */
+    const uint8_t *zp;  /* [N, zp_stride], one byte per block, or NULL (128) */
+    int64_t zp_stride;
+    const float *bias;  /* [N] or NULL */
+    float *y;           /* [M, ldy] */
+    int64_t ldy;
+} llm_mnb8_args;
+/* Y[m, n] for every row and the columns [n0, n1). */
+void llm_mnb8_cols(const llm_mnb8_args *g, int64_t n0, int64_t n1);
+void llm_mnb8_cols_ref(const llm_mnb8_args *g, int64_t n0, int64_t n1);
+
 /* ---- data movement ------------------------------------------------------ */
 
 /* dst[c * ld + r] = src[r * cols + c]: a rows x cols matrix transposed

@@ -17,13 +17,14 @@
  *     copies) and multiplied with sn_sgemm_ws;
  *   - accuracy_level 4 with integer zero points and a constant B: A is
  *     quantized to int8 per block (symmetric, like MLAS's CompInt8) and
- *     blocks are dotted in integers; for 4-bit blocks of 32 the float
- *     rounding reproduces ONNX Runtime's AVX2 kernels exactly (M = 1 and
- *     M > 1 differ there), since an LLM amplifies any difference once the
- *     next layer re-quantizes: llm_mnb4_cols (src/ops/llm_mnb_q4.c) on rows
- *     of A prepared once per call. ORT only takes this path when it can
- *     prepack B (a constant); with B a graph input it computes level 4 in
- *     float, and so does snug;
+ *     blocks are dotted in integers; for blocks of 32 the float rounding
+ *     reproduces ONNX Runtime's AVX2 kernels exactly, since an LLM amplifies
+ *     any difference once the next layer re-quantizes: 4 bits through
+ *     llm_mnb4_cols (src/ops/llm_mnb_q4.c; M = 1 and M > 1 differ there) on
+ *     rows of A prepared once per call, 8 bits through llm_mnb8_cols
+ *     (src/ops/llm_mnb_q8.c). ORT only takes this path when it can prepack
+ *     B (a constant); with B a graph input it computes level 4 in float,
+ *     and so does snug;
  *   - float zero points, any accuracy_level: ORT never prepacks B then; it
  *     dequantizes B to float and runs MLAS's SGEMM, whose rounding
  *     llm_mnbu_* (src/ops/llm_mnb_f32.c) reproduce: by columns for M = 1,
@@ -50,6 +51,7 @@ typedef struct mnb_geom {
     bool empty;   /* B has a zero dim: Y = bias (or 0) */
     bool int8;    /* accuracy_level 4 path */
     bool ort4;    /* int8 path rounding exactly like ORT's AVX2 kernels (4-bit, block 32) */
+    bool ort8;    /* int8 path rounding exactly like ORT's AVX2 kernels (8-bit, block 32) */
     bool unpacked; /* float zero points: B dequantized, MLAS SGEMM rounding (llm_mnbu_*) */
     bool gemm;    /* prefill path */
 } mnb_geom;
@@ -137,6 +139,7 @@ static int mnb_geom_of(const sn_node *node, int n_in, const sn_tensor *const *in
               g->zp_kind != 2 &&
               (g->bits == 4 || g->bits == 8);
     g->ort4 = g->int8 && g->bits == 4 && g->bs == 32 && g->zp_kind != 2;
+    g->ort8 = g->int8 && g->bits == 8 && g->bs == 32;
     g->unpacked = g->zp_kind == 2;
     g->gemm = !g->int8 && !g->unpacked && g->M >= MNB_GEMM_MIN_M;
     return SNUG_OK;
@@ -208,7 +211,7 @@ static void mnb_ws_layout(const mnb_geom *g, sn_dtype dt, int threads, mnb_ws *w
     } else if (g->unpacked) {
         if (g->M > 1)
             w->panel = llm_al((size_t)(mnb_upanel_cols(g) * g->K) * f);
-    } else if (!g->ort4) {
+    } else if (!g->ort4 && !g->ort8) {
         w->slot = g->int8 ? MNB_SLOTS * llm_al((size_t)g->bs * f) : 0;
         if (!g->int8)
             w->asum = llm_al((size_t)(g->M * g->kb) * f);
@@ -251,6 +254,7 @@ typedef struct mnb_job {
     int64_t n0, nb, ldp;  /* prefill: first column and width of the panel */
     llm_mnb4_args q4;     /* ort4 path: prepared rows at q4.rows */
     llm_mnbu_args u;      /* float-zero-point path */
+    llm_mnb8_args q8;     /* ort8 path */
 } mnb_job;
 
 static inline float mnb_zp(const mnb_job *j, int64_t n, int64_t blk) {
@@ -379,6 +383,12 @@ static void mnb4_prep_task(void *arg, int64_t m0, int64_t m1) {
 static void mnb4_cols_task(void *arg, int64_t s0, int64_t s1) {
     const mnb_job *j = arg;
     llm_mnb4_cols(&j->q4, s0 * MNB4_GROUP, sn_imin(s1 * MNB4_GROUP, j->g->N));
+}
+
+/* ort8 path: column groups [s0, s1) of MNB4_GROUP columns. */
+static void mnb8_cols_task(void *arg, int64_t s0, int64_t s1) {
+    const mnb_job *j = arg;
+    llm_mnb8_cols(&j->q8, s0 * MNB4_GROUP, sn_imin(s1 * MNB4_GROUP, j->g->N));
 }
 
 /* Float-zero-point path, M == 1: column groups [s0, s1) of MNB4_GROUP. */
@@ -514,6 +524,12 @@ int llm_mnb_run(sn_kctx *c) {
         sn_pool_for(c->pool, g.M, 4, mnb4_prep_task, &j);
         sn_pool_for(c->pool, (g.N + MNB4_GROUP - 1) / MNB4_GROUP, mnb_grain(&g), mnb4_cols_task,
                     &j);
+    } else if (g.ort8) {
+        sn_pool_for(c->pool, g.M, 1, mnb_quantize_a, &j);
+        j.q8 = (llm_mnb8_args){g.M, g.N, g.kb, j.qa, j.sa, j.ab, j.b, j.sc, j.zp8, j.zp_stride, bias,
+                               y, g.N};
+        sn_pool_for(c->pool, (g.N + MNB4_GROUP - 1) / MNB4_GROUP, mnb_grain(&g), mnb8_cols_task,
+                    &j);
     } else if (g.gemm) {
         j.panel = (float *)p;
         void *gws = p + w.panel;
@@ -545,7 +561,7 @@ int llm_mnb_run(sn_kctx *c) {
                         mnb_f32_group_task, &j);
         }
     }
-    if (bias && !g.ort4 && !g.unpacked)
+    if (bias && !g.ort4 && !g.ort8 && !g.unpacked)
         for (int64_t m = 0; m < g.M; m++)
             for (int64_t n = 0; n < g.N; n++)
                 y[m * g.N + n] += bias[n];
