@@ -106,7 +106,7 @@ AVX2_INLINE void q8_tile(const int NC, const int8_t *qa, const float *sa,
     for (; b + 1 < kb; b += 2) {
         __m256i a0 = _mm256_loadu_si256((const __m256i *)(qa + 32 * b));
         __m256i a1 = _mm256_loadu_si256((const __m256i *)(qa + 32 * b + 32));
-        __m128 sap = _mm_castpd_ps(_mm_load_sd((const double *)(sa + b)));
+        __m128 sap = _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(sa + b)));
         _Pragma("GCC unroll 4")
         for (int c = 0; c < NC; c++) {
             const uint8_t *p = bc[c] + 32 * b;
@@ -114,7 +114,8 @@ AVX2_INLINE void q8_tile(const int NC, const int8_t *qa, const float *sa,
             __m256i q0 = q8_quads(_mm256_loadu_si256((const __m256i *)p), a0);
             __m256i q1 = q8_quads(_mm256_loadu_si256((const __m256i *)(p + 32)), a1);
             __m256 l = _mm256_cvtepi32_ps(_mm256_hadd_epi32(q0, q1));
-            __m128 sc = _mm_mul_ps(sap, _mm_castpd_ps(_mm_load_sd((const double *)(sbc[c] + b))));
+            __m128 sbp = _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(sbc[c] + b)));
+            __m128 sc = _mm_mul_ps(sap, sbp);
             acc[c] = _mm256_fmadd_ps(l, _mm256_permutevar8x32_ps(_mm256_castps128_ps256(sc), pat),
                                      acc[c]);
         }
