@@ -1,6 +1,8 @@
 /* MatMulNBits in float (accuracy_level 0..3, or B not constant): 4-bit
  * blocks against float activations, and 4-bit dequantization into the
- * panels the prefill path hands to sn_sgemm_ws. See llm_kernels.h. */
+ * panels the prefill path hands to sn_sgemm_ws; and, for float zero
+ * points, ONNX Runtime's dequantize-then-SGEMM rounding (llm_mnbu_*).
+ * See llm_kernels.h. */
 #include <math.h>
 #include <string.h>
 
@@ -275,4 +277,345 @@ void llm_q4_dequant_panel(const uint8_t *b, int64_t bstride, const float *sc, in
     }
 #endif
     llm_q4_dequant_panel_ref(b, bstride, sc, sstride, zp8, zstride, zpf, nc, K, bs, panel, ldp);
+}
+
+/* ---- B dequantized first, MLAS SGEMM rounding (float zero points) -------
+ * ONNX Runtime does not prepack B when the zero points are float: it
+ * dequantizes B into a [N, K] float matrix (DequantizeBlockwise: q * s plus
+ * the rounded -(s * zp)) and calls MlasGemmBatch(NoTrans, Trans). MLAS takes
+ * its M = 1 kernel (MlasSgemmKernelM1TransposeBAvx: eight lanes of separate
+ * multiplies and adds, its own reductions per group of four, two and one
+ * columns) for a single row, and otherwise packs B and runs the FMA kernel
+ * over K in slices, each slice's sums added to C. The weights are produced
+ * here on the fly, by columns (M = 1) or into [K, 8 c] panels (M > 1). */
+
+static inline int mnbu_code(const uint8_t *blob, int64_t bits, int64_t k) {
+    int64_t bit = k * bits;
+    return (blob[bit >> 3] >> (bit & 7)) & ((1 << bits) - 1);
+}
+
+static inline float mnbu_w_at(const llm_mnbu_args *g, int64_t n, int64_t k) {
+    int64_t blob = g->bs * g->bits / 8, b = k / g->bs;
+    float s = g->sc[n * g->kb + b];
+    float z = -(s * g->zpf[n * g->kb + b]);
+    return llm_mnbu_w(mnbu_code(g->b + (n * g->kb + b) * blob, g->bits, k % g->bs), s, z);
+}
+
+float llm_mnbu_red(const float l[8], int64_t n, int64_t N) {
+    int64_t full = N - N % 4;
+    if (n < full)
+        return llm_fold8(l);
+    if (N % 4 >= 2 && n < full + 2)
+        return ((l[0] + l[2]) + (l[4] + l[6])) + ((l[1] + l[3]) + (l[5] + l[7]));
+    return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+}
+
+/* MlasSgemmOperation's strides: a narrow B panel gets a longer K slice. */
+int64_t llm_mnbu_slice(int64_t N, int64_t K) {
+    int64_t sn = 128, sk = 128;
+    if (N >= K) {
+        while (sk / 2 >= K) {
+            sn *= 2;
+            sk /= 2;
+        }
+    } else {
+        while (sn > 16 && sn / 2 >= N) {
+            sk *= 2;
+            sn /= 2;
+        }
+    }
+    return sk;
+}
+
+void llm_mnbu_m1_cols_ref(const llm_mnbu_args *g, int64_t n0, int64_t n1) {
+    for (int64_t n = n0; n < n1; n++) {
+        float l[8] = {0};
+        for (int64_t k = 0; k < g->K; k++) {
+            float p = g->a[k] * mnbu_w_at(g, n, k);
+            l[k & 7] += p;
+        }
+        for (int64_t j = g->K & 7; j && j < 8; j++) /* the masked tail adds 0 * 0 */
+            l[j] += 0.0f;
+        g->y[n] = llm_mnbu_red(l, n, g->N) + (g->bias ? g->bias[n] : 0.0f);
+    }
+}
+
+void llm_mnbu_panel_ref(const llm_mnbu_args *g, int64_t n0, int64_t nc, float *panel,
+                        int64_t ldp) {
+    int64_t nc8 = (nc + 7) & ~(int64_t)7;
+    for (int64_t k = 0; k < g->K; k++)
+        for (int64_t c = 0; c < nc8; c++)
+            panel[k * ldp + c] = c < nc ? mnbu_w_at(g, n0 + c, k) : 0.0f;
+}
+
+void llm_mnbu_gemm_cols_ref(const llm_mnbu_args *g, const float *panel, int64_t ldp,
+                            int64_t n0, int64_t c0, int64_t c1) {
+    int64_t sk = llm_mnbu_slice(g->N, g->K);
+    for (int64_t m = 0; m < g->M; m++)
+        for (int64_t c = c0; c < c1; c++) {
+            const float *a = g->a + m * g->K;
+            bool have = g->bias != NULL;
+            float v = have ? g->bias[n0 + c] : 0.0f;
+            for (int64_t k0 = 0; k0 < g->K; k0 += sk) {
+                int64_t k1 = sn_imin(g->K, k0 + sk);
+                float acc = 0;
+                for (int64_t k = k0; k < k1; k++)
+                    acc = fmaf(a[k], panel[k * ldp + c], acc);
+                v = have ? v + acc : acc;
+                have = true;
+            }
+            g->y[m * g->ldy + n0 + c] = v;
+        }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* Eight codes from k (a multiple of 8) of a block, as floats (BITS a
+ * constant: the copy below inlines). */
+AVX2_INLINE __m256 mnbu_codes8(const uint8_t *blob, const int BITS, int64_t k) {
+    const int bits = BITS;
+    if (bits == 8)
+        return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(blob + k))));
+    uint32_t w = 0;
+    memcpy(&w, blob + k * bits / 8, bits == 4 ? 4 : 2); /* 8 codes of `bits` bits: `bits` bytes */
+    __m256i sh = bits == 4 ? _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)
+                           : _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+    return _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)w), sh),
+                                               _mm256_set1_epi32((1 << bits) - 1)));
+}
+
+/* M == 1: the lanes of NC columns from n (lanes[c][8]). */
+AVX2_INLINE void mnbu_m1_tile(const int NC, const int BITS, const llm_mnbu_args *g, int64_t n,
+                              float *lanes) {
+    const int64_t blob = g->bs * g->bits / 8, kb = g->kb, K = g->K;
+    __m256 acc[4];
+    _Pragma("GCC unroll 4")
+    for (int c = 0; c < NC; c++)
+        acc[c] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < kb; b++) {
+        __m256 s[4], z[4];
+        const uint8_t *bc[4];
+        _Pragma("GCC unroll 4")
+        for (int c = 0; c < NC; c++) {
+            float sc = g->sc[(n + c) * kb + b];
+            s[c] = _mm256_set1_ps(sc);
+            z[c] = _mm256_set1_ps(-(sc * g->zpf[(n + c) * kb + b]));
+            bc[c] = g->b + ((n + c) * kb + b) * blob;
+            if (((b * blob) & 63) < blob) /* a line of the next four columns */
+                _mm_prefetch((const char *)(bc[c] + 4 * kb * blob), _MM_HINT_T0);
+        }
+        int64_t k0 = b * g->bs, k1 = sn_imin(K, k0 + g->bs), k = k0;
+        for (; k + 8 <= k1; k += 8) {
+            __m256 a = _mm256_loadu_ps(g->a + k);
+            _Pragma("GCC unroll 4")
+            for (int c = 0; c < NC; c++) {
+                __m256 w = _mm256_add_ps(_mm256_mul_ps(mnbu_codes8(bc[c], BITS, k - k0), s[c]), z[c]);
+                acc[c] = _mm256_add_ps(acc[c], _mm256_mul_ps(a, w));
+            }
+        }
+        if (k < k1) { /* K % 8: masked a and w, zero products in the other lanes */
+            __m256i mk = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(k1 - k)),
+                                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+            __m256 a = _mm256_maskload_ps(g->a + k, mk);
+            _Pragma("GCC unroll 4")
+            for (int c = 0; c < NC; c++) {
+                __m256 w = _mm256_add_ps(_mm256_mul_ps(mnbu_codes8(bc[c], BITS, k - k0), s[c]), z[c]);
+                w = _mm256_and_ps(w, _mm256_castsi256_ps(mk));
+                acc[c] = _mm256_add_ps(acc[c], _mm256_mul_ps(a, w));
+            }
+        }
+    }
+    _Pragma("GCC unroll 4")
+    for (int c = 0; c < NC; c++)
+        _mm256_storeu_ps(lanes + 8 * c, acc[c]);
+}
+
+AVX2 static void mnbu_m1_avx2(const llm_mnbu_args *g, int64_t n0, int64_t n1) {
+    float l[4 * 8];
+    int64_t n = n0;
+    for (; n < n1; ) {
+        int nc = n + 4 <= n1 ? 4 : 1;
+#define MT(c, b) mnbu_m1_tile(c, b, g, n, l)
+        if (g->bits == 4)
+            nc == 4 ? MT(4, 4) : MT(1, 4);
+        else if (g->bits == 8)
+            nc == 4 ? MT(4, 8) : MT(1, 8);
+        else
+            nc == 4 ? MT(4, 2) : MT(1, 2);
+#undef MT
+        for (int c = 0; c < nc; c++)
+            g->y[n + c] = llm_mnbu_red(l + 8 * c, n + c, g->N) + (g->bias ? g->bias[n + c] : 0.0f);
+        n += nc;
+    }
+}
+
+/* Eight rows of 8 floats (r[i]) transposed into out[j * ld .. + 8]. */
+AVX2_INLINE void mnbu_t8x8(const __m256 r[8], float *out, int64_t ld) {
+    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    _mm256_storeu_ps(out, _mm256_permute2f128_ps(s0, s4, 0x20));
+    _mm256_storeu_ps(out + ld, _mm256_permute2f128_ps(s1, s5, 0x20));
+    _mm256_storeu_ps(out + 2 * ld, _mm256_permute2f128_ps(s2, s6, 0x20));
+    _mm256_storeu_ps(out + 3 * ld, _mm256_permute2f128_ps(s3, s7, 0x20));
+    _mm256_storeu_ps(out + 4 * ld, _mm256_permute2f128_ps(s0, s4, 0x31));
+    _mm256_storeu_ps(out + 5 * ld, _mm256_permute2f128_ps(s1, s5, 0x31));
+    _mm256_storeu_ps(out + 6 * ld, _mm256_permute2f128_ps(s2, s6, 0x31));
+    _mm256_storeu_ps(out + 7 * ld, _mm256_permute2f128_ps(s3, s7, 0x31));
+}
+
+AVX2_INLINE void mnbu_panel_bits(const int BITS, const llm_mnbu_args *g, int64_t n0, int64_t nc,
+                                 float *panel, int64_t ldp) {
+    const int64_t blob = g->bs * g->bits / 8, kb = g->kb, K8 = g->K & ~(int64_t)7;
+    int64_t c0 = 0;
+    for (; c0 + 8 <= nc; c0 += 8) {
+        for (int64_t k = 0; k < K8; k += 8) {
+            int64_t b = k / g->bs;
+            __m256 r[8];
+            for (int c = 0; c < 8; c++) {
+                int64_t n = n0 + c0 + c;
+                float sc = g->sc[n * kb + b];
+                __m256 z = _mm256_set1_ps(-(sc * g->zpf[n * kb + b]));
+                r[c] = _mm256_add_ps(_mm256_mul_ps(mnbu_codes8(g->b + (n * kb + b) * blob, BITS,
+                                                               k - b * g->bs),
+                                                   _mm256_set1_ps(sc)),
+                                     z);
+            }
+            mnbu_t8x8(r, panel + k * ldp + c0, ldp);
+        }
+        for (int64_t k = K8; k < g->K; k++)
+            for (int c = 0; c < 8; c++)
+                panel[k * ldp + c0 + c] = mnbu_w_at(g, n0 + c0 + c, k);
+    }
+    if (c0 < nc) {
+        llm_mnbu_args t = *g;
+        llm_mnbu_panel_ref(&t, n0 + c0, nc - c0, panel + c0, ldp);
+    }
+}
+
+AVX2 static void mnbu_panel_avx2(const llm_mnbu_args *g, int64_t n0, int64_t nc, float *panel,
+                                 int64_t ldp) {
+    if (g->bits == 4)
+        mnbu_panel_bits(4, g, n0, nc, panel, ldp);
+    else if (g->bits == 8)
+        mnbu_panel_bits(8, g, n0, nc, panel, ldp);
+    else
+        mnbu_panel_bits(2, g, n0, nc, panel, ldp);
+}
+
+/* M > 1: MR rows from m, NV vectors of 8 columns from panel column c (the
+ * last vector's columns below `valid`). */
+AVX2_INLINE void mnbu_gemm_tile(const int MR, const int NV, const llm_mnbu_args *g,
+                                const float *panel, int64_t ldp, int64_t n0, int64_t m, int64_t c,
+                                int valid, int64_t sk) {
+    const int64_t K = g->K;
+    const float *a = g->a + m * K;
+    const __m256i mk = _mm256_cmpgt_epi32(_mm256_set1_epi32(valid),
+                                          _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    bool first = true;
+    for (int64_t k0 = 0; k0 < K; k0 += sk) {
+        int64_t k1 = sn_imin(K, k0 + sk);
+        __m256 acc[4][2];
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < MR; r++)
+            _Pragma("GCC unroll 2")
+            for (int v = 0; v < NV; v++)
+                acc[r][v] = _mm256_setzero_ps();
+        for (int64_t k = k0; k < k1; k++) {
+            const float *pk = panel + k * ldp + c;
+            __m256 b0 = _mm256_loadu_ps(pk);
+            __m256 b1 = NV > 1 ? _mm256_loadu_ps(pk + 8) : b0;
+            _Pragma("GCC unroll 4")
+            for (int r = 0; r < MR; r++) {
+                __m256 av = _mm256_broadcast_ss(a + r * K + k);
+                acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
+                if (NV > 1)
+                    acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
+            }
+        }
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < MR; r++)
+            _Pragma("GCC unroll 2")
+            for (int v = 0; v < NV; v++) {
+                float *yp = g->y + (m + r) * g->ldy + n0 + c + 8 * v;
+                bool last = v == NV - 1;
+                __m256 out = acc[r][v];
+                if (!first || g->bias) {
+                    const float *src = first ? g->bias + n0 + c + 8 * v : yp;
+                    out = _mm256_add_ps(out, last ? _mm256_maskload_ps(src, mk) : _mm256_loadu_ps(src));
+                }
+                if (last)
+                    _mm256_maskstore_ps(yp, mk, out);
+                else
+                    _mm256_storeu_ps(yp, out);
+            }
+        first = false;
+    }
+}
+
+AVX2 static void mnbu_gemm_avx2(const llm_mnbu_args *g, const float *panel, int64_t ldp,
+                                int64_t n0, int64_t c0, int64_t c1) {
+    int64_t sk = llm_mnbu_slice(g->N, g->K);
+    for (int64_t c = c0; c < c1;) {
+        int64_t left = c1 - c;
+        int nv = left > 8 ? 2 : 1;
+        int valid = (int)sn_imin(8, left - 8 * (nv - 1));
+        for (int64_t m = 0; m < g->M; m += 4) {
+            int mr = (int)sn_imin(4, g->M - m);
+#define GT(r, v) mnbu_gemm_tile(r, v, g, panel, ldp, n0, m, c, valid, sk)
+            if (nv == 2) {
+                switch (mr) {
+                case 4: GT(4, 2); break;
+                case 3: GT(3, 2); break;
+                case 2: GT(2, 2); break;
+                default: GT(1, 2); break;
+                }
+            } else {
+                switch (mr) {
+                case 4: GT(4, 1); break;
+                case 3: GT(3, 1); break;
+                case 2: GT(2, 1); break;
+                default: GT(1, 1); break;
+                }
+            }
+#undef GT
+        }
+        c += 8 * nv;
+    }
+}
+#endif
+
+void llm_mnbu_m1_cols(const llm_mnbu_args *g, int64_t n0, int64_t n1) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (sn_cpu_avx2_fma() && g->bs % 8 == 0) {
+        mnbu_m1_avx2(g, n0, n1);
+        return;
+    }
+#endif
+    llm_mnbu_m1_cols_ref(g, n0, n1);
+}
+
+void llm_mnbu_panel(const llm_mnbu_args *g, int64_t n0, int64_t nc, float *panel, int64_t ldp) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (sn_cpu_avx2_fma() && g->bs % 8 == 0) {
+        mnbu_panel_avx2(g, n0, nc, panel, ldp);
+        return;
+    }
+#endif
+    llm_mnbu_panel_ref(g, n0, nc, panel, ldp);
+}
+
+void llm_mnbu_gemm_cols(const llm_mnbu_args *g, const float *panel, int64_t ldp, int64_t n0,
+                        int64_t c0, int64_t c1) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (sn_cpu_avx2_fma()) {
+        mnbu_gemm_avx2(g, panel, ldp, n0, c0, c1);
+        return;
+    }
+#endif
+    llm_mnbu_gemm_cols_ref(g, panel, ldp, n0, c0, c1);
 }

@@ -113,8 +113,20 @@ def pack_codes(codes, bits):
     return out.astype(np.uint8)
 
 
+def to_initializers(model, names):
+    """Turns the graph inputs `names` into initializers (with their arrays
+    from {name: array}): constant weights, which ORT may prepack."""
+    g = model.graph
+    keep = [i for i in g.input if i.name not in names]
+    del g.input[:]
+    g.input.extend(keep)
+    for n, a in names.items():
+        g.initializer.append(numpy_helper.from_array(a, n))
+    return model
+
+
 def mnb_case(out_dir, name, M_shape, K, N, bits=4, bs=32, zp="packed", bias=False,
-             acc=0, dtype=np.float32):
+             acc=0, dtype=np.float32, const=False):
     r = rng_for(name)
     kb = (K + bs - 1) // bs
     codes = r.integers(0, 1 << bits, size=(N, kb, bs))
@@ -132,6 +144,9 @@ def mnb_case(out_dir, name, M_shape, K, N, bits=4, bs=32, zp="packed", bias=Fals
               ("bias", biasa)]
     attrs = dict(K=K, N=N, bits=bits, block_size=bs, accuracy_level=acc)
     model = make_model(name, "MatMulNBits", MS, inputs, ["Y"], attrs)
+    if const:  # B, scales, zero points and bias as initializers (ORT prepacks B)
+        model = to_initializers(model, {n: a for n, a in inputs[1:] if a is not None})
+        inputs = inputs[:1]
     res = save(out_dir, name, model, inputs, ["Y"])
     # report how far ORT is from a plain fp32 dequantized matmul (int8 path check)
     if zpa is None:
@@ -174,6 +189,28 @@ def mnb(out_dir):
         ("mnb_m1_k64_n5_acc1", (1,), 64, 5, {"acc": 1}),
         ("mnb_m3_k64_n5_f16", (3,), 64, 5, {"dtype": np.float16}),
         ("mnb_m0_k32_n4", (0,), 32, 4, {}),
+        # float zero points: ORT dequantizes B (q * s - s * zp) and runs MLAS's
+        # SGEMM at every accuracy level (no prepacking), M = 1 and M > 1 kernels;
+        # N % 4 = 1, 2, 3 (the M = 1 tails), K % 8 != 0, K slices of 128, 256
+        # (N 40) and 512 (N 20). _bx: bit-exact (run.sh)
+        ("mnb_m1_k100_n37_floatzp_bx", (1,), 100, 37, {"zp": "float"}),
+        ("mnb_m1_k77_n38_bs16_floatzp_bias_bx", (1,), 77, 38, {"zp": "float", "bs": 16, "bias": True}),
+        ("mnb_m1_k576_n39_floatzp_acc4_const_bx", (1,), 576, 39,
+         {"zp": "float", "acc": 4, "const": True}),
+        ("mnb_m5_k300_n39_bs128_floatzp_acc4_bx", (5,), 300, 39, {"zp": "float", "bs": 128, "acc": 4}),
+        ("mnb_b2s3_k600_n40_floatzp_bias_bx", (2, 3), 600, 40, {"zp": "float", "bias": True}),
+        ("mnb_m2_k1000_n20_bs64_floatzp_const_bx", (2,), 1000, 20, {"zp": "float", "bs": 64, "const": True}),
+        ("mnb_m7_k576_n130_floatzp_bias_const_bx", (7,), 576, 130,
+         {"zp": "float", "bias": True, "const": True}),
+        # 8 bits at accuracy_level 4 with B constant: ORT's SQ8BitGemm CompInt8
+        # (int8 A, lanes over pairs of blocks, zero points through A's block sums)
+        ("mnb_m1_k576_n49_b8_acc4_const_bx", (1,), 576, 49, {"bits": 8, "acc": 4, "zp": None, "const": True}),
+        ("mnb_m3_k100_n38_b8_acc4_zp_bias_const_bx", (3,), 100, 38,
+         {"bits": 8, "acc": 4, "bias": True, "const": True}),
+        ("mnb_m5_k96_n39_b8_acc4_const_bx", (5,), 96, 39, {"bits": 8, "acc": 4, "zp": None, "const": True}),
+        ("mnb_m1_k160_n36_b8_acc4_bias_const_bx", (1,), 160, 36,
+         {"bits": 8, "acc": 4, "zp": None, "bias": True, "const": True}),
+        ("mnb_b2s2_k64_n7_b8_acc4_zp_const_bx", (2, 2), 64, 7, {"bits": 8, "acc": 4, "const": True}),
     ]
     for name, ms, K, N, kw in specs:
         errs[name] = mnb_case(out_dir, name, ms, K, N, **kw)
@@ -208,20 +245,50 @@ def quant4(r, N, K, bs=32):
     return codes, sc, zp
 
 
-def mnb_const_model(name, layers, K, N, M, zp=True, bias=False, norm=False, r=None):
-    """`layers` MatMulNBits (acc 4, constant B) in a chain (N == K after the
-    first), optionally with a SimplifiedLayerNormalization before each."""
+def quant4_float_zp(r, N, K, bs=32):
+    """Like GGUF's Q4_1 re-encoded (tests/models/snugmodels/styles.py): codes
+    0..15 of w = d * q + m, scale d and the float zero point -m / d."""
+    kb = (K + bs - 1) // bs
+    w = r.standard_normal((N, kb * bs)).astype(np.float32) * 0.05
+    w[:, K:] = 0
+    wb = w.reshape(N, kb, bs)
+    lo, hi = wb.min(-1), wb.max(-1)
+    d = np.maximum((hi - lo) / 15, 1e-8).astype(np.float32)
+    codes = np.clip(np.round((wb - lo[:, :, None]) / d[:, :, None]), 0, 15).astype(np.int64)
+    return codes, d, (-lo / d).astype(np.float32)
+
+
+def quant8(r, N, K, bs=32):
+    """Q8_0-like: codes 0..255 around the default zero point 128."""
+    kb = (K + bs - 1) // bs
+    w = r.standard_normal((N, kb * bs)).astype(np.float32) * 0.05
+    w[:, K:] = 0
+    wb = w.reshape(N, kb, bs)
+    d = np.maximum(np.abs(wb).max(-1) / 127, 1e-8).astype(np.float32)
+    codes = np.clip(np.round(wb / d[:, :, None]) + 128, 0, 255).astype(np.int64)
+    return codes, d, None
+
+
+def mnb_const_model(name, layers, K, N, M, zp=True, bias=False, norm=False, r=None, kind="q4",
+                    acc=4):
+    """`layers` MatMulNBits (constant B) in a chain (N == K after the first),
+    optionally with a SimplifiedLayerNormalization before each. kind: "q4"
+    (packed 4-bit zero points unless zp is False), "q4f" (float zero points),
+    "q8" (8 bits, default zero point)."""
     nodes, inits = [], []
     x = "A"
+    bits = 8 if kind == "q8" else 4
     for i in range(layers):
         k_i = K if i == 0 else N
-        codes, sc, zpc = quant4(r, N, k_i)
+        codes, sc, zpc = {"q4": quant4, "q4f": quant4_float_zp, "q8": quant8}[kind](r, N, k_i)
         kb = codes.shape[1]
-        inits.append(numpy_helper.from_array(pack_codes(codes, 4).reshape(N, kb, 16), f"B{i}"))
+        inits.append(numpy_helper.from_array(pack_codes(codes, bits).reshape(N, kb, 4 * bits), f"B{i}"))
         inits.append(numpy_helper.from_array(sc.reshape(-1), f"S{i}"))
         ins = [x, f"B{i}", f"S{i}"]
+        zp = zp and zpc is not None
         if zp:
-            inits.append(numpy_helper.from_array(pack_codes(zpc, 4).reshape(N, -1), f"Z{i}"))
+            z = zpc.reshape(-1) if kind == "q4f" else pack_codes(zpc, 4).reshape(N, -1)
+            inits.append(numpy_helper.from_array(z, f"Z{i}"))
             ins.append(f"Z{i}")
         if bias:
             if not zp:
@@ -234,8 +301,8 @@ def mnb_const_model(name, layers, K, N, M, zp=True, bias=False, norm=False, r=No
                                           axis=-1, epsilon=1e-5, stash_type=1))
             ins[0] = f"n{i}"
         y = "Y" if i == layers - 1 else f"h{i}"
-        nodes.append(helper.make_node("MatMulNBits", ins, [y], domain=MS, K=k_i, N=N, bits=4,
-                                      block_size=32, accuracy_level=4))
+        nodes.append(helper.make_node("MatMulNBits", ins, [y], domain=MS, K=k_i, N=N, bits=bits,
+                                      block_size=32, accuracy_level=acc))
         x = y
     graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info("A", F32, [M, K])],
                               [helper.make_tensor_value_info("Y", F32, None)], inits)
@@ -262,6 +329,14 @@ def mnb_const(out_dir):
         # int8 code downstream and grows, as through an LLM's layers
         ("mnb_const_acc4_chain8_m1", 1, 576, 576, 8, {"norm": True}),
         ("mnb_const_acc4_chain8_m6", 6, 576, 576, 8, {"norm": True}),
+        # float zero points (SGEMM rounding) and 8 bits (int8 A): the same
+        # amplification, as through SmolLM2's Q4_1 layers and Q8_0 head
+        ("mnb_const_q4f_acc0_chain8_m1_bx", 1, 576, 576, 8, {"norm": True, "kind": "q4f", "acc": 0}),
+        ("mnb_const_q4f_acc0_chain8_m6_bx", 6, 576, 576, 8,
+         {"norm": True, "kind": "q4f", "acc": 0, "bias": True}),
+        ("mnb_const_q4f_acc4_chain4_m3_n192_bx", 3, 576, 192, 4, {"norm": True, "kind": "q4f"}),
+        ("mnb_const_q8_acc4_chain8_m1_bx", 1, 576, 576, 8, {"norm": True, "kind": "q8"}),
+        ("mnb_const_q8_acc4_chain8_m5_bx", 5, 576, 576, 8, {"norm": True, "kind": "q8", "bias": True}),
     ]
     for name, M, K, N, layers, kw in specs:
         r = rng_for(name)

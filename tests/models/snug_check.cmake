@@ -2,12 +2,9 @@
 # teacher-forced decode steps per prompt, logits within rtol 1e-3 / atol 1e-4
 # and identical greedy ids (check_snug.py). tests/models/CMakeLists.txt's
 # models.build sets up the fixtures (FIXTURES_SETUP snug_models).
-# Not listed: smollm2-135m/genai-q41, whose float zero points and 8-bit head at
-# accuracy_level 4 are not yet computed the way ONNX Runtime rounds them
-# (99% of logits within tolerance, greedy ids identical; issue 4).
 set(SNUG_CHECK_FIXTURES
   smollm2-135m/optimum smollm2-135m/optimum-noname smollm2-135m/optimum-extdata smollm2-135m/onnxscript
-  smollm2-135m/genai
+  smollm2-135m/genai smollm2-135m/genai-q41
   tiny/optimum tiny/optimum-noname tiny/optimum-extdata tiny/onnxscript tiny/genai tiny/genai-acc0 tiny/genai-fp32)
 set(SNUG_CHECK_ARGS)
 foreach(f ${SNUG_CHECK_FIXTURES})
@@ -29,7 +26,7 @@ set_tests_properties(models.snug PROPERTIES
 # kernel's choice (freshly written files' large folios are mapped whole), see
 # docs/executor.md.
 set(SNUG_MEMORY_ARGS)
-foreach(f ${SNUG_CHECK_FIXTURES} smollm2-135m/genai-q41)
+foreach(f ${SNUG_CHECK_FIXTURES})
   list(APPEND SNUG_MEMORY_ARGS --fixture ${f})
 endforeach()
 add_test(NAME models.memory
