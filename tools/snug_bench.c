@@ -150,6 +150,7 @@ static size_t proc_status_bytes(const char *key) {
  * resident, so that the RSS taken as the base already holds the code and
  * read-only data the run will execute: how many of those pages a run faults
  * in on its own depends on the kernel's fault-around, not on the plan. */
+__attribute__((no_sanitize_address)) /* reads the program's own data pages, redzones included */
 static void touch_program_pages(void) {
     FILE *f = fopen("/proc/self/maps", "r");
     if (!f)
