@@ -125,9 +125,12 @@ static void plan_release(sn_exec *ex) {
         memset(ex->nreplaces, 0, sizeof *ex->nreplaces * (size_t)g->n_nodes);
 }
 
-/* Copies at least this large are whole pages, so that a kernel packing
- * the weight can hand back each part once packed (release_cb). */
-#define SN_PAGES_MIN ((size_t)64 << 10)
+/* Copies of a page or more are whole pages of their own: a kernel packing
+ * the weight can hand back each part once packed (release_cb), and freeing
+ * the copy returns its pages to the system (a freed heap block may stay
+ * resident in the allocator's free lists: 3 MiB of SmolLM2's 55 KiB k and v
+ * projections once they were tiled). */
+#define SN_PAGES_MIN ((size_t)4 << 10)
 
 /* Initializer v in owned, aligned memory: the aligned copy of a misaligned
  * weight (copied in chunks whose source pages are released as soon as they
@@ -502,7 +505,10 @@ static void drop_unread_inputs(sn_exec *ex, const sn_node *n, int i) {
         } else if (ex->init_copy[v]) {
             copy_free(ex, v);
             ex->copy_dropped[v] = 1;
-            ex->vals[v].data = NULL;
+            /* Back to the bytes in the file map (never read: every reader is
+             * done with it), so that run-time re-inference still sees a
+             * constant (a kernel's Level-1 estimate may depend on it). */
+            ex->vals[v].data = (void *)g->values[v].init->t.data;
         } else if (sn_model_maps(g->model, ex->vals[v].data, nb)) {
             sn_model_release_bytes(g->model, ex->vals[v].data, nb);
         } else {
@@ -784,6 +790,11 @@ static int make_plan(sn_exec *ex, sn_err *err) {
             ex->backend.ops->buffer_free(ex->backend.ctx, ex->arena);
         ex->arena = a;
         ex->arena_cap = total;
+        /* A plan at input bounds serves many runs: its arena is made
+         * resident now (every workspace slot included), so a run never
+         * faults in fresh pages and the memory the plan reports is held. */
+        if (ex->planning_bounds)
+            memset(a, 0, total);
     }
     for (int k = 0; k < nb; k++) {
         if (bval[k] >= 0)

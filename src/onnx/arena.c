@@ -27,7 +27,11 @@ void *sn_arena_alloc(sn_arena *a, size_t n, size_t align) {
     size_t cap;
     if (!sn_add_ok(n, align, &cap) || cap > SIZE_MAX - sizeof(sn_arena_blk))
         return NULL;
-    if (cap < SN_ARENA_BLOCK)
+    /* Small requests share 64 KiB blocks; a large one (a quarter block or
+     * more) gets a block of its own size, so that no block is left half
+     * empty: its unused tail would be heap the memory counters report but
+     * that is never resident. */
+    if (cap < SN_ARENA_BLOCK / 4)
         cap = SN_ARENA_BLOCK;
     sn_arena_blk *nb = sn_malloc(sizeof *nb + cap);
     if (!nb)

@@ -567,7 +567,7 @@ const sn_op_def sn_ops_contrib[] = {
     {MS, "SkipSimplifiedLayerNormalization", 1, skip_infer, skip_prepare, skip_run, NULL, 0, llm_estimate},
     {MS, "RotaryEmbedding", 1, rope_infer, rope_prepare, rope_run, NULL, SN_OP_INPLACE0, llm_estimate},
     {"", "RotaryEmbedding", 23, rope_infer, rope_prepare, rope_run, NULL, SN_OP_INPLACE0, llm_estimate},
-    {MS, "MatMulNBits", 1, llm_mnb_infer, llm_mnb_prepare, llm_mnb_run, NULL, 0, llm_estimate},
+    {MS, "MatMulNBits", 1, llm_mnb_infer, llm_mnb_prepare, llm_mnb_run, llm_mnb_free, 0, llm_estimate},
     {MS, "GroupQueryAttention", 1, llm_gqa_infer, llm_gqa_prepare, llm_gqa_run, NULL, SN_OP_KV_SHARE,
      llm_estimate},
     {MS, "MultiHeadAttention", 1, llm_mha_infer, llm_mha_prepare, llm_mha_run, NULL, 0, llm_estimate},

@@ -192,7 +192,21 @@ typedef struct llm_mnb4_args {
     const float *bias;  /* [N] or NULL */
     float *y;           /* [M, ldy] */
     int64_t ldy;
+    int tiled;          /* b is llm_mnb4_tile's layout, not [N, kb, 16] */
 } llm_mnb4_args;
+/* B in tiles of four columns for the decode kernel: per pair of blocks,
+ * the four columns' 32 bytes side by side (a lone last block padded to 32
+ * with zeros), so that one row of A against four columns reads memory in
+ * one ascending run instead of four streams a column apart (1.3x faster
+ * from memory on TinyLlama's 2048-deep columns). The last tile holds
+ * N % 4 columns when N is not a multiple of 4. At most LLM_MNB4_TILE_MAX_KB
+ * blocks deep. */
+#define LLM_MNB4_TILE_MAX_KB 256
+size_t llm_mnb4_tiled_bytes(int64_t N, int64_t kb);
+/* Tiles b into dst; done(ctx, n0, n1) after columns [n0, n1) are tiled
+ * (their source bytes are not read again). */
+void llm_mnb4_tile(const uint8_t *b, int64_t N, int64_t kb, uint8_t *dst,
+                   void (*done)(void *ctx, int64_t n0, int64_t n1), void *ctx);
 /* Y[m, n] for every row and the columns [n0, n1). */
 void llm_mnb4_cols(const llm_mnb4_args *g, int64_t n0, int64_t n1);
 void llm_mnb4_cols_ref(const llm_mnb4_args *g, int64_t n0, int64_t n1);

@@ -56,10 +56,48 @@ typedef struct mnb_geom {
     bool gemm;    /* prefill path */
 } mnb_geom;
 
-/* prepare's verdict on the int8 path, kept as the node's state: ORT
+/* prepare's state: its presence is the verdict on the int8 path (ORT
  * quantizes A only when B is a constant it can prepack, and otherwise
- * computes accuracy_level 4 in float. */
-static const char mnb_int8_tag = 1;
+ * computes accuracy_level 4 in float); in plans that serve many runs the
+ * 4-bit int8 path's B is also kept in llm_mnb4_tile's layout (decode reads
+ * it in one ascending run), which replaces the original. */
+typedef struct mnb_state {
+    uint8_t *tiled; /* sn_pages_reserve'd, or NULL */
+    size_t bytes;
+} mnb_state;
+
+/* The state of a constant B kept as it is (no allocation: the Level-1
+ * estimate prepares every node at every bounded run). */
+static const mnb_state mnb_const_b = {NULL, 0};
+
+void llm_mnb_free(void *state) {
+    mnb_state *st = state;
+    if (!st || st == &mnb_const_b)
+        return;
+    sn_pages_free(st->tiled, st->bytes, 0);
+    sn_free(st);
+}
+
+typedef struct mnb_tile_ctx {
+    const sn_prep_ctx *c;
+    const uint8_t *b;
+    int64_t N, kb;
+    size_t committed;
+} mnb_tile_ctx;
+
+/* Columns [n0, n1) tiled: their share of the block is counted as written,
+ * then their source bytes are handed back. */
+static void mnb_tile_done(void *arg, int64_t n0, int64_t n1) {
+    mnb_tile_ctx *t = arg;
+    size_t total = sn_pages_size(llm_mnb4_tiled_bytes(t->N, t->kb));
+    size_t upto = (size_t)((double)total * (double)n1 / (double)t->N);
+    if (upto > t->committed) {
+        sn_pages_commit(upto - t->committed);
+        t->committed = upto;
+    }
+    if (t->c->release)
+        t->c->release(t->c->release_ctx, t->b + n0 * t->kb * 16, (size_t)((n1 - n0) * t->kb * 16));
+}
 
 static int mnb_geom_of(const sn_node *node, int n_in, const sn_tensor *const *in, bool shapes,
                        bool b_const, mnb_geom *g, sn_err *err) {
@@ -226,7 +264,22 @@ int llm_mnb_prepare(sn_prep_ctx *c) {
     mnb_geom g;
     bool b_const = c->in[1]->data != NULL;
     SN_TRY(mnb_geom_of(c->node, c->n_in, c->in, true, b_const, &g, c->err));
-    c->state = b_const ? (void *)&mnb_int8_tag : NULL;
+    c->state = b_const ? (void *)&mnb_const_b : NULL;
+    mnb_state *st;
+    if (b_const && g.ort4 && c->long_lived && !g.empty && g.kb <= LLM_MNB4_TILE_MAX_KB &&
+        (st = sn_calloc(1, sizeof *st))) { /* without memory: the original layout, as is */
+        st->bytes = llm_mnb4_tiled_bytes(g.N, g.kb);
+        if (!(st->tiled = sn_pages_reserve(st->bytes))) {
+            sn_free(st);
+        } else {
+            mnb_tile_ctx t = {c, c->in[1]->data, g.N, g.kb, 0};
+            llm_mnb4_tile(c->in[1]->data, g.N, g.kb, st->tiled, mnb_tile_done, &t);
+            sn_pages_commit(sn_pages_size(st->bytes) - t.committed);
+            c->state = st;
+            c->state_bytes = st->bytes;
+            c->replaces = 1u << 1; /* run reads the tiles only */
+        }
+    }
     mnb_ws w;
     mnb_ws_layout(&g, c->in[0]->dtype, c->n_threads, &w);
     c->workspace = w.total;
@@ -431,7 +484,8 @@ static void mnb_quantize_a(void *arg, int64_t m0, int64_t m1) {
 
 int llm_mnb_run(sn_kctx *c) {
     mnb_geom g;
-    SN_TRY(mnb_geom_of(c->node, c->n_in, c->in, true, c->state == &mnb_int8_tag, &g, c->err));
+    SN_TRY(mnb_geom_of(c->node, c->n_in, c->in, true, c->state != NULL, &g, c->err));
+    const mnb_state *st = c->state;
     const sn_tensor *A = c->in[0];
     sn_tensor *Y = c->out[0];
     sn_dtype dt = A->dtype;
@@ -521,6 +575,10 @@ int llm_mnb_run(sn_kctx *c) {
         }
     } else if (g.ort4) {
         j.q4 = (llm_mnb4_args){g.M, g.N, g.kb, j.qa, j.b, j.sc, j.zp8, j.zp_stride, bias, y, g.N};
+        if (st && st->tiled) {
+            j.q4.b = st->tiled;
+            j.q4.tiled = 1;
+        }
         sn_pool_for(c->pool, g.M, 4, mnb4_prep_task, &j);
         sn_pool_for(c->pool, (g.N + MNB4_GROUP - 1) / MNB4_GROUP, mnb_grain(&g), mnb4_cols_task,
                     &j);

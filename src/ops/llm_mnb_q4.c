@@ -195,13 +195,58 @@ static inline float mnb4_out(const llm_mnb4_args *g, const char *row, const mnb4
     return v;
 }
 
+/* ---- the tiled layout of B (llm_mnb4_tile) ------------------------------ */
+
+size_t llm_mnb4_tiled_bytes(int64_t N, int64_t kb) { return (size_t)N * (size_t)((kb + 1) / 2) * 32; }
+
+/* Column n's first pair in the tiled layout, and the distance between its
+ * pairs (the width of its tile x 32). */
+static const uint8_t *tiled_col(const uint8_t *t, int64_t N, int64_t kb, int64_t n, int64_t *pst) {
+    int64_t t0 = n / 4 * 4, w = sn_imin(4, N - t0);
+    *pst = 32 * w;
+    return t + (size_t)t0 * (size_t)((kb + 1) / 2) * 32 + (size_t)(n - t0) * 32;
+}
+
+void llm_mnb4_tile(const uint8_t *b, int64_t N, int64_t kb, uint8_t *dst,
+                   void (*done)(void *ctx, int64_t n0, int64_t n1), void *ctx) {
+    for (int64_t t0 = 0; t0 < N; t0 += 4) {
+        int64_t w = sn_imin(4, N - t0);
+        for (int64_t c = 0; c < w; c++) {
+            int64_t pst;
+            uint8_t *d = (uint8_t *)tiled_col(dst, N, kb, t0 + c, &pst);
+            const uint8_t *src = b + (t0 + c) * kb * 16;
+            for (int64_t p = 0; 2 * p < kb; p++, d += pst) {
+                size_t n = 2 * p + 1 < kb ? 32 : 16;
+                memcpy(d, src + 32 * p, n);
+                if (n < 32)
+                    memset(d + 16, 0, 16);
+            }
+        }
+        if (done)
+            done(ctx, t0, t0 + w);
+    }
+}
+
+/* Column n of B as [kb, 16] bytes: in place, or copied out of the tiles
+ * into tmp (kb * 16 bytes). */
+static const uint8_t *col_bytes(const llm_mnb4_args *g, int64_t n, uint8_t *tmp) {
+    if (!g->tiled)
+        return g->b + n * g->kb * 16;
+    int64_t pst;
+    const uint8_t *s = tiled_col(g->b, g->N, g->kb, n, &pst);
+    for (int64_t p = 0; 2 * p < g->kb; p++, s += pst)
+        memcpy(tmp + 32 * p, s, 2 * p + 1 < g->kb ? 32 : 16);
+    return tmp;
+}
+
 void llm_mnb4_cols_ref(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
     mnb4_layout L = mnb4_layout_of(g->kb);
+    uint8_t tmp[LLM_MNB4_TILE_MAX_KB * 16 + 16];
     for (int64_t m = 0; m < g->M; m++) {
         const char *row = (const char *)g->rows + (size_t)m * L.total;
         for (int64_t n = n0; n < n1; n++) {
             float lanes[8];
-            mnb4_lanes_row(row, &L, g->b + n * g->kb * 16, g->sb + n * g->kb,
+            mnb4_lanes_row(row, &L, col_bytes(g, n, tmp), g->sb + n * g->kb,
                            g->zp ? g->zp + n * g->zp_stride : NULL, g->kb, g->M == 1, lanes);
             g->y[m * g->ldy + n] = mnb4_out(g, row, &L, n, lanes);
         }
@@ -416,13 +461,12 @@ AVX2_INLINE void pair_tile(const int MR, const int NR, const int M1, const int P
  * z0 + c * zst; zend: the end of the zero points); every block on its own
  * with lanes k in [4j, 4j + 4) of (code - zp) * a, in ORT's order. */
 AVX2_INLINE void quad_tile(const int NR, const char *row, const mnb4_layout *L, const uint8_t *b0,
-                           const float *s0, const uint8_t *z0, int64_t zst, const uint8_t *zend,
-                           int64_t kb, float *out) {
+                           int64_t cst, int64_t pst, const float *s0, const uint8_t *z0, int64_t zst,
+                           const uint8_t *zend, int64_t kb, float *out) {
     const __m256i m0f = _mm256_set1_epi8(15);
     const __m128i m0f4 = _mm_set1_epi8(15);
     const float *sa = (const float *)(row + L->sa);
     const char *qr = row + L->q, *asq = row + L->asq;
-    const int64_t bst = kb * 16;
     __m256 acc[4];
     _Alignas(32) float cb[4][QCH];
     __m256i zv[4];
@@ -468,7 +512,7 @@ AVX2_INLINE void quad_tile(const int NR, const char *row, const mnb4_layout *L, 
             __m256i aq = _mm256_load_si256((const __m256i *)(asq + 32 * p));
             _Pragma("GCC unroll 4")
             for (int c = 0; c < NR; c++) {
-                __m256i v = _mm256_loadu_si256((const __m256i *)(b0 + c * bst + 16 * b));
+                __m256i v = _mm256_loadu_si256((const __m256i *)(b0 + c * cst + p * pst));
                 __m256i lo = _mm256_and_si256(v, m0f);
                 __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m0f);
                 __m256i z = _mm256_shuffle_epi8(zv[c], zsel);
@@ -488,7 +532,7 @@ AVX2_INLINE void quad_tile(const int NR, const char *row, const mnb4_layout *L, 
             __m128i aq = _mm_load_si128((const __m128i *)(asq + 32 * p));
             _Pragma("GCC unroll 4")
             for (int c = 0; c < NR; c++) {
-                __m128i v = _mm_loadu_si128((const __m128i *)(b0 + c * bst + 16 * b));
+                __m128i v = _mm_loadu_si128((const __m128i *)(b0 + c * cst + p * pst));
                 __m128i lo = _mm_and_si128(v, m0f4);
                 __m128i hi = _mm_and_si128(_mm_srli_epi16(v, 4), m0f4);
                 __m128i z = _mm_shuffle_epi8(_mm256_castsi256_si128(zv[c]), _mm256_castsi256_si128(zsel));
@@ -594,12 +638,14 @@ AVX2 static void mnb4_cols_avx2(const llm_mnb4_args *g, int64_t n0, int64_t n1) 
     _Alignas(32) float lanes[MNB4_MR * 64];
     _Alignas(32) float nz[NZ_MAX * 8];
     _Alignas(32) char dec[8 * (DEC_MAX_KB / 2) * DEC_BYTES];
+    /* tiled B for the paths that read columns whole: eight columns copied out */
+    _Alignas(32) uint8_t cols[8 * LLM_MNB4_TILE_MAX_KB * 16 + 16];
     for (int64_t n = n0; n < n1; n += 8) {
         int nc = (int)sn_imin(8, n1 - n);
         const uint8_t *bc[8], *zc[8];
         const float *sbc[8];
         for (int c = 0; c < nc; c++) {
-            bc[c] = g->b + (n + c) * kb * 16;
+            bc[c] = g->tiled ? NULL : g->b + (n + c) * kb * 16;
             sbc[c] = g->sb + (n + c) * kb;
             zc[c] = g->zp ? g->zp + (n + c) * g->zp_stride : NULL;
         }
@@ -607,18 +653,31 @@ AVX2 static void mnb4_cols_avx2(const llm_mnb4_args *g, int64_t n0, int64_t n1) 
             const char *row = g->rows;
             const uint8_t *zend = g->zp + g->N * g->zp_stride;
             int c = 0;
-#define QT(nr) quad_tile(nr, row, &L, bc[c], sbc[c], zc[c], g->zp_stride, zend, kb, lanes + 8 * c)
-            for (; c + 4 <= nc; c += 4)
-                QT(4);
-            switch (nc - c) {
-            case 3: QT(3); break;
-            case 2: QT(2); break;
-            case 1: QT(1); break;
+#define QT(nr) quad_tile(nr, row, &L, b0, cst, pst, sbc[c], zc[c], g->zp_stride, zend, kb, lanes + 8 * c)
+            while (c < nc) {
+                /* four columns at a time, never across a tile of the tiled layout */
+                int nr = g->tiled ? (int)sn_imin(4 - (n + c) % 4, nc - c) : (int)sn_imin(4, nc - c);
+                int64_t cst = kb * 16, pst = 32;
+                const uint8_t *b0 = bc[c];
+                if (g->tiled) {
+                    b0 = tiled_col(g->b, g->N, kb, n + c, &pst);
+                    cst = 32;
+                }
+                switch (nr) {
+                case 4: QT(4); break;
+                case 3: QT(3); break;
+                case 2: QT(2); break;
+                default: QT(1); break;
+                }
+                c += nr;
             }
 #undef QT
             finish_rows(1, g, &row, &L, 0, n, nc, lanes, NULL);
             continue;
         }
+        if (g->tiled)
+            for (int c = 0; c < nc; c++)
+                bc[c] = col_bytes(g, n + c, cols + (size_t)c * (size_t)kb * 16);
         const float *nzp = NULL;
         if (g->M > 1 && nc == 8 && kb <= NZ_MAX) {
             for (int64_t b = 0; b < kb; b++)

@@ -8,6 +8,7 @@
 /* llm_matmulnbits.c */
 int llm_mnb_infer(sn_infer_ctx *c);
 int llm_mnb_prepare(sn_prep_ctx *c);
+void llm_mnb_free(void *state);
 int llm_mnb_run(sn_kctx *c);
 
 /* llm_attention.c */

@@ -396,6 +396,8 @@ int main(void) {
     /* The real model through the padded path (a few seconds). */
     g_atol = 1e-3 + 1e-3 * 30, g_rtol = 0;
     check_fixture(root, "smollm2-135m", "optimum", "map");
+    /* int4 MatMulNBits from tiled weights (plans at bounds tile them), read into owned memory */
+    check_fixture(root, "smollm2-135m", "genai", "load");
     check_stories();
     check_state_api();
     if (g_fail) {

@@ -410,7 +410,7 @@ static void test_mnb4_cols(void) {
     static const int64_t Ks[] = {32, 64, 100, 160, 576, 2200, 3100, 8200};
     static const int64_t Ns[] = {1, 3, 4, 7, 8, 9, 13, 17, 36};
     static const int64_t Ms[] = {1, 2, 3, 5, 128};
-    int cases = 0;
+    int cases = 0, tiled = 0;
     for (size_t ki = 0; ki < sizeof Ks / sizeof *Ks; ki++)
         for (size_t ni = 0; ni < sizeof Ns / sizeof *Ns; ni++)
             for (size_t mi = 0; mi < sizeof Ms / sizeof *Ms; mi++) {
@@ -495,13 +495,35 @@ static void test_mnb4_cols(void) {
                             }
                         g_fail = 1;
                     }
+                    /* the same from B in tiles of four columns (llm_mnb4_tile) */
+                    if (kb <= LLM_MNB4_TILE_MAX_KB) {
+                        uint8_t *bt = malloc(llm_mnb4_tiled_bytes(N, kb));
+                        llm_mnb4_tile(b, N, kb, bt, NULL, NULL);
+                        llm_mnb4_args gt = g;
+                        gt.b = bt;
+                        gt.tiled = 1;
+                        gt.y = y;
+                        memset(y, 0, sizeof(float) * (size_t)(M * N));
+                        llm_mnb4_cols(&gt, 0, split);
+                        llm_mnb4_cols(&gt, split, N);
+                        gt.y = yr;
+                        llm_mnb4_cols_ref(&gt, 0, N);
+                        if (memcmp(y, want, sizeof(float) * (size_t)(M * N)) ||
+                            memcmp(yr, want, sizeof(float) * (size_t)(M * N))) {
+                            fprintf(stderr, "FAIL mnb4 cols tiled M %lld N %lld K %lld zp %d bias %d\n", (long long)M,
+                                    (long long)N, (long long)K, zpon, biason);
+                            g_fail = 1;
+                        }
+                        free(bt);
+                        tiled++;
+                    }
                     cases++;
                     free(a), free(b), free(zp), free(sb), free(bias), free(y), free(yr), free(want);
                     free(qa), free(sa), free(ab), free(rows), free(rows2);
                 }
             }
-    if (cases < 150) {
-        fprintf(stderr, "FAIL mnb4 cols: only %d cases\n", cases);
+    if (cases < 150 || tiled < 120) {
+        fprintf(stderr, "FAIL mnb4 cols: only %d cases, %d tiled\n", cases, tiled);
         g_fail = 1;
     }
 }
