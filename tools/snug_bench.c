@@ -37,8 +37,9 @@ static const char k_bench_help[] =
     "  CPU time        CPU seconds of all threads during prefill and per decode\n"
     "                  token (on a busy machine steadier than wall time)\n"
     "  peak RSS        the process's maximum resident set (getrusage), whole run\n"
-    "  memory          the plan's predicted peak (weights touched, arena, KV cache,\n"
-    "                  the library's other heap) beside the measured RSS growth\n"
+    "  memory          the plan's predicted peak (weights mapped and touched, weights\n"
+    "                  held as copies or packed by kernels, arena, KV cache, the\n"
+    "                  library's other heap) beside the measured RSS growth\n"
     "                  (peak minus the RSS before loading, without the program's\n"
     "                  own code pages); allocations made during the decode steps\n"
     "  weights         initializer bytes in the model file (mapped, or read into owned\n"
@@ -523,15 +524,18 @@ int cmd_bench(int argc, char **argv) {
         printf("CPU time     prefill %.1f ms, decode %.2f ms/token (all threads; wall time above)\n", scp.med,
                scd.med);
         printf("peak RSS     %s\n", b3);
-        char p1[64], p2[64], p3[64], p4[64], p5[64];
+        char p1[64], p2[64], p3[64], p4[64], p5[64], p6[64];
+        const sn_exec_stats *xs = sn_exec_get_stats(s->exec);
         cli_human_bytes((double)growth, p1, sizeof p1);
         cli_human_bytes((double)mem.total, p2, sizeof p2);
-        cli_human_bytes((double)(mem.weights_read + mem.weights_gathered + mem.weights_copied), p3, sizeof p3);
+        cli_human_bytes((double)(mem.weights_read + mem.weights_gathered), p3, sizeof p3);
+        cli_human_bytes((double)(mem.weights_copied + xs->kernel_state_bytes), p6, sizeof p6);
         cli_human_bytes((double)mem.arena, p4, sizeof p4);
         cli_human_bytes((double)mem.lower_bound, p5, sizeof p5);
-        printf("memory       RSS growth %s, predicted %s (%+.1f%%): weights touched %s, arena %s (lower bound "
-               "%s), KV %s\n", p1, p2, growth ? 100.0 * ((double)mem.total - (double)growth) / (double)growth : 0.0,
-               p3, p4, p5, b4);
+        printf("memory       RSS growth %s, predicted %s (%+.1f%%): weights mapped %s, held %s (copies, packed), "
+               "arena %s (lower bound %s), KV %s (--weights %s)\n",
+               p1, p2, growth ? 100.0 * ((double)mem.total - (double)growth) / (double)growth : 0.0, p3, p6, p4, p5,
+               b4, sn_exec_weights_load(s->exec) ? "load" : "map");
         printf("allocations  %llu during the decode steps\n", (unsigned long long)decode_allocs);
         printf("weights      %s in the file, %s read per decode step\n", b1, b2);
     }
