@@ -145,8 +145,6 @@ static size_t proc_status_bytes(const char *key) {
     return kib * 1024;
 }
 
-/* Resident bytes of the file mappings whose path starts with dir (the
- * model file and its external data). */
 /* Makes every page of the files mapped now (the program, its libraries)
  * resident, so that the RSS taken as the base already holds the code and
  * read-only data the run will execute: how many of those pages a run faults
@@ -174,6 +172,8 @@ static void touch_program_pages(void) {
     fclose(f);
 }
 
+/* Resident bytes of the file mappings whose path starts with dir (the
+ * model file and its external data). */
 static size_t mapped_rss_under(const char *dir) {
     FILE *f = fopen("/proc/self/smaps", "r");
     if (!f)

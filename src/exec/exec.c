@@ -62,7 +62,6 @@ struct sn_exec {
     uint32_t *nreplaces;     /* owned [n_nodes]: prepare's replaces mask (sn_prep_ctx) */
     uint8_t *copy_dropped;   /* owned [n_values]: aligned copy freed (every reader replaced it); made
                               * again by the next plan */
-    uint8_t *copy_pages;     /* owned [n_values]: the copy is an sn_pages_alloc block */
     size_t *copy_released;   /* owned [n_values]: bytes of that block handed back while packing */
     bool weights_load;       /* snug.weights=load: every weight a kernel reads is read from the file
                               * into owned memory, nothing of the file is mapped (sn_exec_set_weights_load) */
@@ -131,6 +130,7 @@ static void plan_release(sn_exec *ex) {
  * resident in the allocator's free lists: 3 MiB of SmolLM2's 55 KiB k and v
  * projections once they were tiled). */
 #define SN_PAGES_MIN ((size_t)4 << 10)
+static bool copy_in_pages(size_t nb) { return nb >= SN_PAGES_MIN; }
 
 /* Initializer v in owned, aligned memory: the aligned copy of a misaligned
  * weight (copied in chunks whose source pages are released as soon as they
@@ -139,7 +139,7 @@ static void plan_release(sn_exec *ex) {
 static int copy_init(sn_exec *ex, int v, sn_err *err) {
     const sn_init *in = ex->g->values[v].init;
     size_t nb = sn_tensor_nbytes(&in->t);
-    bool pages = nb >= SN_PAGES_MIN;
+    bool pages = copy_in_pages(nb);
     void *d = pages ? sn_pages_alloc(nb) : sn_malloc(nb);
     if (!d)
         return sn_errf(err, SNUG_ERR_OOM, "out of memory for a copy of weight '%s' (%zu bytes)", in->name, nb);
@@ -159,7 +159,6 @@ static int copy_init(sn_exec *ex, int v, sn_err *err) {
         }
     }
     ex->init_copy[v] = d;
-    ex->copy_pages[v] = pages;
     ex->copy_released[v] = 0;
     ex->stats.copied_init_bytes += nb;
     ex->copy_dropped[v] = 0;
@@ -170,7 +169,7 @@ static void copy_free(sn_exec *ex, int v) {
     if (!ex->init_copy[v])
         return;
     size_t nb = sn_tensor_nbytes(&ex->g->values[v].init->t);
-    if (ex->copy_pages[v])
+    if (copy_in_pages(nb))
         sn_pages_free(ex->init_copy[v], nb, ex->copy_released[v]);
     else
         sn_free(ex->init_copy[v]);
@@ -254,13 +253,12 @@ int sn_exec_new(const sn_graph *g, sn_pool *pool, const sn_logger *log, sn_exec 
     ex->vstate = sn_malloc(nv * sizeof *ex->vstate);
     ex->nreplaces = sn_calloc(nn, sizeof *ex->nreplaces);
     ex->copy_dropped = sn_calloc(nv, 1);
-    ex->copy_pages = sn_calloc(nv, 1);
     ex->copy_released = sn_calloc(nv, sizeof *ex->copy_released);
     ex->bounds = sn_calloc((size_t)g->n_inputs + 1, sizeof *ex->bounds);
     if (!ex->vals || !ex->vkind || !ex->voff || !ex->valias || !ex->nmode || !ex->nstate || !ex->nws ||
         !ex->nws_off || !ex->sub_base || !ex->sub || !ex->argin || !ex->argout || !ex->sig || !ex->init_copy ||
         !ex->vdep || !ex->vcap || !ex->bounds || !ex->vreleased || !ex->copy_dropped || !ex->vstate ||
-        !ex->nreplaces || !ex->copy_pages || !ex->copy_released) {
+        !ex->nreplaces || !ex->copy_released) {
         sn_exec_free(ex);
         return sn_errf(err, SNUG_ERR_OOM, "out of memory");
     }
@@ -311,11 +309,10 @@ void sn_exec_free(sn_exec *ex) {
     sn_free(ex->argin);
     sn_free(ex->argout);
     sn_free(ex->sig);
-    if (ex->init_copy && ex->copy_pages && ex->copy_released)
+    if (ex->init_copy && ex->copy_released)
         for (int v = 0; v < ex->g->n_values; v++)
             copy_free(ex, v);
     sn_free(ex->init_copy);
-    sn_free(ex->copy_pages);
     sn_free(ex->copy_released);
     sn_free(ex->vdep);
     sn_free(ex->vcap);
@@ -557,7 +554,7 @@ static void release_cb(void *ctx, const void *p, size_t n) {
         int uses = 0;
         for (int j = 0; j < nd->n_in; j++)
             uses += nd->in[j] == v;
-        if (ex->copy_pages[v] && g->values[v].n_cons == 1 && uses == 1 && !(g->values[v].flags & SN_VAL_OUTPUT)) {
+        if (copy_in_pages(sn_tensor_nbytes(&g->values[v].init->t)) && g->values[v].n_cons == 1 && uses == 1 && !(g->values[v].flags & SN_VAL_OUTPUT)) {
             size_t r = sn_pages_release((void *)p, n);
             ex->copy_released[v] += r;
             ex->stats.copied_init_bytes -= r;

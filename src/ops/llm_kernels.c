@@ -664,6 +664,7 @@ LLM_CLONES static void attn_row_ort(const llm_attn_row *r, float *acc) {
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+#include "ops/simd_avx.h"
 #define ATTN_AVX2 __attribute__((target("avx2,fma")))
 #define ATTN_AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) static inline
 
@@ -836,28 +837,11 @@ ATTN_AVX2 static void transpose_avx2(const float *src, int64_t rows, int64_t col
         for (int64_t r = 0; r < r8; r += 8)
             for (int64_t c = t0; c < c8 && c < t0 + 128; c += 8) {
                 const float *s = src + r * cols + c;
-                __m256 a[8], b[8]; /* registers once the loops are unrolled */
+                __m256 a[8]; /* registers once the loops are unrolled */
 #pragma GCC unroll 8
                 for (int k = 0; k < 8; k++)
                     a[k] = _mm256_loadu_ps(s + k * cols);
-#pragma GCC unroll 4
-                for (int k = 0; k < 8; k += 2) {
-                    b[k] = _mm256_unpacklo_ps(a[k], a[k + 1]);
-                    b[k + 1] = _mm256_unpackhi_ps(a[k], a[k + 1]);
-                }
-#pragma GCC unroll 2
-                for (int k = 0; k < 8; k += 4) {
-                    a[k] = _mm256_shuffle_ps(b[k], b[k + 2], 0x44);
-                    a[k + 1] = _mm256_shuffle_ps(b[k], b[k + 2], 0xEE);
-                    a[k + 2] = _mm256_shuffle_ps(b[k + 1], b[k + 3], 0x44);
-                    a[k + 3] = _mm256_shuffle_ps(b[k + 1], b[k + 3], 0xEE);
-                }
-                float *d = dst + c * ld + r;
-#pragma GCC unroll 4
-                for (int k = 0; k < 4; k++) {
-                    _mm256_storeu_ps(d + k * ld, _mm256_permute2f128_ps(a[k], a[k + 4], 0x20));
-                    _mm256_storeu_ps(d + (k + 4) * ld, _mm256_permute2f128_ps(a[k], a[k + 4], 0x31));
-                }
+                sn_avx_t8x8_store(a, dst + c * ld + r, ld);
             }
     /* the edges: the last rows % 8 rows, then the last cols % 8 columns */
     for (int64_t r = r8; r < rows; r++)

@@ -203,10 +203,10 @@ typedef struct llm_mnb4_args {
  * blocks deep. */
 #define LLM_MNB4_TILE_MAX_KB 256
 size_t llm_mnb4_tiled_bytes(int64_t N, int64_t kb);
-/* Tiles b into dst; done(ctx, n0, n1) after columns [n0, n1) are tiled
- * (their source bytes are not read again). */
+/* Tiles b into dst; done(ctx, p, n) after each tile with the source bytes
+ * [p, p + n) it took (not read again). */
 void llm_mnb4_tile(const uint8_t *b, int64_t N, int64_t kb, uint8_t *dst,
-                   void (*done)(void *ctx, int64_t n0, int64_t n1), void *ctx);
+                   void (*done)(void *ctx, const void *p, size_t n), void *ctx);
 /* Y[m, n] for every row and the columns [n0, n1). */
 void llm_mnb4_cols(const llm_mnb4_args *g, int64_t n0, int64_t n1);
 void llm_mnb4_cols_ref(const llm_mnb4_args *g, int64_t n0, int64_t n1);

@@ -78,26 +78,6 @@ void llm_mnb_free(void *state) {
     sn_free(st);
 }
 
-typedef struct mnb_tile_ctx {
-    const sn_prep_ctx *c;
-    const uint8_t *b;
-    int64_t N, kb;
-    size_t committed;
-} mnb_tile_ctx;
-
-/* Columns [n0, n1) tiled: their share of the block is counted as written,
- * then their source bytes are handed back. */
-static void mnb_tile_done(void *arg, int64_t n0, int64_t n1) {
-    mnb_tile_ctx *t = arg;
-    size_t total = sn_pages_size(llm_mnb4_tiled_bytes(t->N, t->kb));
-    size_t upto = (size_t)((double)total * (double)n1 / (double)t->N);
-    if (upto > t->committed) {
-        sn_pages_commit(upto - t->committed);
-        t->committed = upto;
-    }
-    if (t->c->release)
-        t->c->release(t->c->release_ctx, t->b + n0 * t->kb * 16, (size_t)((n1 - n0) * t->kb * 16));
-}
 
 static int mnb_geom_of(const sn_node *node, int n_in, const sn_tensor *const *in, bool shapes,
                        bool b_const, mnb_geom *g, sn_err *err) {
@@ -266,18 +246,18 @@ int llm_mnb_prepare(sn_prep_ctx *c) {
     SN_TRY(mnb_geom_of(c->node, c->n_in, c->in, true, b_const, &g, c->err));
     c->state = b_const ? (void *)&mnb_const_b : NULL;
     mnb_state *st;
+    sn_rebuild r;
     if (b_const && g.ort4 && c->long_lived && !g.empty && g.kb <= LLM_MNB4_TILE_MAX_KB &&
         (st = sn_calloc(1, sizeof *st))) { /* without memory: the original layout, as is */
-        st->bytes = llm_mnb4_tiled_bytes(g.N, g.kb);
-        if (!(st->tiled = sn_pages_reserve(st->bytes))) {
+        size_t src = (size_t)(g.N * g.kb * 16);
+        if (!sn_rebuild_begin(&r, c, llm_mnb4_tiled_bytes(g.N, g.kb), src)) {
             sn_free(st);
         } else {
-            mnb_tile_ctx t = {c, c->in[1]->data, g.N, g.kb, 0};
-            llm_mnb4_tile(c->in[1]->data, g.N, g.kb, st->tiled, mnb_tile_done, &t);
-            sn_pages_commit(sn_pages_size(st->bytes) - t.committed);
+            llm_mnb4_tile(c->in[1]->data, g.N, g.kb, r.block, sn_rebuild_part, &r);
+            sn_rebuild_end(&r, c, 1); /* run reads the tiles only */
+            st->tiled = r.block;
+            st->bytes = r.bytes;
             c->state = st;
-            c->state_bytes = st->bytes;
-            c->replaces = 1u << 1; /* run reads the tiles only */
         }
     }
     mnb_ws w;

@@ -60,6 +60,7 @@ void llm_q4_dequant_panel_ref(const uint8_t *b, int64_t bstride, const float *sc
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+#include "ops/simd_avx.h"
 #define AVX2 __attribute__((target("avx2,fma")))
 #define AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) static inline
 
@@ -216,27 +217,10 @@ AVX2 static void dq4_panel_avx2(const uint8_t *b, int64_t bstride, const float *
                             _mm256_set1_ps(sc[n * sstride + blk]), t[c]);
             }
             for (int q = 0; q < 4; q++) {
-                __m256 r0 = _mm256_load_ps(t[0] + 8 * q), r1 = _mm256_load_ps(t[1] + 8 * q);
-                __m256 r2 = _mm256_load_ps(t[2] + 8 * q), r3 = _mm256_load_ps(t[3] + 8 * q);
-                __m256 r4 = _mm256_load_ps(t[4] + 8 * q), r5 = _mm256_load_ps(t[5] + 8 * q);
-                __m256 r6 = _mm256_load_ps(t[6] + 8 * q), r7 = _mm256_load_ps(t[7] + 8 * q);
-                __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
-                __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
-                __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
-                __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
-                __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-                __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-                __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-                __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-                float *o = panel + (k0 + 8 * q) * ldp + c0;
-                _mm256_storeu_ps(o, _mm256_permute2f128_ps(s0, s4, 0x20));
-                _mm256_storeu_ps(o + ldp, _mm256_permute2f128_ps(s1, s5, 0x20));
-                _mm256_storeu_ps(o + 2 * ldp, _mm256_permute2f128_ps(s2, s6, 0x20));
-                _mm256_storeu_ps(o + 3 * ldp, _mm256_permute2f128_ps(s3, s7, 0x20));
-                _mm256_storeu_ps(o + 4 * ldp, _mm256_permute2f128_ps(s0, s4, 0x31));
-                _mm256_storeu_ps(o + 5 * ldp, _mm256_permute2f128_ps(s1, s5, 0x31));
-                _mm256_storeu_ps(o + 6 * ldp, _mm256_permute2f128_ps(s2, s6, 0x31));
-                _mm256_storeu_ps(o + 7 * ldp, _mm256_permute2f128_ps(s3, s7, 0x31));
+                __m256 r[8];
+                for (int c = 0; c < 8; c++)
+                    r[c] = _mm256_load_ps(t[c] + 8 * q);
+                sn_avx_t8x8_store(r, panel + (k0 + 8 * q) * ldp + c0, ldp);
             }
         }
         int64_t kt = K / 32 * 32; /* k not in a whole group of 32 */
@@ -448,25 +432,6 @@ AVX2 static void mnbu_m1_avx2(const llm_mnbu_args *g, int64_t n0, int64_t n1) {
     }
 }
 
-/* Eight rows of 8 floats (r[i]) transposed into out[j * ld .. + 8]. */
-AVX2_INLINE void mnbu_t8x8(const __m256 r[8], float *out, int64_t ld) {
-    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-    __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-    __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-    __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-    __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    _mm256_storeu_ps(out, _mm256_permute2f128_ps(s0, s4, 0x20));
-    _mm256_storeu_ps(out + ld, _mm256_permute2f128_ps(s1, s5, 0x20));
-    _mm256_storeu_ps(out + 2 * ld, _mm256_permute2f128_ps(s2, s6, 0x20));
-    _mm256_storeu_ps(out + 3 * ld, _mm256_permute2f128_ps(s3, s7, 0x20));
-    _mm256_storeu_ps(out + 4 * ld, _mm256_permute2f128_ps(s0, s4, 0x31));
-    _mm256_storeu_ps(out + 5 * ld, _mm256_permute2f128_ps(s1, s5, 0x31));
-    _mm256_storeu_ps(out + 6 * ld, _mm256_permute2f128_ps(s2, s6, 0x31));
-    _mm256_storeu_ps(out + 7 * ld, _mm256_permute2f128_ps(s3, s7, 0x31));
-}
 
 AVX2_INLINE void mnbu_panel_bits(const int BITS, const llm_mnbu_args *g, int64_t n0, int64_t nc,
                                  float *panel, int64_t ldp) {
@@ -485,7 +450,7 @@ AVX2_INLINE void mnbu_panel_bits(const int BITS, const llm_mnbu_args *g, int64_t
                                                    _mm256_set1_ps(sc)),
                                      z);
             }
-            mnbu_t8x8(r, panel + k * ldp + c0, ldp);
+            sn_avx_t8x8_store(r, panel + k * ldp + c0, ldp);
         }
         for (int64_t k = K8; k < g->K; k++)
             for (int c = 0; c < 8; c++)

@@ -208,7 +208,7 @@ static const uint8_t *tiled_col(const uint8_t *t, int64_t N, int64_t kb, int64_t
 }
 
 void llm_mnb4_tile(const uint8_t *b, int64_t N, int64_t kb, uint8_t *dst,
-                   void (*done)(void *ctx, int64_t n0, int64_t n1), void *ctx) {
+                   void (*done)(void *ctx, const void *p, size_t n), void *ctx) {
     for (int64_t t0 = 0; t0 < N; t0 += 4) {
         int64_t w = sn_imin(4, N - t0);
         for (int64_t c = 0; c < w; c++) {
@@ -223,7 +223,7 @@ void llm_mnb4_tile(const uint8_t *b, int64_t N, int64_t kb, uint8_t *dst,
             }
         }
         if (done)
-            done(ctx, t0, t0 + w);
+            done(ctx, b + t0 * kb * 16, (size_t)(w * kb * 16));
     }
 }
 
@@ -255,6 +255,7 @@ void llm_mnb4_cols_ref(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+#include "ops/simd_avx.h"
 #define AVX2 __attribute__((target("avx2,fma")))
 #define AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) static inline
 
@@ -552,25 +553,12 @@ AVX2_INLINE void quad_tile(const int NR, const char *row, const mnb4_layout *L, 
 
 /* Lanes of eight columns (lanes[c][8]) -> ORT's fold of each, in one vector. */
 AVX2_INLINE __m256 fold8x8(const float *lanes) {
-    __m256 r0 = _mm256_loadu_ps(lanes), r1 = _mm256_loadu_ps(lanes + 8);
-    __m256 r2 = _mm256_loadu_ps(lanes + 16), r3 = _mm256_loadu_ps(lanes + 24);
-    __m256 r4 = _mm256_loadu_ps(lanes + 32), r5 = _mm256_loadu_ps(lanes + 40);
-    __m256 r6 = _mm256_loadu_ps(lanes + 48), r7 = _mm256_loadu_ps(lanes + 56);
-    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
-    __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
-    __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
-    __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
-    __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-    __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-    __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-    __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    /* lane j of every column */
-    __m256 c0 = _mm256_permute2f128_ps(s0, s4, 0x20), c4 = _mm256_permute2f128_ps(s0, s4, 0x31);
-    __m256 c1 = _mm256_permute2f128_ps(s1, s5, 0x20), c5 = _mm256_permute2f128_ps(s1, s5, 0x31);
-    __m256 c2 = _mm256_permute2f128_ps(s2, s6, 0x20), c6 = _mm256_permute2f128_ps(s2, s6, 0x31);
-    __m256 c3 = _mm256_permute2f128_ps(s3, s7, 0x20), c7 = _mm256_permute2f128_ps(s3, s7, 0x31);
-    __m256 lo = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(c0, c1), c2), c3);
-    __m256 hi = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(c4, c5), c6), c7);
+    __m256 r[8];
+    for (int k = 0; k < 8; k++)
+        r[k] = _mm256_loadu_ps(lanes + 8 * k);
+    sn_avx_t8x8(r); /* r[j]: lane j of every column */
+    __m256 lo = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(r[0], r[1]), r[2]), r[3]);
+    __m256 hi = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(r[4], r[5]), r[6]), r[7]);
     return _mm256_add_ps(lo, hi);
 }
 

@@ -81,6 +81,7 @@ void llm_mnb8_cols_ref(const llm_mnb8_args *g, int64_t n0, int64_t n1) {
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+#include "ops/simd_avx.h"
 #define AVX2 __attribute__((target("avx2,fma")))
 #define AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) static inline
 
@@ -134,25 +135,6 @@ AVX2_INLINE void q8_tile(const int NC, const int8_t *qa, const float *sa,
         _mm256_storeu_ps(out + 8 * c, acc[c]);
 }
 
-/* Eight vectors transposed in place: r[j][c] <- r[c][j]. */
-AVX2_INLINE void q8_t8x8(__m256 r[8]) {
-    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-    __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-    __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-    __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-    __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    r[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
-    r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
-    r[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
-    r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
-    r[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
-    r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
-    r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
-    r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
-}
 
 #define Q8_NZ_MAX 256 /* blocks whose -(sb * zp) of eight columns fit the stack (8 KiB) */
 
@@ -177,7 +159,7 @@ AVX2 static void mnb8_cols_avx2(const llm_mnb8_args *g, int64_t n0, int64_t n1) 
                     __m256 r[8];
                     for (int c = 0; c < 8; c++)
                         r[c] = _mm256_loadu_ps(sbc[c] + b);
-                    q8_t8x8(r);
+                    sn_avx_t8x8(r);
                     for (int i = 0; i < 8; i++)
                         _mm256_store_ps(nz + 8 * (b + i), _mm256_mul_ps(r[i], _mm256_set1_ps(-128.0f)));
                 }
@@ -203,7 +185,7 @@ AVX2 static void mnb8_cols_avx2(const llm_mnb8_args *g, int64_t n0, int64_t n1) 
             __m256 r[8];
             for (int i = 0; i < 8; i++)
                 r[i] = _mm256_load_ps(lanes + 8 * i);
-            q8_t8x8(r); /* r[j]: lane j of the eight columns */
+            sn_avx_t8x8(r); /* r[j]: lane j of the eight columns */
             __m256 v = _mm256_add_ps(
                 _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(r[0], r[1]), r[2]), r[3]),
                 _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(r[4], r[5]), r[6]), r[7]));

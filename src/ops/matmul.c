@@ -112,9 +112,6 @@ static bool mm_prepack_worth(const sn_prep_ctx *c, const gk_mm *p, const sn_tens
 typedef struct mm_packed {
     void *data;   /* sn_sgemm_pack_b's block (sn_pages_reserve) */
     size_t bytes;
-    size_t committed; /* counted so far (sn_pages_commit) */
-    size_t src_bytes; /* of B */
-    const sn_prep_ctx *c;
 } mm_packed;
 
 static void mm_packed_free(void *state) {
@@ -123,22 +120,6 @@ static void mm_packed_free(void *state) {
         return;
     sn_pages_free(st->data, st->bytes, 0);
     sn_free(st);
-}
-
-/* Each slice of B's rows once packed: its share of the packed block is
- * counted as written, then the source rows are handed back, so the memory
- * counters follow what is resident (the block is never counted whole while
- * its source still is). */
-static void mm_packed_slice(void *ctx, const void *rows, size_t bytes) {
-    mm_packed *st = ctx;
-    size_t total = sn_pages_size(st->bytes);
-    size_t share = (size_t)((double)total * (double)bytes / (double)st->src_bytes);
-    if (st->committed + share > total)
-        share = total - st->committed;
-    sn_pages_commit(share);
-    st->committed += share;
-    if (st->c->release)
-        st->c->release(st->c->release_ctx, rows, bytes);
 }
 
 static int matmul_prepare(sn_prep_ctx *c) {
@@ -150,21 +131,18 @@ static int matmul_prepare(sn_prep_ctx *c) {
     c->workspace = sn_sgemm_workspace(M, p.N, p.K, c->n_threads);
     if (mm_fold_batch(&p) && mm_prepack_worth(c, &p, c->in[1], M)) {
         mm_packed *st = sn_calloc(1, sizeof *st);
+        sn_rebuild r;
         size_t nb = sn_sgemm_pack_b_bytes(SN_GEMM_ISA_BEST, p.N, p.K);
-        if (!st || !(st->data = sn_pages_reserve(nb))) { /* the unpacked path needs no state: run without */
-            sn_free(st);
+        if (!st || !sn_rebuild_begin(&r, c, nb, (size_t)p.K * (size_t)p.N * sizeof(float))) {
+            sn_free(st); /* the unpacked path needs no state: run without */
             return SNUG_OK;
         }
+        /* B's rows handed back slice by slice as they are packed */
+        sn_sgemm_pack_b(SN_GEMM_ISA_BEST, 0, p.N, p.K, c->in[1]->data, p.N, r.block, sn_rebuild_part, &r);
+        sn_rebuild_end(&r, c, 1); /* run reads the packed copy only */
+        st->data = r.block;
         st->bytes = nb;
-        st->src_bytes = (size_t)p.K * (size_t)p.N * sizeof(float);
-        st->c = c;
-        sn_sgemm_pack_b(SN_GEMM_ISA_BEST, 0, p.N, p.K, c->in[1]->data, p.N, st->data, mm_packed_slice, st);
-        sn_pages_commit(sn_pages_size(nb) - st->committed);
-        st->committed = sn_pages_size(nb);
-        st->c = NULL;
         c->state = st;
-        c->state_bytes = nb;
-        c->replaces = 1u << 1; /* run reads the packed copy only */
     }
     return SNUG_OK;
 }

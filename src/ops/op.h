@@ -51,6 +51,26 @@ typedef struct sn_prep_ctx {
     bool long_lived;
 } sn_prep_ctx;
 
+/* prepare building state that replaces a constant input (a weight packed
+ * or laid out anew) in a block of whole pages, part by part: each source
+ * part once consumed counts its share of the block as written and is handed
+ * back (sn_prep_ctx.release), so the library's memory counters follow what
+ * is resident and the weight is never held twice. */
+typedef struct sn_rebuild {
+    const sn_prep_ctx *c;
+    void *block;      /* from sn_pages_reserve; the caller's state frees it (sn_pages_free) */
+    size_t bytes;     /* of the block */
+    size_t src_bytes; /* of the source */
+    size_t src_done, committed;
+} sn_rebuild;
+/* Reserves the block; false without memory (then nothing to undo). */
+bool sn_rebuild_begin(sn_rebuild *r, const sn_prep_ctx *c, size_t bytes, size_t src_bytes);
+/* Source bytes [p, p + n) consumed (a packing routine's done callback). */
+void sn_rebuild_part(void *r, const void *p, size_t n);
+/* The block written: counts the rest and declares it as the state that
+ * replaces input `input` (state_bytes, replaces). */
+void sn_rebuild_end(sn_rebuild *r, sn_prep_ctx *c, int input);
+
 typedef struct sn_kctx {
     const sn_node *node;
     int n_in, n_out;

@@ -119,3 +119,36 @@ void sn_value_heap_free(sn_tensor *t) {
     sn_free(t->data);
     t->data = NULL;
 }
+
+bool sn_rebuild_begin(sn_rebuild *r, const sn_prep_ctx *c, size_t bytes, size_t src_bytes) {
+    memset(r, 0, sizeof *r);
+    r->c = c;
+    r->bytes = bytes;
+    r->src_bytes = src_bytes ? src_bytes : 1;
+    r->block = sn_pages_reserve(bytes);
+    return r->block != NULL;
+}
+
+void sn_rebuild_part(void *arg, const void *p, size_t n) {
+    sn_rebuild *r = arg;
+    r->src_done += n;
+    size_t total = sn_pages_size(r->bytes);
+    size_t upto = (size_t)((double)total * (double)r->src_done / (double)r->src_bytes);
+    if (upto > total)
+        upto = total;
+    if (upto > r->committed) {
+        sn_pages_commit(upto - r->committed);
+        r->committed = upto;
+    }
+    if (r->c->release)
+        r->c->release(r->c->release_ctx, p, n);
+}
+
+void sn_rebuild_end(sn_rebuild *r, sn_prep_ctx *c, int input) {
+    size_t total = sn_pages_size(r->bytes);
+    if (total > r->committed)
+        sn_pages_commit(total - r->committed);
+    r->committed = total;
+    c->state_bytes = r->bytes;
+    c->replaces = 1u << input;
+}
