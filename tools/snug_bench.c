@@ -468,7 +468,6 @@ int cmd_bench(int argc, char **argv) {
     size_t model_rss = mapped_rss_under(mabs), file_now = proc_status_bytes("RssFile");
     size_t code = file_now > file_base + model_rss ? file_now - file_base - model_rss : 0;
     size_t growth = hwm > rss_base + code ? hwm - rss_base - code : 0;
-    if (getenv("SNUG_DEBUG_RSS")) fprintf(stderr, "DBG hwm %zu base %zu code %zu model_rss %zu file_now %zu file_base %zu anon %zu live %lld peak %lld\n", hwm, rss_base, code, model_rss, file_now, file_base, proc_status_bytes("RssAnon"), (long long)snug_alloc_live_bytes(), (long long)snug_alloc_peak_bytes());
     uint64_t wb = s->model->weight_bytes, wtok, wgather;
     sn_graph_weight_use(s->graph, &wtok, &wgather);
     sn_kvloop_mem mem;
