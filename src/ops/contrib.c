@@ -297,75 +297,132 @@ static int skip_infer(sn_infer_ctx *c) {
     return SNUG_OK;
 }
 
+/* Rows go to the threads in equal runs; each run works in a slot of the
+ * workspace: SKIP_GROUP rows of sums (when the sums are not an output) and,
+ * for other float types than float32, the staged input, skip and output row. */
+#define SKIP_GROUP 8
+
+static size_t skip_slot_bytes(int64_t H) {
+    return (SKIP_GROUP + 3) * llm_al((size_t)(H > 0 ? H : 1) * sizeof(float));
+}
+
 static int skip_prepare(sn_prep_ctx *c) {
     const sn_tensor *x = c->in[0];
     int64_t H = x->rank > 0 ? x->dims[x->rank - 1] : 1;
-    /* x row, skip row, y row, gamma, beta, bias */
-    c->workspace = 6 * llm_al((size_t)(H > 0 ? H : 1) * sizeof(float));
+    /* gamma, beta, bias staged; then one slot per thread */
+    c->workspace = 3 * llm_al((size_t)(H > 0 ? H : 1) * sizeof(float)) +
+                   (size_t)(c->n_threads > 1 ? c->n_threads : 1) * skip_slot_bytes(H);
     return SNUG_OK;
+}
+
+typedef struct skip_job {
+    const sn_tensor *x, *s;
+    sn_tensor *y, *mean_out, *inv_out, *sum_out;
+    const float *g, *be, *bias;
+    float eps;
+    bool simp, f32;
+    int64_t H, rows, srows, per; /* per: rows per task */
+    char *slots;
+} skip_job;
+
+/* sum = x + skip (+ bias) of row r into sum (from staged rows when not float32). */
+static void skip_sum_row(const skip_job *j, int64_t r, float *sum, float *xs, float *ss) {
+    int64_t H = j->H;
+    const float *xr, *sr;
+    if (j->f32) {
+        xr = (const float *)j->x->data + r * H;
+        sr = (const float *)j->s->data + (r % j->srows) * H;
+    } else {
+        size_t es = sn_dtype_size(j->x->dtype);
+        llm_to_f32(j->x->dtype, (const char *)j->x->data + r * H * es, xs, H);
+        llm_to_f32(j->s->dtype, (const char *)j->s->data + (r % j->srows) * H * es, ss, H);
+        xr = xs;
+        sr = ss;
+    }
+    if (j->bias)
+        for (int64_t i = 0; i < H; i++)
+            sum[i] = xr[i] + sr[i] + j->bias[i];
+    else
+        for (int64_t i = 0; i < H; i++)
+            sum[i] = xr[i] + sr[i];
+}
+
+static void skip_task(void *arg, int64_t t0, int64_t t1) {
+    const skip_job *j = arg;
+    int64_t H = j->H;
+    size_t vb = llm_al((size_t)H * sizeof(float));
+    for (int64_t t = t0; t < t1; t++) {
+        char *slot = j->slots + (size_t)t * skip_slot_bytes(H);
+        float *xs = (float *)(slot + SKIP_GROUP * vb), *ss = (float *)(slot + (SKIP_GROUP + 1) * vb);
+        float *ys = (float *)(slot + (SKIP_GROUP + 2) * vb);
+        int64_t r1 = sn_imin(j->rows, (t + 1) * j->per);
+        /* float32: SKIP_GROUP rows at once; otherwise one (staged) */
+        int64_t step = j->f32 ? SKIP_GROUP : 1;
+        for (int64_t r0 = t * j->per; r0 < r1; r0 += step) {
+            int nr = (int)sn_imin(step, r1 - r0);
+            const float *xr[SKIP_GROUP];
+            float *yr[SKIP_GROUP], inv[SKIP_GROUP], mean[SKIP_GROUP] = {0};
+            for (int q = 0; q < nr; q++) {
+                int64_t r = r0 + q;
+                float *sum = j->f32 && j->sum_out ? (float *)j->sum_out->data + r * H
+                                                  : (float *)(slot + (size_t)q * vb);
+                skip_sum_row(j, r, sum, xs, ss);
+                xr[q] = sum;
+                yr[q] = j->f32 ? (float *)j->y->data + r * H : ys;
+            }
+            if (j->simp)
+                llm_skip_rms_rows_ort(xr, j->g, j->eps, H, yr, inv, nr);
+            else
+                for (int q = 0; q < nr; q++)
+                    mean[q] = llm_ln_row(xr[q], j->g, j->be, j->eps, H, yr[q], &inv[q]);
+            for (int q = 0; q < nr; q++) {
+                int64_t r = r0 + q;
+                if (!j->f32) {
+                    size_t es = sn_dtype_size(j->x->dtype);
+                    llm_from_f32(j->y->dtype, ys, (char *)j->y->data + r * H * es, H);
+                    if (j->sum_out)
+                        llm_from_f32(j->x->dtype, xr[q], (char *)j->sum_out->data + r * H * es, H);
+                }
+                store_stat(j->mean_out, r, mean[q]);
+                store_stat(j->inv_out, r, inv[q]);
+            }
+        }
+    }
 }
 
 static int skip_run(sn_kctx *c) {
     const sn_tensor *x = c->in[0], *s = c->in[1];
-    bool simp = skip_is_simplified(c->node);
-    float eps = sn_attr_float(c->node, "epsilon", 1e-12f);
-    int64_t H = x->dims[x->rank - 1];
-    int64_t rows = H > 0 ? numel(x) / H : 0;
-    if (rows <= 0 || H <= 0)
+    skip_job j = {.x = x, .s = s, .simp = skip_is_simplified(c->node)};
+    j.eps = sn_attr_float(c->node, "epsilon", 1e-12f);
+    j.H = x->dims[x->rank - 1];
+    j.rows = j.H > 0 ? numel(x) / j.H : 0;
+    if (j.rows <= 0 || j.H <= 0)
         return SNUG_OK;
-    int64_t srows = numel(s) / H;
-    if (srows <= 0 || rows % srows)
-        return KFAIL(SNUG_ERR_SHAPE, "skip has %lld rows, input %lld", (long long)srows,
-                     (long long)rows);
-    size_t vb = llm_al((size_t)H * sizeof(float));
+    j.srows = numel(s) / j.H;
+    if (j.srows <= 0 || j.rows % j.srows)
+        return KFAIL(SNUG_ERR_SHAPE, "skip has %lld rows, input %lld", (long long)j.srows,
+                     (long long)j.rows);
+    size_t vb = llm_al((size_t)j.H * sizeof(float));
     char *w = c->ws;
-    float *xs = (float *)w, *ss = (float *)(w + vb), *ys = (float *)(w + 2 * vb);
-    const float *g = stage_vec(c->in[2], H, (float *)(w + 3 * vb));
-    const float *be = simp ? NULL
-                           : stage_vec(llm_has(c->n_in, c->in, 3) ? c->in[3] : NULL, H,
-                                       (float *)(w + 4 * vb));
+    j.g = stage_vec(c->in[2], j.H, (float *)w);
+    j.be = j.simp ? NULL
+                  : stage_vec(llm_has(c->n_in, c->in, 3) ? c->in[3] : NULL, j.H, (float *)(w + vb));
     int bi = skip_bias_index(c->node);
-    const float *bias = stage_vec(llm_has(c->n_in, c->in, bi) ? c->in[bi] : NULL, H,
-                                  (float *)(w + 5 * vb));
-    sn_tensor *y = c->out[0];
-    sn_tensor *mean_out = c->n_out > 1 ? c->out[1] : NULL;
-    sn_tensor *inv_out = c->n_out > 2 ? c->out[2] : NULL;
-    sn_tensor *sum_out = c->n_out > 3 ? c->out[3] : NULL;
-    bool f32 = x->dtype == SN_F32;
-    size_t es = sn_dtype_size(x->dtype);
-    for (int64_t r = 0; r < rows; r++) {
-        /* the sum goes straight into output 3 when it is float32 */
-        float *sum = f32 && sum_out ? (float *)sum_out->data + r * H : xs;
-        const float *xr, *sr;
-        if (f32) {
-            xr = (const float *)x->data + r * H;
-            sr = (const float *)s->data + (r % srows) * H;
-        } else {
-            llm_to_f32(x->dtype, (const char *)x->data + r * H * es, xs, H);
-            llm_to_f32(s->dtype, (const char *)s->data + (r % srows) * H * es, ss, H);
-            xr = xs;
-            sr = ss;
-        }
-        if (bias)
-            for (int64_t i = 0; i < H; i++)
-                sum[i] = xr[i] + sr[i] + bias[i];
-        else
-            for (int64_t i = 0; i < H; i++)
-                sum[i] = xr[i] + sr[i];
-        float *yr = f32 ? (float *)y->data + r * H : ys;
-        float inv, mean = 0;
-        if (simp)
-            inv = llm_skip_rms_row_ort(sum, g, eps, H, yr);
-        else
-            mean = llm_ln_row(sum, g, be, eps, H, yr, &inv);
-        if (!f32) {
-            llm_from_f32(y->dtype, ys, (char *)y->data + r * H * es, H);
-            if (sum_out)
-                llm_from_f32(x->dtype, sum, (char *)sum_out->data + r * H * es, H);
-        }
-        store_stat(mean_out, r, mean);
-        store_stat(inv_out, r, inv);
-    }
+    j.bias = stage_vec(llm_has(c->n_in, c->in, bi) ? c->in[bi] : NULL, j.H, (float *)(w + 2 * vb));
+    j.slots = w + 3 * vb;
+    j.y = c->out[0];
+    j.mean_out = c->n_out > 1 ? c->out[1] : NULL;
+    j.inv_out = c->n_out > 2 ? c->out[2] : NULL;
+    j.sum_out = c->n_out > 3 ? c->out[3] : NULL;
+    j.f32 = x->dtype == SN_F32;
+    /* one run per thread, in whole groups; a decode step's row runs here */
+    int64_t tasks = sn_imin(sn_pool_size(c->pool), (j.rows + 2 * SKIP_GROUP - 1) / (2 * SKIP_GROUP));
+    tasks = sn_imax(tasks, 1);
+    j.per = (j.rows + tasks - 1) / tasks;
+    if (j.f32)
+        j.per = (j.per + SKIP_GROUP - 1) / SKIP_GROUP * SKIP_GROUP;
+    tasks = (j.rows + j.per - 1) / j.per;
+    sn_pool_for(tasks > 1 ? c->pool : NULL, tasks, 1, skip_task, &j);
     return SNUG_OK;
 }
 

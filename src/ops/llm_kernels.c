@@ -474,6 +474,65 @@ float llm_skip_rms_row_ort(const float *x, const float *gamma, float eps, int64_
     return 1.0f / d;
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#include "ops/simd_avx.h"
+
+/* Eight rows of llm_skip_rms_row_ort at once: lane r of every vector is row
+ * r, with exactly that row's operations in its order (the sequential sum of
+ * rounded squares runs down the transposed rows), so the results are the
+ * same bits. */
+__attribute__((target("avx2,fma"))) static void skip_rms_rows8_avx2(const float *const *x,
+                                                                  const float *gamma, float eps,
+                                                                  int64_t n, float *const *y,
+                                                                  float *inv) {
+    __m256 s = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 t[8];
+        for (int r = 0; r < 8; r++)
+            t[r] = _mm256_loadu_ps(x[r] + i);
+        sn_avx_t8x8(t); /* t[k]: element i + k of every row */
+        for (int k = 0; k < 8; k++)
+            s = _mm256_add_ps(s, _mm256_mul_ps(t[k], t[k]));
+    }
+    for (; i < n; i++) {
+        __m256 t = _mm256_setr_ps(x[0][i], x[1][i], x[2][i], x[3][i], x[4][i], x[5][i], x[6][i],
+                                  x[7][i]);
+        s = _mm256_add_ps(s, _mm256_mul_ps(t, t));
+    }
+    __m256 d = _mm256_sqrt_ps(
+        _mm256_add_ps(_mm256_div_ps(s, _mm256_set1_ps((float)n)), _mm256_set1_ps(eps)));
+    _Alignas(32) float dr[8];
+    _mm256_store_ps(dr, d);
+    _mm256_storeu_ps(inv, _mm256_div_ps(_mm256_set1_ps(1.0f), d));
+    for (int r = 0; r < 8; r++) {
+        __m256 dv = _mm256_set1_ps(dr[r]);
+        int64_t j = 0;
+        for (; j + 8 <= n; j += 8) {
+            __m256 v = _mm256_div_ps(_mm256_loadu_ps(x[r] + j), dv);
+            if (gamma)
+                v = _mm256_mul_ps(v, _mm256_loadu_ps(gamma + j));
+            _mm256_storeu_ps(y[r] + j, v);
+        }
+        for (; j < n; j++)
+            y[r][j] = gamma ? x[r][j] / dr[r] * gamma[j] : x[r][j] / dr[r];
+    }
+}
+#endif
+
+void llm_skip_rms_rows_ort(const float *const *x, const float *gamma, float eps, int64_t n,
+                           float *const *y, float *inv, int rows) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (rows == 8 && sn_cpu_avx2_fma()) {
+        skip_rms_rows8_avx2(x, gamma, eps, n, y, inv);
+        return;
+    }
+#endif
+    for (int r = 0; r < rows; r++)
+        inv[r] = llm_skip_rms_row_ort(x[r], gamma, eps, n, y[r]);
+}
+
 /* ---- ONNX Runtime's transcendental kernels (MLAS, FMA3) ----------------- */
 
 static inline float bits_f(uint32_t u) {

@@ -148,6 +148,10 @@ float llm_ln_row_ref(const float *x, const float *gamma, const float *beta, floa
 float llm_rms_row_ort(const float *x, const float *gamma, float eps, int64_t n, float *y);
 /* SkipSimplifiedLayerNormalization (sequential sum, division). */
 float llm_skip_rms_row_ort(const float *x, const float *gamma, float eps, int64_t n, float *y);
+/* The same for rows <= 8 rows at once (x[r], y[r]; inv[r] = 1 / d), with
+ * the same bits as one row at a time (eight rows side by side in AVX2). */
+void llm_skip_rms_rows_ort(const float *const *x, const float *gamma, float eps, int64_t n,
+                           float *const *y, float *inv, int rows);
 /* exp(x), x <= 0, as MLAS's softmax computes it. */
 float llm_exp_mlas(float x);
 /* MLAS's logistic (Sigmoid, QuickGelu). */

@@ -868,6 +868,33 @@ static void test_mlas_functions(void) {
         llm_skip_rms_row_ort(x, g, 1e-5f, n, y);
         expect_vec("skip rms ort", y, r, n, 1e-5f, 1e-6f);
     }
+    /* eight (or fewer) rows at once: the same bits as one row at a time */
+    enum { RW = 203 };
+    static float xs[8][RW], ys[8][RW], want[8][RW];
+    for (int q = 0; q < 8; q++) {
+        fill(xs[q], RW);
+        for (int i = 0; i < RW; i++)
+            xs[q][i] *= (float)(q + 1); /* rows of different scales */
+    }
+    for (int64_t n = 1; n <= RW; n += 29)
+        for (int rows = 1; rows <= 8; rows += 7)
+            for (int gon = 0; gon < 2; gon++) {
+                const float *xp[8];
+                float *yp[8], inv[8], winv[8];
+                for (int q = 0; q < rows; q++) {
+                    xp[q] = xs[q];
+                    yp[q] = ys[q];
+                    winv[q] = llm_skip_rms_row_ort(xs[q], gon ? g : NULL, 1e-5f, n, want[q]);
+                }
+                llm_skip_rms_rows_ort(xp, gon ? g : NULL, 1e-5f, n, yp, inv, rows);
+                for (int q = 0; q < rows; q++)
+                    if (memcmp(ys[q], want[q], sizeof(float) * (size_t)n) || memcmp(&inv[q], &winv[q], 4)) {
+                        fprintf(stderr, "FAIL skip rms rows n %lld rows %d gamma %d: row %d differs\n",
+                                (long long)n, rows, gon, q);
+                        g_fail = 1;
+                        break;
+                    }
+            }
 }
 
 int main(void) {
