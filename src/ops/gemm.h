@@ -36,6 +36,14 @@ size_t sn_sgemm_workspace(int64_t M, int64_t N, int64_t K, int n_threads);
  * caller does not know (an estimate made before the session exists). */
 static inline int sn_gemm_threads(int n) { return n > 0 ? n : SN_GEMM_PREP_THREADS; }
 
+/* Below ~4M multiply-adds (~50 us on one core) waking a pool thread costs
+ * about as much as it saves (tens of us on VMs): such a product runs on the
+ * calling thread (attention products of one head in a prefill are of this
+ * size; a batch of them is better split by entries, see MatMul). */
+static inline bool sn_sgemm_serial(int64_t M, int64_t N, int64_t K) {
+    return (double)M * (double)N * (double)K < 4194304.0;
+}
+
 /* The kernel entry point: ws holds ws_size bytes, 16-byte aligned, from
  * sn_sgemm_workspace(M, N, K, t) for some t >= 1; at most t threads work on
  * it. Never allocates. */

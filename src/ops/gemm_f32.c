@@ -992,11 +992,7 @@ static void sgemm_impl(const kset *ks, int transA, int transB, int64_t M, int64_
 
     /* Tasks: column blocks of nc; when there are fewer than ~2 per thread
      * and the product is big enough to be worth threads, split rows too. */
-    /* Below ~4M multiply-adds (~50 us on one core) waking a pool thread costs
-     * about as much as it saves (tens of us on VMs): attention products of
-     * one head in a prefill are of this size. */
-    double work = (double)M * (double)N * (double)K;
-    if (work < 4194304.0)
+    if (sn_sgemm_serial(M, N, K))
         n_threads = 1;
     g.n_jc = (N + g.nc - 1) / g.nc;
     if (n_threads > 1 && g.n_jc < 2 * n_threads) { /* narrower column blocks before splitting rows */

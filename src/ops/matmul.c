@@ -122,13 +122,61 @@ static void mm_packed_free(void *state) {
     sn_free(st);
 }
 
+/* A batch of products each too small to be worth threads (sn_sgemm_serial:
+ * the attention products of a prefill, one per head) runs its entries side
+ * by side instead, each on one thread in a workspace slot of its own. */
+static bool mm_batch_split(const gk_mm *p, int threads) {
+    return !mm_fold_batch(p) && p->n_batch > 1 && threads > 1 && sn_sgemm_serial(p->M, p->N, p->K);
+}
+
+/* Bytes of one slot of the split batch: an int claim flag, then the product's
+ * one-thread workspace, both kept 64-byte aligned. */
+static size_t mm_slot_bytes(const gk_mm *p) {
+    return 64 + ((sn_sgemm_workspace(p->M, p->N, p->K, 1) + 63) & ~(size_t)63);
+}
+
+static size_t mm_workspace(const gk_mm *p, int threads) {
+    int64_t M = mm_fold_batch(p) ? p->M * p->n_batch : p->M;
+    size_t ws = sn_sgemm_workspace(M, p->N, p->K, threads);
+    if (mm_batch_split(p, threads)) {
+        size_t split = 64 + (size_t)threads * mm_slot_bytes(p);
+        ws = ws > split ? ws : split;
+    }
+    return ws;
+}
+
+typedef struct mm_batch_job {
+    const gk_mm *p;
+    const float *A, *B;
+    float *Y;
+    char *slots; /* aligned to 64 */
+    int n_slots;
+    size_t slot_bytes;
+} mm_batch_job;
+
+static void mm_batch_task(void *arg, int64_t b0, int64_t b1) {
+    const mm_batch_job *j = arg;
+    const gk_mm *p = j->p;
+    int slot = 0;
+    while (__atomic_exchange_n((int *)(j->slots + (size_t)slot * j->slot_bytes), 1, __ATOMIC_ACQUIRE))
+        slot = (slot + 1) % j->n_slots; /* a pool larger than the slots: wait for one */
+    char *s = j->slots + (size_t)slot * j->slot_bytes;
+    for (int64_t bi = b0; bi < b1; bi++) {
+        int64_t oa, ob;
+        gk_mm_offsets(p, bi, &oa, &ob);
+        sn_sgemm_ws(0, 0, p->M, p->N, p->K, 1.0f, j->A + oa * p->M * p->K, p->K, j->B + ob * p->K * p->N, p->N,
+                    0.0f, j->Y + bi * p->M * p->N, p->N, NULL, s + 64, j->slot_bytes - 64);
+    }
+    __atomic_store_n((int *)s, 0, __ATOMIC_RELEASE);
+}
+
 static int matmul_prepare(sn_prep_ctx *c) {
     if (c->in[0]->dtype != SN_F32)
         return SNUG_OK;
     gk_mm p;
     SN_TRY(gk_mm_plan(c->node, c->err, c->in[0], c->in[1], &p));
     int64_t M = mm_fold_batch(&p) ? p.M * p.n_batch : p.M;
-    c->workspace = sn_sgemm_workspace(M, p.N, p.K, c->n_threads);
+    c->workspace = mm_workspace(&p, c->n_threads);
     if (mm_fold_batch(&p) && mm_prepack_worth(c, &p, c->in[1], M)) {
         mm_packed *st = sn_calloc(1, sizeof *st);
         sn_rebuild r;
@@ -155,8 +203,7 @@ static size_t matmul_estimate(const sn_infer_ctx *c) {
     gk_mm p;
     if (gk_mm_plan(c->node, NULL, c->in[0], c->in[1], &p) != SNUG_OK)
         return 0;
-    int64_t M = mm_fold_batch(&p) ? p.M * p.n_batch : p.M;
-    return sn_sgemm_workspace(M, p.N, p.K, sn_gemm_threads(c->n_threads));
+    return mm_workspace(&p, sn_gemm_threads(c->n_threads));
 }
 
 static int matmul_run(sn_kctx *c) {
@@ -182,7 +229,16 @@ static int matmul_run(sn_kctx *c) {
                         sn_sgemm_workspace(Mf, N, K, sn_pool_size(c->pool)));
             return SNUG_OK;
         }
-        size_t wsn = sn_sgemm_workspace(M, N, K, sn_pool_size(c->pool));
+        int threads = sn_pool_size(c->pool);
+        if (mm_batch_split(&p, threads)) {
+            uintptr_t base = ((uintptr_t)c->ws + 63) & ~(uintptr_t)63;
+            mm_batch_job j = {&p, A, B, Y, (char *)base, threads, mm_slot_bytes(&p)};
+            for (int t = 0; t < threads; t++)
+                *(int *)(j.slots + (size_t)t * j.slot_bytes) = 0;
+            sn_pool_for(c->pool, p.n_batch, 1, mm_batch_task, &j);
+            return SNUG_OK;
+        }
+        size_t wsn = sn_sgemm_workspace(M, N, K, threads);
         for (int64_t bi = 0; bi < p.n_batch; bi++) {
             int64_t oa, ob;
             gk_mm_offsets(&p, bi, &oa, &ob);
