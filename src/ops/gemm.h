@@ -94,6 +94,18 @@ void sn_sgemm_pack_b(sn_gemm_isa isa, int transB, int64_t N, int64_t K, const fl
  * Never allocates. */
 void sn_sgemm_packed_ws(int transA, int64_t M, float alpha, const float *A, int64_t lda, const void *packed,
                         float beta, float *C, int64_t ldc, sn_pool *pool, void *ws, size_t ws_size);
+/* C[M,N] = A * B (A row-major) where B is produced block by block by the
+ * caller: bfn(ctx, j0, nb, p0, kb, bp, ps, nr) writes rows [p0, p0 + kb) of
+ * columns [j0, j0 + nb) into nr-wide panels, panel t at bp + t * ps and
+ * row p of it at + p * nr (columns past nb zero). A weight stored in another
+ * form (quantized) is thus expanded straight into the micro-kernel's
+ * layout, one L2-sized block at a time, never whole. Always the blocked
+ * path: the same bits as sn_sgemm_ws on that B with more than 8 rows. ws as
+ * for sn_sgemm_ws. Never allocates. */
+typedef void (*sn_sgemm_bfn)(void *ctx, int64_t j0, int64_t nb, int64_t p0, int64_t kb, float *bp,
+                             int64_t ps, int nr);
+void sn_sgemm_cb_ws(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, sn_sgemm_bfn bfn,
+                    void *ctx, float *C, int64_t ldc, sn_pool *pool, void *ws, size_t ws_size);
 /* Same, allocating its workspace: for tests. */
 void sn_sgemm_packed(int transA, int64_t M, float alpha, const float *A, int64_t lda, const void *packed,
                      float beta, float *C, int64_t ldc, sn_pool *pool);

@@ -677,6 +677,8 @@ typedef struct gemm_job {
     int *busy;            /* n_slots flags */
     float *apack;         /* A packed once for all tasks (see apack_bytes), or NULL */
     const float *bpk;     /* B prepacked whole (sn_sgemm_pack_b), or NULL: packed per block */
+    sn_sgemm_bfn bfn;     /* B produced per block by the caller (sn_sgemm_cb_ws), or NULL */
+    void *bctx;
     int64_t bps;          /* floats between bpk's panels */
     int64_t mpad;         /* M rounded up to MR */
 } gemm_job;
@@ -843,6 +845,10 @@ __attribute__((target("avx2"))) static void pack_b_avx2(const gemm_job *g, int64
 #endif
 
 static void pack_b_any(const gemm_job *g, int64_t j0, int64_t nb, int64_t p0, int64_t kb, float *bp) {
+    if (g->bfn) {
+        g->bfn(g->bctx, j0, nb, p0, kb, bp, b_panel_stride(g->k->nr, kb), g->k->nr);
+        return;
+    }
 #ifdef SN_HAVE_AVX2_KERNEL
     if (g->k == &k_ukr_avx2) {
         pack_b_avx2(g, j0, nb, p0, kb, bp);
@@ -949,9 +955,13 @@ static void packed_ref(int nr, int64_t bps, int transA, int64_t M, int64_t N, in
         }
 }
 
+static void cb_ref(const ukr *k, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, sn_sgemm_bfn bfn,
+                   void *ctx, float *C, int64_t ldc);
+
 static void sgemm_impl(const kset *ks, int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
                        const float *A, int64_t lda, const float *B, int64_t ldb, const float *bpk, float beta,
-                       float *C, int64_t ldc, sn_pool *pool, void *ws, size_t ws_size) {
+                       float *C, int64_t ldc, sn_pool *pool, void *ws, size_t ws_size, sn_sgemm_bfn bfn,
+                       void *bctx) {
     if (M <= 0 || N <= 0)
         return;
     if (K == 0 || alpha == 0.0f) {
@@ -962,6 +972,8 @@ static void sgemm_impl(const kset *ks, int transA, int transB, int64_t M, int64_
     }
     int n_threads = sn_pool_size(pool);
     const int64_t bps = b_panel_stride(ks->ukr->nr, K);
+    if (bfn) /* the blocked path only */
+        goto blocked;
     if (bpk && M == 1) {
         pgemv_job pg = {ks, ks->ukr->nr, N, K, transA ? lda : 1, bps, alpha, beta, A, bpk, C};
         int64_t panels = bpack_panels(ks->ukr->nr, N);
@@ -981,8 +993,10 @@ static void sgemm_impl(const kset *ks, int transA, int transB, int64_t M, int64_
         return;
     }
 
+blocked:;
     gemm_job g = {0};
     g.k = ks->ukr;
+    g.bfn = bfn, g.bctx = bctx;
     g.transA = transA, g.transB = transB;
     g.M = M, g.N = N, g.K = K;
     g.alpha = alpha, g.beta = beta;
@@ -1017,7 +1031,9 @@ static void sgemm_impl(const kset *ks, int transA, int transB, int64_t M, int64_
     while (t > 0 && workspace_for(g.k, M, N, K, t) > ws_size)
         t--;
     if (t == 0) { /* no usable workspace: a caller bug, stay correct */
-        if (bpk)
+        if (bfn)
+            cb_ref(g.k, M, N, K, A, lda, bfn, bctx, C, ldc);
+        else if (bpk)
             packed_ref(ks->ukr->nr, bps, transA, M, N, K, alpha, A, lda, bpk, beta, C, ldc);
         else
             sn_sgemm_ref(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -1049,7 +1065,7 @@ void sn_sgemm_ws(int transA, int transB, int64_t M, int64_t N, int64_t K, float 
                  const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
                  float *C, int64_t ldc, sn_pool *pool, void *ws, size_t ws_size) {
     sgemm_impl(kset_select(SN_GEMM_ISA_BEST), transA, transB, M, N, K, alpha, A, lda, B, ldb, NULL, beta, C, ldc,
-               pool, ws, ws_size);
+               pool, ws, ws_size, NULL, NULL);
 }
 
 void sn_sgemm_isa(sn_gemm_isa isa, int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
@@ -1062,7 +1078,7 @@ void sn_sgemm_isa(sn_gemm_isa isa, int transA, int transB, int64_t M, int64_t N,
         sn_sgemm_ref(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
-    sgemm_impl(ks, transA, transB, M, N, K, alpha, A, lda, B, ldb, NULL, beta, C, ldc, pool, ws, n);
+    sgemm_impl(ks, transA, transB, M, N, K, alpha, A, lda, B, ldb, NULL, beta, C, ldc, pool, ws, n, NULL, NULL);
     sn_free(ws);
 }
 
@@ -1142,7 +1158,7 @@ void sn_sgemm_packed_ws(int transA, int64_t M, float alpha, const float *A, int6
         return;
     }
     sgemm_impl(ks, transA, 0, M, h.N, h.K, alpha, A, lda, NULL, 0, bpack_data(packed), beta, C, ldc, pool, ws,
-               ws_size);
+               ws_size, NULL, NULL);
 }
 
 void sn_sgemm_packed(int transA, int64_t M, float alpha, const float *A, int64_t lda, const void *packed,
@@ -1159,4 +1175,36 @@ void sn_sgemm_packed(int transA, int64_t M, float alpha, const float *A, int64_t
     }
     sn_sgemm_packed_ws(transA, M, alpha, A, lda, packed, beta, C, ldc, pool, ws, n);
     sn_free(ws);
+}
+
+/* ---- B produced by the caller ------------------------------------------------ */
+
+/* Without a workspace (a caller bug): K slices of one panel at a time in a
+ * stack buffer, plainly summed into C. */
+static void cb_ref(const ukr *k, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, sn_sgemm_bfn bfn,
+                   void *ctx, float *C, int64_t ldc) {
+    float buf[32 * 16 + 16];
+    const int nr = k->nr;
+    for (int64_t i = 0; i < M; i++)
+        memset(C + i * ldc, 0, sizeof(float) * (size_t)N);
+    for (int64_t j0 = 0; j0 < N; j0 += nr) {
+        int64_t nb = sn_imin(nr, N - j0);
+        for (int64_t p0 = 0; p0 < K; p0 += 32) {
+            int64_t kb = sn_imin(32, K - p0);
+            bfn(ctx, j0, nb, p0, kb, buf, b_panel_stride(nr, kb), nr);
+            for (int64_t i = 0; i < M; i++)
+                for (int64_t j = 0; j < nb; j++) {
+                    float s = 0;
+                    for (int64_t p = 0; p < kb; p++)
+                        s += A[i * lda + p0 + p] * buf[p * nr + j];
+                    C[i * ldc + j0 + j] += s;
+                }
+        }
+    }
+}
+
+void sn_sgemm_cb_ws(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, sn_sgemm_bfn bfn,
+                    void *ctx, float *C, int64_t ldc, sn_pool *pool, void *ws, size_t ws_size) {
+    sgemm_impl(kset_select(SN_GEMM_ISA_BEST), 0, 0, M, N, K, 1.0f, A, lda, NULL, 0, NULL, 0.0f, C, ldc, pool, ws,
+               ws_size, bfn, ctx);
 }

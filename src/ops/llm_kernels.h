@@ -61,16 +61,16 @@ typedef struct llm_mnb4f_args {
 } llm_mnb4f_args;
 void llm_mnb4f_cols(const llm_mnb4f_args *g, int64_t n0, int64_t n1);
 void llm_mnb4f_cols_ref(const llm_mnb4f_args *g, int64_t n0, int64_t n1);
-/* Dequantizes nc 4-bit columns (column c: codes at b + c * bstride, scales
- * sc + c * sstride, zero points as above) into panel[k * ldp + c], k < K,
- * blocks of bs (a multiple of 16). */
+/* Dequantizes rows [k0, k0 + kn) of nc 4-bit columns (column c: codes at
+ * b + c * bstride, scales sc + c * sstride, zero points as above) into
+ * panel[(k - k0) * ldp + c], blocks of bs (a multiple of 16). */
 void llm_q4_dequant_panel(const uint8_t *b, int64_t bstride, const float *sc, int64_t sstride,
                           const uint8_t *zp8, int64_t zstride, const float *zpf, int64_t nc,
-                          int64_t K, int64_t bs, float *panel, int64_t ldp);
+                          int64_t k0, int64_t kn, int64_t bs, float *panel, int64_t ldp);
 void llm_q4_dequant_panel_ref(const uint8_t *b, int64_t bstride, const float *sc,
                               int64_t sstride, const uint8_t *zp8, int64_t zstride,
-                              const float *zpf, int64_t nc, int64_t K, int64_t bs, float *panel,
-                              int64_t ldp);
+                              const float *zpf, int64_t nc, int64_t k0, int64_t kn, int64_t bs,
+                              float *panel, int64_t ldp);
 /* MatMulNBits the way ONNX Runtime computes it when it dequantizes B first
  * (its "unpacked" path, taken for float zero points at every accuracy
  * level; src/ops/llm_mnb_f32.c). Each weight is

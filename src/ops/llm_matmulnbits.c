@@ -222,7 +222,9 @@ static void mnb_ws_layout(const mnb_geom *g, sn_dtype dt, int threads, mnb_ws *w
         w->sa = llm_al((size_t)(g->M * g->kb) * f);
         w->ab = llm_al((size_t)(g->M * g->kb) * f);
     }
-    if (g->gemm) {
+    if (g->gemm && g->bits == 4) { /* B dequantized block by block into the GEMM's panels */
+        w->gemm = llm_al(sn_sgemm_workspace(g->M, g->N, g->K, threads));
+    } else if (g->gemm) {
         int64_t nb = mnb_panel_cols(g);
         w->panel = llm_al((size_t)(nb * g->K) * f);
         w->gemm = llm_al(sn_sgemm_workspace(g->M, nb, g->K, threads));
@@ -367,22 +369,11 @@ static void mnb_f32_group_task(void *arg, int64_t s0, int64_t s1) {
     mnb_cols_f32(j, s0 * MNB4_GROUP, sn_imin(s1 * MNB4_GROUP, j->g->N));
 }
 
-/* Prefill: dequantizes panel columns [j->n0 + c0, j->n0 + c1) into j->panel:
- * 4-bit as [K, nb] (column c at panel + c, row stride nb), other widths as
- * [nb, K] rows. 4-bit tasks come in groups of 8 columns. */
+/* Prefill, widths other than 4 bits: dequantizes panel columns
+ * [j->n0 + c0, j->n0 + c1) into j->panel as [nb, K] rows. */
 static void mnb_panel_task(void *arg, int64_t c0, int64_t c1) {
     const mnb_job *j = arg;
     const mnb_geom *g = j->g;
-    if (g->bits == 4) {
-        c0 *= 8;
-        c1 = sn_imin(c1 * 8, j->nb);
-        int64_t n = j->n0 + c0;
-        llm_q4_dequant_panel(j->b + n * g->kb * g->blob, g->kb * g->blob, j->sc + n * g->kb, g->kb,
-                             j->zp8 ? j->zp8 + n * j->zp_stride : NULL, j->zp_stride,
-                             j->zpf ? j->zpf + n * g->kb : NULL, c1 - c0, g->K, g->bs,
-                             j->panel + c0, j->nb);
-        return;
-    }
     for (int64_t c = c0; c < c1; c++) {
         int64_t n = j->n0 + c;
         const uint8_t *bcol = j->b + n * g->kb * g->blob;
@@ -401,6 +392,26 @@ static void mnb_panel_task(void *arg, int64_t c0, int64_t c1) {
 static int64_t mnb_grain(const mnb_geom *g) {
     int64_t per = g->M * g->K * MNB4_GROUP;
     return sn_imax(1, MNB_TASK_MACS / sn_imax(per, 1));
+}
+
+/* Float prefill path, 4 bits (sn_sgemm_bfn): rows [p0, p0 + kb) of the
+ * columns [j0, j0 + nb) dequantized into the GEMM's nr-wide panels, eight
+ * columns at a time. */
+static void mnb_q4_block(void *arg, int64_t j0, int64_t nb, int64_t p0, int64_t kb, float *bp, int64_t ps,
+                         int nr) {
+    const mnb_job *j = arg;
+    const mnb_geom *g = j->g;
+    for (int64_t c = 0; c < nb; c += 8) {
+        int64_t n = j0 + c;
+        llm_q4_dequant_panel(j->b + n * g->kb * g->blob, g->kb * g->blob, j->sc + n * g->kb, g->kb,
+                             j->zp8 ? j->zp8 + n * j->zp_stride : NULL, j->zp_stride,
+                             j->zpf ? j->zpf + n * g->kb : NULL, sn_imin(8, nb - c), p0, kb, g->bs,
+                             bp + c / nr * ps + c % nr, nr);
+    }
+    int64_t full = nb / nr * nr;
+    if (full < nb) /* the last panel's columns past nb */
+        for (int64_t p = 0; p < kb; p++)
+            memset(bp + full / nr * ps + p * nr + (nb - full), 0, sizeof(float) * (size_t)(nr - (nb - full)));
 }
 
 /* ort4 path: rows [m0, m1) of A prepared for llm_mnb4_cols. */
@@ -568,6 +579,9 @@ int llm_mnb_run(sn_kctx *c) {
                                y, g.N};
         sn_pool_for(c->pool, (g.N + MNB4_GROUP - 1) / MNB4_GROUP, mnb_grain(&g), mnb8_cols_task,
                     &j);
+    } else if (g.gemm && g.bits == 4) {
+        sn_sgemm_cb_ws(g.M, g.N, g.K, a, g.K, mnb_q4_block, &j, y, g.N, c->pool, p + w.panel,
+                       sn_sgemm_workspace(g.M, g.N, g.K, sn_pool_size(c->pool)));
     } else if (g.gemm) {
         j.panel = (float *)p;
         void *gws = p + w.panel;
@@ -577,15 +591,9 @@ int llm_mnb_run(sn_kctx *c) {
             int64_t nb = sn_imin(nbmax, g.N - n0);
             j.n0 = n0;
             j.nb = nb;
-            if (g.bits == 4) {
-                sn_pool_for(c->pool, (nb + 7) / 8, 2, mnb_panel_task, &j);
-                sn_sgemm_ws(0, 0, g.M, nb, g.K, 1.0f, a, g.K, j.panel, nb, 0.0f, y + n0, g.N,
-                            c->pool, gws, gsize);
-            } else {
-                sn_pool_for(c->pool, nb, 8, mnb_panel_task, &j);
-                sn_sgemm_ws(0, 1, g.M, nb, g.K, 1.0f, a, g.K, j.panel, g.K, 0.0f, y + n0, g.N,
-                            c->pool, gws, gsize);
-            }
+            sn_pool_for(c->pool, nb, 8, mnb_panel_task, &j);
+            sn_sgemm_ws(0, 1, g.M, nb, g.K, 1.0f, a, g.K, j.panel, g.K, 0.0f, y + n0, g.N, c->pool,
+                        gws, gsize);
         }
     } else {
         memset(y, 0, (size_t)(g.M * g.N) * sizeof(float));

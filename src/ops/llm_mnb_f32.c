@@ -47,14 +47,14 @@ void llm_mnb4f_cols_ref(const llm_mnb4f_args *g, int64_t n0, int64_t n1) {
 /* 4-bit dequantization of columns [0, nc) of the panel into panel[k * ldp + c]. */
 void llm_q4_dequant_panel_ref(const uint8_t *b, int64_t bstride, const float *sc, int64_t sstride,
                               const uint8_t *zp8, int64_t zstride, const float *zpf, int64_t nc,
-                              int64_t K, int64_t bs, float *panel, int64_t ldp) {
+                              int64_t k0, int64_t kn, int64_t bs, float *panel, int64_t ldp) {
     for (int64_t c = 0; c < nc; c++)
-        for (int64_t k = 0; k < K; k++) {
+        for (int64_t k = k0; k < k0 + kn; k++) {
             int64_t blk = k / bs;
             float z = zp8 ? (float)((zp8[c * zstride + (blk >> 1)] >> ((blk & 1) * 4)) & 15)
                           : zpf ? zpf[c * sstride + blk] : 8.0f;
             int q = code4(b + c * bstride + blk * (bs / 2), k % bs);
-            panel[k * ldp + c] = ((float)q - z) * sc[c * sstride + blk];
+            panel[(k - k0) * ldp + c] = ((float)q - z) * sc[c * sstride + blk];
         }
 }
 
@@ -199,45 +199,41 @@ AVX2_INLINE void dq4_block32(const uint8_t *blob, __m256 z, __m256 s, float *out
     _mm256_store_ps(out + 24, _mm256_mul_ps(_mm256_sub_ps(f3, z), s));
 }
 
-/* Eight columns: each block of 16 k dequantized per column, then 8 x 8
- * transposes into the panel rows. */
+/* Eight columns: each group of 32 k dequantized per column, then 8 x 8
+ * transposes into the panel rows (k0 a multiple of 32, bs of 32). */
 AVX2 static void dq4_panel_avx2(const uint8_t *b, int64_t bstride, const float *sc, int64_t sstride,
                                 const uint8_t *zp8, int64_t zstride, const float *zpf,
-                                int64_t nc, int64_t K, int64_t bs, float *panel, int64_t ldp) {
+                                int64_t nc, int64_t k0, int64_t kn, int64_t bs, float *panel, int64_t ldp) {
     _Alignas(32) float t[8][32];
-    int64_t c0 = 0;
+    int64_t c0 = 0, k1 = k0 + kn;
     for (; c0 + 8 <= nc; c0 += 8) {
-        for (int64_t k0 = 0; k0 + 32 <= K; k0 += 32) {
-            int64_t blk = k0 / bs;
+        int64_t kk = k0;
+        for (; kk + 32 <= k1; kk += 32) {
+            int64_t blk = kk / bs;
             for (int c = 0; c < 8; c++) {
                 int64_t n = c0 + c;
                 float z = zp8 ? (float)((zp8[n * zstride + (blk >> 1)] >> ((blk & 1) * 4)) & 15)
                               : zpf ? zpf[n * sstride + blk] : 8.0f;
-                dq4_block32(b + n * bstride + blk * (bs / 2) + (k0 % bs) / 2, _mm256_set1_ps(z),
+                dq4_block32(b + n * bstride + blk * (bs / 2) + (kk % bs) / 2, _mm256_set1_ps(z),
                             _mm256_set1_ps(sc[n * sstride + blk]), t[c]);
             }
             for (int q = 0; q < 4; q++) {
                 __m256 r[8];
                 for (int c = 0; c < 8; c++)
                     r[c] = _mm256_load_ps(t[c] + 8 * q);
-                sn_avx_t8x8_store(r, panel + (k0 + 8 * q) * ldp + c0, ldp);
+                sn_avx_t8x8_store(r, panel + (kk - k0 + 8 * q) * ldp + c0, ldp);
             }
         }
-        int64_t kt = K / 32 * 32; /* k not in a whole group of 32 */
-        if (kt < K) /* the rows past the last whole group of 32 */
-            for (int c = 0; c < 8; c++)
-                for (int64_t k = kt; k < K; k++) {
-                    int64_t n = c0 + c, blk = k / bs;
-                    float z = zp8 ? (float)((zp8[n * zstride + (blk >> 1)] >> ((blk & 1) * 4)) & 15)
-                                  : zpf ? zpf[n * sstride + blk] : 8.0f;
-                    int q = code4(b + n * bstride + blk * (bs / 2), k % bs);
-                    panel[k * ldp + c0 + c] = ((float)q - z) * sc[n * sstride + blk];
-                }
+        if (kk < k1) /* the rows past the last whole group of 32 */
+            llm_q4_dequant_panel_ref(b + c0 * bstride, bstride, sc + c0 * sstride, sstride,
+                                     zp8 ? zp8 + c0 * zstride : NULL, zstride,
+                                     zpf ? zpf + c0 * sstride : NULL, 8, kk, k1 - kk, bs,
+                                     panel + (kk - k0) * ldp + c0, ldp);
     }
     if (c0 < nc)
         llm_q4_dequant_panel_ref(b + c0 * bstride, bstride, sc + c0 * sstride, sstride,
                                  zp8 ? zp8 + c0 * zstride : NULL, zstride,
-                                 zpf ? zpf + c0 * sstride : NULL, nc - c0, K, bs, panel + c0, ldp);
+                                 zpf ? zpf + c0 * sstride : NULL, nc - c0, k0, kn, bs, panel + c0, ldp);
 }
 #endif
 
@@ -253,14 +249,14 @@ void llm_mnb4f_cols(const llm_mnb4f_args *g, int64_t n0, int64_t n1) {
 
 void llm_q4_dequant_panel(const uint8_t *b, int64_t bstride, const float *sc, int64_t sstride,
                           const uint8_t *zp8, int64_t zstride, const float *zpf, int64_t nc,
-                          int64_t K, int64_t bs, float *panel, int64_t ldp) {
+                          int64_t k0, int64_t kn, int64_t bs, float *panel, int64_t ldp) {
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (sn_cpu_avx2_fma() && bs % 32 == 0) {
-        dq4_panel_avx2(b, bstride, sc, sstride, zp8, zstride, zpf, nc, K, bs, panel, ldp);
+    if (sn_cpu_avx2_fma() && bs % 32 == 0 && k0 % 32 == 0) {
+        dq4_panel_avx2(b, bstride, sc, sstride, zp8, zstride, zpf, nc, k0, kn, bs, panel, ldp);
         return;
     }
 #endif
-    llm_q4_dequant_panel_ref(b, bstride, sc, sstride, zp8, zstride, zpf, nc, K, bs, panel, ldp);
+    llm_q4_dequant_panel_ref(b, bstride, sc, sstride, zp8, zstride, zpf, nc, k0, kn, bs, panel, ldp);
 }
 
 /* ---- B dequantized first, MLAS SGEMM rounding (float zero points) -------

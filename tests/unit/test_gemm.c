@@ -17,6 +17,47 @@ static int check(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, f
     return gemm_check(&o, ta, tb, M, N, K, alpha, beta, pool);
 }
 
+/* The callback's B: column-major in a buffer (ld K), any block on request. */
+typedef struct cb_src {
+    const float *B; /* [K, N] row-major */
+    int64_t N;
+    int calls;
+} cb_src;
+
+static void cb_block(void *ctx, int64_t j0, int64_t nb, int64_t p0, int64_t kb, float *bp, int64_t ps, int nr) {
+    cb_src *c = ctx;
+    __atomic_fetch_add(&c->calls, 1, __ATOMIC_RELAXED);
+    for (int64_t j = 0; j < (nb + nr - 1) / nr * nr; j++)
+        for (int64_t p = 0; p < kb; p++)
+            bp[j / nr * ps + p * nr + j % nr] = j < nb ? c->B[(p0 + p) * c->N + j0 + j] : 0.0f;
+}
+
+static int cb_check(int64_t M, int64_t N, int64_t K, sn_pool *pool) {
+    float *A = malloc(sizeof(float) * (size_t)(M * K)), *B = malloc(sizeof(float) * (size_t)(K * N));
+    float *C = malloc(sizeof(float) * (size_t)(M * N)), *W = malloc(sizeof(float) * (size_t)(M * N));
+    float *R = malloc(sizeof(float) * (size_t)(M * N));
+    for (int64_t i = 0; i < M * K; i++)
+        A[i] = frand();
+    for (int64_t i = 0; i < K * N; i++)
+        B[i] = frand();
+    int t = sn_pool_size(pool);
+    size_t n = sn_sgemm_workspace(M, N, K, t);
+    void *ws = aligned_alloc(64, (n + 63) / 64 * 64);
+    cb_src src = {B, N, 0};
+    sn_sgemm_ws(0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, W, N, pool, ws, n);
+    sn_sgemm_cb_ws(M, N, K, A, K, cb_block, &src, C, N, pool, ws, n);
+    int bad = memcmp(C, W, sizeof(float) * (size_t)(M * N)) != 0 || src.calls == 0;
+    sn_sgemm_cb_ws(M, N, K, A, K, cb_block, &src, R, N, pool, NULL, 0); /* no workspace */
+    sn_sgemm_ref(0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, W, N);
+    for (int64_t i = 0; i < M * N && !bad; i++)
+        bad = fabsf(R[i] - W[i]) > 1e-4f * (1.0f + fabsf(W[i]));
+    if (bad)
+        fprintf(stderr, "FAIL sgemm_cb M %lld N %lld K %lld threads %d\n", (long long)M, (long long)N,
+                (long long)K, t);
+    free(A), free(B), free(C), free(W), free(R), free(ws);
+    return bad;
+}
+
 int main(void) {
     g_rng = 0x9E3779B97F4A7C15ull;
     static const int64_t sizes[] = {1, 3, 7, 17, 33, 65, 129};
@@ -70,6 +111,18 @@ int main(void) {
     fails += gemm_check(&big, 0, 0, 1, 5000, 576, 1, 0, pool); /* lm_head-like, threaded panel GEMV */
     fails += gemm_check(&big, 0, 0, 128, 1000, 600, 1, 0, pool);
     runs += 2;
+
+    /* B produced block by block by a callback (sn_sgemm_cb_ws): the same bits
+     * as sn_sgemm_ws on that B (more than 8 rows: both blocked), serial and
+     * threaded, sizes across the K-slice and column-block boundaries; and
+     * without a workspace, near the reference */
+    static const int64_t cm[] = {9, 130, 97}, cn[] = {16, 17, 300, 531}, ck[] = {5, 256, 600};
+    for (int a = 0; a < 3; a++)
+        for (int b = 0; b < 4; b++)
+            for (int k = 0; k < 3; k++) {
+                fails += cb_check(cm[a], cn[b], ck[k], (a + b + k) % 2 ? pool : NULL);
+                runs++;
+            }
 
     /* throughput, informational */
     int64_t n = 512;

@@ -832,12 +832,17 @@ static void test_mnb4f(void) {
                     p[i] = q[i] = -7.0f; /* the padding columns stay untouched */
                 const uint8_t *z8 = zk == 1 ? zp8 : NULL;
                 const float *zf = zk == 2 ? zpf : NULL;
-                llm_q4_dequant_panel(b, nblk * bs / 2, sc, nblk, z8, zs, zf, N, K, bs, p, ldp);
-                llm_q4_dequant_panel_ref(b, nblk * bs / 2, sc, nblk, z8, zs, zf, N, K, bs, q, ldp);
-                if (memcmp(p, q, sizeof(float) * (size_t)(K * ldp))) {
-                    fprintf(stderr, "FAIL q4 dequant panel K %lld N %lld bs %lld zp %d\n",
-                            (long long)K, (long long)N, (long long)bs, zk);
-                    g_fail = 1;
+                /* all rows, then the rows from a multiple of 32 on (a K slice) */
+                int64_t k0s[2] = {0, K / 64 * 32};
+                for (int r = 0; r < 2; r++) {
+                    int64_t k0 = k0s[r], kn = K - k0;
+                    llm_q4_dequant_panel(b, nblk * bs / 2, sc, nblk, z8, zs, zf, N, k0, kn, bs, p, ldp);
+                    llm_q4_dequant_panel_ref(b, nblk * bs / 2, sc, nblk, z8, zs, zf, N, k0, kn, bs, q, ldp);
+                    if (memcmp(p, q, sizeof(float) * (size_t)(K * ldp))) {
+                        fprintf(stderr, "FAIL q4 dequant panel K %lld (from %lld) N %lld bs %lld zp %d\n",
+                                (long long)K, (long long)k0, (long long)N, (long long)bs, zk);
+                        g_fail = 1;
+                    }
                 }
                 free(b), free(zp8), free(sc), free(zpf), free(p), free(q);
             }
