@@ -98,7 +98,8 @@ typedef struct attn_job {
     int zero_if_masked;
     attn_setup_fn setup;
     const void *op;   /* op-specific data for setup */
-    int64_t n_scores; /* per-slot score scratch for the ort rows (0: none) */
+    int64_t n_scores; /* per row of a slot: score scratch for the ort rows (0: none) */
+    int rows;         /* rows run together (llm_attn_rows_run), each with n_scores of scratch */
     const float *kt;  /* [B, Nkv, H, kt_ld]: keys transposed for the ort prompt rows, or NULL */
     int64_t kt_ld;
     char *slots;
@@ -109,11 +110,15 @@ static void attn_rows_task(void *arg, int64_t s0, int64_t s1) {
     const attn_job *j = arg;
     int64_t R = j->B * j->Nq * j->S;
     int64_t grp = j->Nq / j->Nkv;
+    int rows_max = j->rows > 0 ? j->rows : 1;
     for (int64_t slot = s0; slot < s1; slot++) {
         float *acc = (float *)(j->slots + (size_t)slot * j->slot_bytes);
         float *scores = j->n_scores ? acc + llm_al((size_t)j->Hv * sizeof(float)) / sizeof(float)
                                     : NULL;
-        for (int64_t r = slot * R / ATTN_SLOTS; r < (slot + 1) * R / ATTN_SLOTS; r++) {
+        llm_attn_row group[LLM_ATTN_ROWS];
+        int ng = 0;
+        int64_t r1 = (slot + 1) * R / ATTN_SLOTS;
+        for (int64_t r = slot * R / ATTN_SLOTS; r < r1; r++) {
             int64_t s = r % j->S, h = (r / j->S) % j->Nq, b = r / (j->S * j->Nq);
             int64_t kh = h / grp;
             llm_attn_row row = {0};
@@ -134,7 +139,7 @@ static void attn_rows_task(void *arg, int64_t s0, int64_t s1) {
             row.zero_if_masked = j->zero_if_masked;
             row.qk_out = j->qk ? j->qk + r * j->Lk : NULL;
             row.qk_mode = j->qk_mode;
-            row.scores = scores;
+            row.scores = scores ? scores + ng * j->n_scores : NULL;
             if (j->kt) {
                 row.kt = j->kt + (b * j->Nkv + kh) * j->H * j->kt_ld;
                 row.kt_ld = j->kt_ld;
@@ -142,29 +147,35 @@ static void attn_rows_task(void *arg, int64_t s0, int64_t s1) {
             row.y = j->y + (j->y_bsnh ? ((b * j->S + s) * j->Nq + h) : r) * j->Hv;
             if (!j->setup(j, b, h, s, &row)) {
                 memset(row.y, 0, (size_t)j->Hv * sizeof(float));
-                continue;
+            } else {
+                if (row.qk_out) {
+                    /* keys outside the computed range */
+                    float fill = j->qk_mode == LLM_QK_PROBS ? 0.0f : -INFINITY;
+                    for (int64_t t = 0; t < row.lo; t++)
+                        row.qk_out[t] = fill;
+                    for (int64_t t = row.hi; t < j->Lk; t++)
+                        row.qk_out[t] = fill;
+                }
+                group[ng++] = row;
             }
-            if (row.qk_out) {
-                /* keys outside the computed range */
-                float fill = j->qk_mode == LLM_QK_PROBS ? 0.0f : -INFINITY;
-                for (int64_t t = 0; t < row.lo; t++)
-                    row.qk_out[t] = fill;
-                for (int64_t t = row.hi; t < j->Lk; t++)
-                    row.qk_out[t] = fill;
+            /* consecutive rows of one head run together (llm_attn_rows_run) */
+            bool more = r + 1 < r1 && (r + 1) % j->S != 0 && ng < rows_max;
+            if (ng && !more) {
+                llm_attn_rows_run(group, ng, acc);
+                ng = 0;
             }
-            llm_attn_row_run(&row, acc);
         }
     }
 }
 
-/* A slot: Hv floats of accumulators, then n_scores floats of scores. */
-static size_t attn_slot_bytes(int64_t Hv, int64_t n_scores) {
+/* A slot: Hv floats of accumulators, then rows x n_scores floats of scores. */
+static size_t attn_slot_bytes(int64_t Hv, int64_t n_scores, int rows) {
     return llm_al((size_t)(Hv > 0 ? Hv : 1) * sizeof(float)) +
-           llm_al((size_t)n_scores * sizeof(float));
+           llm_al((size_t)n_scores * (size_t)(rows > 0 ? rows : 1) * sizeof(float));
 }
 
 static void attn_run_rows(attn_job *j, sn_pool *pool, carve *w) {
-    j->slot_bytes = attn_slot_bytes(j->Hv, j->n_scores);
+    j->slot_bytes = attn_slot_bytes(j->Hv, j->n_scores, j->rows);
     j->slots = w->p + w->used;
     w->used += ATTN_SLOTS * j->slot_bytes;
     if (j->B * j->Nq * j->S > 0)
@@ -394,7 +405,9 @@ int llm_gqa_prepare(sn_prep_ctx *c) {
     float *fout[6];
     /* sizing pass: tensors with NULL data are never read */
     gqa_carve(c->n_in, c->in, (sn_tensor *const *)c->out, c->n_out, &g, &w, fin, fout);
-    c->workspace = w.used + ATTN_SLOTS * attn_slot_bytes(g.H, LLM_ATTN_SCORES(g.Lc)) + 64;
+    /* prompt rows (keys transposed) score LLM_ATTN_ROWS rows at a time */
+    c->workspace = w.used +
+                   ATTN_SLOTS * attn_slot_bytes(g.H, LLM_ATTN_SCORES(g.Lc), g.S > 1 ? LLM_ATTN_ROWS : 1) + 64;
     return SNUG_OK;
 }
 
@@ -543,7 +556,7 @@ int llm_gqa_run(sn_kctx *c) {
         .B = B, .Nq = Nq, .Nkv = Nkv, .S = S, .H = H, .Hv = H, .q = qh, .k = pk, .v = pv,
         .Lk = Lc, .y = yf, .y_bsnh = true, .scale = scale != 0.0f ? scale : 1.0f / sqrtf((float)H),
         .softcap = sn_attr_float(c->node, "softcap", 0.0f), .setup = gqa_setup, .op = &o,
-        .n_scores = LLM_ATTN_SCORES(Lc), .kt = fout[5], .kt_ld = Lc + 8,
+        .n_scores = LLM_ATTN_SCORES(Lc), .rows = fout[5] ? LLM_ATTN_ROWS : 1, .kt = fout[5], .kt_ld = Lc + 8,
     };
     if (fout[5])
         for (int64_t b = 0; b < B; b++)
@@ -710,7 +723,7 @@ int llm_mha_prepare(sn_prep_ctx *c) {
     const float *fin[8];
     float *fb[5];
     mha_carve(c->in, c->n_in, (sn_tensor *const *)c->out, c->n_out, &g, &w, fin, fb);
-    c->workspace = w.used + ATTN_SLOTS * attn_slot_bytes(g.Hv, 0) + 64;
+    c->workspace = w.used + ATTN_SLOTS * attn_slot_bytes(g.Hv, 0, 1) + 64;
     return SNUG_OK;
 }
 
@@ -1005,7 +1018,7 @@ int llm_sdpa_prepare(sn_prep_ctx *c) {
     const float *fin[6];
     float *fb[6];
     sd_carve(c->in, c->n_in, (sn_tensor *const *)c->out, c->n_out, &g, &w, fin, fb);
-    c->workspace = w.used + ATTN_SLOTS * attn_slot_bytes(g.Hv, 0) + 64;
+    c->workspace = w.used + ATTN_SLOTS * attn_slot_bytes(g.Hv, 0, 1) + 64;
     return SNUG_OK;
 }
 

@@ -822,27 +822,81 @@ ATTN_AVX2_INLINE __m256 attn_exp8(__m256 x) {
  * c0: fused for prompt rows, a rounded product and a sum for decode. */
 ATTN_AVX2_INLINE void attn_vacc(const float *e, const float *v, int64_t vs, int64_t n, int fused,
                                 int NV, float *out) {
-    __m256 a[8];
+    __m256 a[8]; /* in registers: the loops over i are unrolled (NV is a constant) */
+#pragma GCC unroll 8
     for (int i = 0; i < NV; i++)
         a[i] = _mm256_setzero_ps();
     for (int64_t j = 0; j < n; j++) {
         __m256 ej = _mm256_broadcast_ss(e + j);
         const float *vj = v + j * vs;
-        if (fused)
+        if (fused) {
+#pragma GCC unroll 8
             for (int i = 0; i < NV; i++)
                 a[i] = _mm256_fmadd_ps(ej, _mm256_loadu_ps(vj + 8 * i), a[i]);
-        else
+        } else {
+#pragma GCC unroll 8
             for (int i = 0; i < NV; i++)
                 a[i] = _mm256_add_ps(a[i], _mm256_mul_ps(ej, _mm256_loadu_ps(vj + 8 * i)));
+        }
     }
+#pragma GCC unroll 8
     for (int i = 0; i < NV; i++)
         _mm256_storeu_ps(out + 8 * i, a[i]);
 }
 
-ATTN_AVX2 static void attn_row_ort_avx2(const llm_attn_row *r, float *acc) {
+/* Prompt rows of one head side by side (same kt, lo, H, scale; R <= 4):
+ * per key and row the same fused chain over d as attn_scores_avx2, sixteen
+ * keys of R rows in flight (the single row keeps four chains, half the FMA
+ * rate). Scores of keys [0, n) into each row's scores; a row whose own range
+ * is shorter gets scores it does not read. */
+ATTN_AVX2_INLINE void attn_scores_rows_r(const int R, const llm_attn_row *rows, int64_t n) {
+    const float *kt = rows[0].kt + rows[0].lo;
+    int64_t ld = rows[0].kt_ld, H = rows[0].H, n8 = (n + 7) / 8 * 8, j = 0;
+    const __m256 scale = _mm256_set1_ps(rows[0].scale);
+    for (; j + 16 <= n8; j += 16) { /* within the rows' score scratch and kt's zero columns */
+        __m256 a[4][2];
+        for (int r = 0; r < R; r++)
+            a[r][0] = a[r][1] = _mm256_setzero_ps();
+        for (int64_t d = 0; d < H; d++) {
+            __m256 k0 = _mm256_loadu_ps(kt + d * ld + j), k1 = _mm256_loadu_ps(kt + d * ld + j + 8);
+            for (int r = 0; r < R; r++) {
+                __m256 qd = _mm256_broadcast_ss(rows[r].q + d);
+                a[r][0] = _mm256_fmadd_ps(qd, k0, a[r][0]);
+                a[r][1] = _mm256_fmadd_ps(qd, k1, a[r][1]);
+            }
+        }
+        for (int r = 0; r < R; r++) {
+            _mm256_storeu_ps(rows[r].scores + j, _mm256_mul_ps(a[r][0], scale));
+            _mm256_storeu_ps(rows[r].scores + j + 8, _mm256_mul_ps(a[r][1], scale));
+        }
+    }
+    for (; j < n; j += 8) {
+        __m256 a[4];
+        for (int r = 0; r < R; r++)
+            a[r] = _mm256_setzero_ps();
+        for (int64_t d = 0; d < H; d++) {
+            __m256 k0 = _mm256_loadu_ps(kt + d * ld + j);
+            for (int r = 0; r < R; r++)
+                a[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(rows[r].q + d), k0, a[r]);
+        }
+        for (int r = 0; r < R; r++)
+            _mm256_storeu_ps(rows[r].scores + j, _mm256_mul_ps(a[r], scale));
+    }
+}
+
+ATTN_AVX2 static void attn_scores_rows_avx2(const llm_attn_row *rows, int R, int64_t n) {
+    switch (R) {
+    case 4: attn_scores_rows_r(4, rows, n); break;
+    case 3: attn_scores_rows_r(3, rows, n); break;
+    case 2: attn_scores_rows_r(2, rows, n); break;
+    default: attn_scores_rows_r(1, rows, n); break;
+    }
+}
+
+/* The rest of an ort row once its scores are in r->scores. */
+ATTN_AVX2 static void attn_row_ort_rest_avx2(const llm_attn_row *r, float *acc) {
     int64_t n = r->hi - r->lo, Hv = r->Hv;
     float *sc = r->scores;
-    attn_scores_avx2(r, n, sc);
     /* the maximum is exact in any order */
     __m256 mv = _mm256_set1_ps(-INFINITY);
     int64_t j = 0;
@@ -885,6 +939,11 @@ ATTN_AVX2 static void attn_row_ort_avx2(const llm_attn_row *r, float *acc) {
     float inv = 1.0f / llm_sumexp_lanes_fold(l);
     for (c = 0; c < Hv; c++)
         r->y[c] = acc[c] * inv;
+}
+
+ATTN_AVX2 static void attn_row_ort_avx2(const llm_attn_row *r, float *acc) {
+    attn_scores_avx2(r, r->hi - r->lo, r->scores);
+    attn_row_ort_rest_avx2(r, acc);
 }
 
 /* 8 x 8 blocks through registers (unpack, shuffle, 128-bit swaps); column
@@ -946,6 +1005,28 @@ void llm_attn_keys_t(const float *k, int64_t n, int64_t H, float *kt, int64_t ld
 static bool attn_row_is_ort(const llm_attn_row *r) {
     return r->ort && r->hi > r->lo && r->softcap <= 0 && !r->bias1 && !r->bias2 && !r->sink &&
            !r->qk_out && r->mask_lo <= r->lo && r->mask_hi >= r->hi;
+}
+
+void llm_attn_rows_run(const llm_attn_row *rows, int R, float *acc) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    bool group = R > 1 && R <= LLM_ATTN_ROWS && sn_cpu_avx2_fma();
+    int64_t n = 0;
+    for (int i = 0; i < R && group; i++) {
+        const llm_attn_row *r = &rows[i];
+        group = attn_row_is_ort(r) && r->ort == 1 && r->kt && r->scores && r->kt == rows[0].kt &&
+                r->kt_ld == rows[0].kt_ld && r->lo == rows[0].lo && r->H == rows[0].H &&
+                r->scale == rows[0].scale;
+        n = r->hi - r->lo > n ? r->hi - r->lo : n;
+    }
+    if (group) {
+        attn_scores_rows_avx2(rows, R, n);
+        for (int i = 0; i < R; i++)
+            attn_row_ort_rest_avx2(&rows[i], acc);
+        return;
+    }
+#endif
+    for (int i = 0; i < R; i++)
+        llm_attn_row_run(&rows[i], acc);
 }
 
 void llm_attn_row_run(const llm_attn_row *r, float *acc) {

@@ -313,6 +313,12 @@ typedef struct llm_attn_row {
 
 /* acc: Hv floats of scratch. */
 void llm_attn_row_run(const llm_attn_row *r, float *acc);
+/* Up to LLM_ATTN_ROWS rows of one head at once, the same bits as one at a
+ * time: prompt rows in ONNX Runtime's form sharing kt and lo (each with its
+ * own scores scratch, LLM_ATTN_SCORES of the longest row's key count) are
+ * scored together; any other row runs alone. */
+#define LLM_ATTN_ROWS 4
+void llm_attn_rows_run(const llm_attn_row *rows, int R, float *acc);
 /* kt[d * ld + j] = k[j * H + d] for keys j < n; columns [n, n + 8) are zeroed
  * (ld >= n + 8): the eight-key blocks of a row may read past its last key. */
 void llm_attn_keys_t(const float *k, int64_t n, int64_t H, float *kt, int64_t ld);

@@ -312,6 +312,47 @@ static void test_attn_ort_simd(void) {
                     }
                 }
     }
+    /* rows of one head together (llm_attn_rows_run): causal prompt rows with
+     * ranges [lo, lo + len), the same bits as one at a time */
+    {
+        enum { RQ = LLM_ATTN_ROWS };
+        static float qs[RQ][HMAX], ys[RQ][VMAX], yw[RQ][VMAX], scs[RQ][LLM_ATTN_SCORES(L)],
+            scw[RQ][LLM_ATTN_SCORES(L)];
+        int64_t H = 64, HV = 64;
+        fill(k, L * H);
+        fill(v, L * HV);
+        llm_attn_keys_t(k, L, H, kt, L + 8);
+        const int64_t lens[][2] = {{0, 1}, {0, 8}, {0, 15}, {0, 16}, {5, 30}, {0, 190}, {9, 193}};
+        for (int li = 0; li < 7; li++)
+            for (int R = 1; R <= RQ; R++) {
+                llm_attn_row rows[RQ];
+                for (int i = 0; i < R; i++) {
+                    fill(qs[i], H);
+                    for (int64_t d = 0; d < H; d++)
+                        qs[i][d] *= 1.37f; /* products that round */
+                    int64_t lo = lens[li][0], hi = sn_imin(L, lo + lens[li][1] + i); /* causal: one more key per row */
+                    rows[i] = (llm_attn_row){.q = qs[i], .k = k, .v = v, .k_stride = H, .v_stride = HV, .H = H,
+                                             .Hv = HV, .lo = lo, .hi = hi, .mask_lo = 0, .mask_hi = L,
+                                             .scale = 0.125f, .ort = 1, .y = yw[i], .scores = scw[i], .kt = kt,
+                                             .kt_ld = L + 8};
+                    llm_attn_row_run(&rows[i], acc);
+                    rows[i].y = ys[i];
+                    rows[i].scores = scs[i];
+                }
+                llm_attn_rows_run(rows, R, acc);
+                /* the outputs, and the exps left in the scratch (more sensitive) */
+                for (int i = 0; i < R; i++)
+                    if (memcmp(ys[i], yw[i], (size_t)HV * sizeof(float)) ||
+                        memcmp(scs[i], scw[i], (size_t)(rows[i].hi - rows[i].lo) * sizeof(float))) {
+                        fprintf(stderr, "FAIL attn rows: %d rows from [%lld, +%lld), row %d differs\n", R,
+                                (long long)lens[li][0], (long long)lens[li][1], i);
+                        g_fail = 1;
+                        break;
+                    }
+            }
+        fill(k, L * 5); /* as the check below expects */
+        llm_attn_keys_t(k, L, 5, kt, L + 8);
+    }
     /* the transposed keys and their zeroed tail */
     for (int64_t d = 0; d < 5; d++)
         for (int64_t j = 0; j < L + 8; j++)
