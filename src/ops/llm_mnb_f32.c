@@ -99,7 +99,10 @@ AVX2_INLINE void f32_tile(const int MR, const int NR, const llm_mnb4f_args *g, i
                     const uint8_t *zb = g->zp8 + (n + c) * g->zstride + (b0 + i) / 2;
                     int64_t have = sn_imin(4, g->zstride - (b0 + i) / 2);
                     uint32_t w = 0;
-                    memcpy(&w, zb, (size_t)have);
+                    if (have == 4) /* one load (a copy of variable length is a byte loop) */
+                        memcpy(&w, zb, 4);
+                    else
+                        memcpy(&w, zb, (size_t)have);
                     z = _mm256_cvtepi32_ps(_mm256_and_si256(
                         _mm256_srlv_epi32(_mm256_set1_epi32((int)w),
                                           _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
