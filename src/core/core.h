@@ -206,6 +206,14 @@ void sn_pool_free(sn_pool *p);
 int sn_pool_size(const sn_pool *p);
 int sn_cpu_count(void); /* online CPUs, at least 1 */
 bool sn_cpu_avx2_fma(void); /* x86-64 with AVX2 and FMA: the SIMD kernels' runtime dispatch */
+/* A function GCC also builds for x86-64-v3 (AVX2, FMA), the copy picked at
+ * load time: plain loops that the compiler vectorizes get 8-wide vectors and
+ * fused multiply-adds without hand-written intrinsics. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+#define SN_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define SN_CLONES
+#endif
 /* grain: minimum elements per task (work below it is not split). */
 void sn_pool_for(sn_pool *p, int64_t n, int64_t grain, sn_range_fn fn, void *arg);
 

@@ -152,12 +152,7 @@ EW_UF(thresholdedrelu, v > A->alpha ? v : 0)
 
 /* Sigmoid and Tanh are compute-bound: on x86-64 also build an AVX2
  * copy, picked at load time. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
-#define EW_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define EW_CLONES
-#endif
-EW_CLONES static void sigmoid_fast_f32(const ew_args *A, void *o_, const void *x_, int64_t n) {
+SN_CLONES static void sigmoid_fast_f32(const ew_args *A, void *o_, const void *x_, int64_t n) {
     (void)A;
     float *o = o_;
     const float *x = x_;
@@ -169,7 +164,7 @@ EW_CLONES static void sigmoid_fast_f32(const ew_args *A, void *o_, const void *x
             o[i] = sn_logistic_f32(x[i]);
     }
 }
-EW_CLONES static void tanh_fast_f32(const ew_args *A, void *o_, const void *x_, int64_t n) {
+SN_CLONES static void tanh_fast_f32(const ew_args *A, void *o_, const void *x_, int64_t n) {
     (void)A;
     float *o = o_;
     const float *x = x_;

@@ -9,14 +9,9 @@
 
 #define LANES 8
 
-/* Kernels that must round like ONNX Runtime's AVX2 code use fmaf: a clone
- * for x86-64-v3 (AVX2, FMA) is picked at load time where the
- * toolchain supports it; elsewhere fmaf is exact in software. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
-#define LLM_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define LLM_CLONES
-#endif
+/* Kernels that must round like ONNX Runtime's AVX2 code use fmaf, in
+ * SN_CLONES functions: the x86-64-v3 copy has it in hardware; elsewhere
+ * fmaf is exact in software. */
 
 /* ---- dtype staging ------------------------------------------------------ */
 
@@ -317,7 +312,7 @@ static inline int zp_of(const uint8_t *zp, int64_t blk) {
     return zp ? (zp[blk >> 1] >> ((blk & 1) * 4)) & 15 : 8;
 }
 
-LLM_CLONES void llm_mnb4_lanes_ref(const int8_t *qa, const float *sa, const uint8_t *bcol,
+SN_CLONES void llm_mnb4_lanes_ref(const int8_t *qa, const float *sa, const uint8_t *bcol,
                                    const float *sb, const uint8_t *zp, int64_t kb, int m1,
                                    float acc[8]) {
     int32_t l[8];
@@ -359,7 +354,7 @@ float llm_hsum8(const float a[8]) {
     return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
 }
 
-LLM_CLONES float llm_mnb4_blksum(const float *ablk, const float *sb, const uint8_t *zp,
+SN_CLONES float llm_mnb4_blksum(const float *ablk, const float *sb, const uint8_t *zp,
                                  int64_t kb) {
     float g = 0;
     for (int64_t b = 0; b < kb; b++)
@@ -446,7 +441,7 @@ float llm_ln_row_ref(const float *x, const float *gamma, const float *beta, floa
  * of squares in eight lanes of fused multiply-adds, folded by halves
  * ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)), the tail fused on top;
  * y = x * (1 / sqrt(ms / n + eps)) * g. */
-LLM_CLONES float llm_rms_row_ort(const float *x, const float *gamma, float eps, int64_t n,
+SN_CLONES float llm_rms_row_ort(const float *x, const float *gamma, float eps, int64_t n,
                                  float *y) {
     float l[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     int64_t i = 0;
@@ -542,7 +537,7 @@ static inline float bits_f(uint32_t u) {
 }
 
 /* exp(x) for x <= 0 as MLAS's sum-of-exp kernel computes it. */
-LLM_CLONES float llm_exp_mlas(float x) {
+SN_CLONES float llm_exp_mlas(float x) {
     const float rb = 12582912.0f;
     x = x > -88.3762626647949f ? x : -88.3762626647949f;
     float biased = fmaf(x, 1.44269504088896341f, rb);
@@ -562,7 +557,7 @@ LLM_CLONES float llm_exp_mlas(float x) {
 }
 
 /* The logistic function as MLAS computes it (rational approximation). */
-LLM_CLONES float llm_logistic_mlas(float x) { return sn_logistic_f32(x); }
+SN_CLONES float llm_logistic_mlas(float x) { return sn_logistic_f32(x); }
 
 /* Sum of exps in the order of MLAS's AVX2 kernel: eight lane accumulators
  * fed 24 values per step, then 8 at a time (a short tail zero-padded), then
@@ -582,7 +577,7 @@ float llm_sumexp_lanes_fold(const float lanes[8]) {
 
 /* ONNX Runtime's MLAS kernel (AVX2) rounds one product and fuses the other:
  * y1 = fma(a, cos, -(b * sin)), y2 = fma(a, sin, b * cos). */
-LLM_CLONES void llm_rope(const float *x, float *y, const float *cos, const float *sin,
+SN_CLONES void llm_rope(const float *x, float *y, const float *cos, const float *sin,
                          int64_t rot_dim, int64_t head, int interleaved) {
     int64_t half = rot_dim / 2;
     for (int64_t i = 0; i < half; i++) {
@@ -692,7 +687,7 @@ static inline float attn_dot_lanes(const float *a, const float *b, int64_t n) {
     return llm_sumexp_lanes_fold(l);
 }
 
-LLM_CLONES static void attn_row_ort(const llm_attn_row *r, float *acc) {
+SN_CLONES static void attn_row_ort(const llm_attn_row *r, float *acc) {
     bool dec = r->ort == 2;
     float m = -INFINITY;
     for (int64_t j = r->lo; j < r->hi; j++) {

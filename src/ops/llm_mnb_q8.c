@@ -15,12 +15,6 @@
 
 #include "ops/llm_kernels.h"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
-#define Q8_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define Q8_CLONES
-#endif
-
 static inline int zp8_of(const uint8_t *zp, int64_t b) {
     return zp ? zp[b] : 128;
 }
@@ -32,7 +26,7 @@ static inline int32_t q8_sum(const int8_t *qa, const uint8_t *bc, int k0, int n)
     return s;
 }
 
-Q8_CLONES void llm_mnb8_lanes_ref(const int8_t *qa, const float *sa, const uint8_t *bcol,
+SN_CLONES void llm_mnb8_lanes_ref(const int8_t *qa, const float *sa, const uint8_t *bcol,
                                   const float *sb, int64_t kb, float acc[8]) {
     for (int j = 0; j < 8; j++)
         acc[j] = 0;
@@ -53,7 +47,7 @@ Q8_CLONES void llm_mnb8_lanes_ref(const int8_t *qa, const float *sa, const uint8
     }
 }
 
-Q8_CLONES float llm_mnb8_blksum(const float *ab, const float *sb, const uint8_t *zp, int64_t kb) {
+SN_CLONES float llm_mnb8_blksum(const float *ab, const float *sb, const uint8_t *zp, int64_t kb) {
     float g = 0;
     for (int64_t b = 0; b < kb; b++)
         g = fmaf(ab[b], -(sb[b] * (float)zp8_of(zp, b)), g);

@@ -131,7 +131,7 @@ SMX_ROWS(smx_rows_hard_f32, float, expf, logf)
 
 /* float32 rows: max, exp and sum passes in blocks of SN_RED_LANES through
  * a local buffer, which GCC vectorizes at -O2 even when y aliases x. */
-static void smx_rows_f32(void *arg, int64_t b, int64_t e) {
+SN_CLONES static void smx_rows_f32(void *arg, int64_t b, int64_t e) {
     const smx_job *j = arg;
     const int64_t L = j->L;
     if (j->kind == SMX_HARD) {

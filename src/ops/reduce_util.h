@@ -67,7 +67,11 @@ static inline void sn_red_stf(sn_dtype t, void *d, int64_t i, float v) {
 
 #define SN_RED_LANES 16
 
-static inline float sn_red_lanes_sum(const float *acc) {
+/* The kernels below are always inlined: inside a caller's SN_CLONES copy
+ * they are built for that copy's ISA (an out-of-line copy is baseline). */
+#define SN_RED_KERNEL static inline __attribute__((always_inline))
+
+SN_RED_KERNEL float sn_red_lanes_sum(const float *acc) {
     float s8[8];
     for (int j = 0; j < 8; j++)
         s8[j] = acc[j] + acc[j + 8];
@@ -75,7 +79,7 @@ static inline float sn_red_lanes_sum(const float *acc) {
 }
 
 /* Sum of x[i] (sq: of x[i]^2; ab: of |x[i]|). */
-static inline float sn_red_sum_f32(const float *x, int64_t n, int mode) {
+SN_RED_KERNEL float sn_red_sum_f32(const float *x, int64_t n, int mode) {
     float acc[SN_RED_LANES] = {0};
     int64_t i = 0;
     if (mode == 0) {
@@ -98,7 +102,7 @@ static inline float sn_red_sum_f32(const float *x, int64_t n, int mode) {
 }
 
 /* Max (or min) of x[0..n), n >= 1; NaN if any element is NaN. */
-static inline float sn_red_max_f32(const float *x, int64_t n, bool is_min) {
+SN_RED_KERNEL float sn_red_max_f32(const float *x, int64_t n, bool is_min) {
     float acc[SN_RED_LANES];
     int nan[SN_RED_LANES] = {0};
     for (int j = 0; j < SN_RED_LANES; j++)
@@ -139,7 +143,7 @@ static inline float sn_red_max_f32(const float *x, int64_t n, bool is_min) {
  * (float compares would keep GCC from if-converting at -O2): e^-87 ~ 1.6e-38
  * stands in for smaller results, including exp(-inf). NaN is not
  * preserved: callers check for it. */
-static inline float sn_red_expf(float x) {
+SN_RED_KERNEL float sn_red_expf(float x) {
     union { float f; int32_t i; uint32_t u; } v = {.f = x}, sc;
     const int32_t lo = (int32_t)0xC2AE0000u; /* -87.0f */
     const int32_t hi = 0x42B00000;           /* 88.0f */
