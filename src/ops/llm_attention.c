@@ -411,6 +411,65 @@ int llm_gqa_prepare(sn_prep_ctx *c) {
     return SNUG_OK;
 }
 
+/* Staging of the new rows: q rotated into BNSH, k rotated and v copied into
+ * present after the past (rows of a batch entry past its query length:
+ * q only, at position 0 when out of the cache, its result unused). */
+typedef struct gqa_stage {
+    const gqa_geom *g;
+    const gqa_run *o;
+    const float *qsrc, *ksrc, *vsrc;
+    int64_t qrs, krs, koff, voff;
+    const int64_t *pos_ids;
+    const float *cosc, *sinc;
+    int64_t half, max_pos;
+    int interleaved;
+    sn_dtype qdt;
+    float *qh, *pk, *pv;
+} gqa_stage;
+
+static void gqa_stage_rows(void *arg, int64_t r0, int64_t r1) {
+    const gqa_stage *t = arg;
+    const gqa_geom *g = t->g;
+    int64_t S = g->S, Nq = g->Nq, Nkv = g->Nkv, H = g->H, Lc = g->Lc;
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t b = r / S, s = r % S;
+        int64_t T = gqa_T(t->o, b), Q = gqa_Q(t->o, b), P = T - Q;
+        int64_t pos = t->pos_ids ? t->pos_ids[b * S + s] : P + s;
+        const float *cr = NULL, *sr = NULL;
+        if (g->rot) {
+            if (pos < 0 || pos >= t->max_pos)
+                pos = 0; /* a padding row (s >= Q; the others were checked) */
+            cr = t->cosc + pos * t->half;
+            sr = t->sinc + pos * t->half;
+        }
+        for (int64_t h = 0; h < Nq; h++) {
+            const float *src = t->qsrc + (b * S + s) * t->qrs + h * H;
+            float *dst = t->qh + ((b * Nq + h) * S + s) * H;
+            if (g->rot) {
+                llm_rope(src, dst, cr, sr, g->rot, H, t->interleaved);
+                round_to(t->qdt, dst, g->rot);
+            } else {
+                memcpy(dst, src, (size_t)H * sizeof(float));
+            }
+        }
+        if (s >= Q)
+            continue;
+        for (int64_t h = 0; h < Nkv; h++) {
+            const float *ks = t->ksrc + (b * S + s) * t->krs + t->koff + h * H;
+            const float *vs = t->vsrc + (b * S + s) * t->krs + t->voff + h * H;
+            float *kd = t->pk + ((b * Nkv + h) * Lc + P + s) * H;
+            float *vd = t->pv + ((b * Nkv + h) * Lc + P + s) * H;
+            if (g->rot) {
+                llm_rope(ks, kd, cr, sr, g->rot, H, t->interleaved);
+                round_to(t->qdt, kd, g->rot);
+            } else {
+                memcpy(kd, ks, (size_t)H * sizeof(float));
+            }
+            memcpy(vd, vs, (size_t)H * sizeof(float));
+        }
+    }
+}
+
 int llm_gqa_run(sn_kctx *c) {
     gqa_geom g;
     SN_TRY(gqa_geom_of(c->node, c->n_in, c->in, &g, c->err));
@@ -469,49 +528,25 @@ int llm_gqa_run(sn_kctx *c) {
         return KFAIL(SNUG_ERR_SHAPE, "position_ids must be (batch_size, sequence_length)");
     int64_t half = g.rot / 2, max_pos = g.rot ? in[GQA_COS]->dims[0] : 0;
     const float *cosc = fin[GQA_COS], *sinc = fin[GQA_SIN];
-    /* q -> BNSH with rotary; present = past[0:P] ++ new k/v[0:Q], zero beyond */
+    /* q -> BNSH with rotary; present = past[0:P] ++ new k/v[0:Q], zero beyond:
+     * positions checked first, then the rows staged in parallel */
+    for (int64_t b = 0; b < B && g.rot; b++) {
+        int64_t T = gqa_T(&o, b), Q = gqa_Q(&o, b), P = T - Q;
+        for (int64_t s = 0; s < Q; s++) {
+            int64_t pos = pos_ids ? pos_ids[b * S + s] : P + s;
+            if (pos < 0 || pos >= max_pos)
+                return KFAIL(SNUG_ERR_INVALID_ARG, "position %lld outside cos_cache (%lld rows)",
+                             (long long)pos, (long long)max_pos);
+        }
+    }
+    gqa_stage st = {.g = &g, .o = &o, .qsrc = qsrc, .ksrc = ksrc, .vsrc = vsrc, .qrs = qrs, .krs = krs,
+                    .koff = koff, .voff = voff, .pos_ids = pos_ids, .cosc = cosc, .sinc = sinc,
+                    .half = half, .max_pos = max_pos, .interleaved = interleaved,
+                    .qdt = in[GQA_Q]->dtype, .qh = qh, .pk = pk, .pv = pv};
+    /* a decode step's one row stays on this thread */
+    sn_pool_for(B * S > 1 ? c->pool : NULL, B * S, 8, gqa_stage_rows, &st);
     for (int64_t b = 0; b < B; b++) {
         int64_t T = gqa_T(&o, b), Q = gqa_Q(&o, b), P = T - Q;
-        for (int64_t s = 0; s < S; s++) {
-            int64_t pos = pos_ids ? pos_ids[b * S + s] : P + s;
-            const float *cr = NULL, *sr = NULL;
-            if (g.rot) {
-                if (pos < 0 || pos >= max_pos) {
-                    if (s >= Q)
-                        pos = 0; /* padding row: its result is unused */
-                    else
-                        return KFAIL(SNUG_ERR_INVALID_ARG,
-                                     "position %lld outside cos_cache (%lld rows)",
-                                     (long long)pos, (long long)max_pos);
-                }
-                cr = cosc + pos * half;
-                sr = sinc + pos * half;
-            }
-            for (int64_t h = 0; h < Nq; h++) {
-                const float *src = qsrc + (b * S + s) * qrs + h * H;
-                float *dst = qh + ((b * Nq + h) * S + s) * H;
-                if (g.rot) {
-                    llm_rope(src, dst, cr, sr, g.rot, H, interleaved);
-                    round_to(in[GQA_Q]->dtype, dst, g.rot);
-                } else {
-                    memcpy(dst, src, (size_t)H * sizeof(float));
-                }
-            }
-            if (s >= Q)
-                continue;
-            for (int64_t h = 0; h < Nkv; h++) {
-                const float *ks = ksrc + (b * S + s) * krs + koff + h * H;
-                const float *vs = vsrc + (b * S + s) * krs + voff + h * H;
-                float *kd = pk + ((b * Nkv + h) * Lc + P + s) * H;
-                float *vd = pv + ((b * Nkv + h) * Lc + P + s) * H;
-                if (g.rot) {
-                    llm_rope(ks, kd, cr, sr, g.rot, H, interleaved);
-                    round_to(in[GQA_Q]->dtype, kd, g.rot);
-                } else
-                    memcpy(kd, ks, (size_t)H * sizeof(float));
-                memcpy(vd, vs, (size_t)H * sizeof(float));
-            }
-        }
         for (int64_t h = 0; h < Nkv; h++) {
             size_t pbytes = (size_t)(P * H) * sizeof(float);
             float *kd = pk + (b * Nkv + h) * Lc * H, *vd = pv + (b * Nkv + h) * Lc * H;

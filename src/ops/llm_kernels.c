@@ -514,6 +514,27 @@ __attribute__((target("avx2,fma"))) static void skip_rms_rows8_avx2(const float 
             y[r][j] = gamma ? x[r][j] / dr[r] * gamma[j] : x[r][j] / dr[r];
     }
 }
+
+/* One row (a decode step): the sequential sum stays scalar, the division
+ * runs eight lanes at a time. */
+__attribute__((target("avx2,fma"))) static float skip_rms_row_avx2(const float *x, const float *gamma,
+                                                                 float eps, int64_t n, float *y) {
+    float s = 0;
+    for (int64_t i = 0; i < n; i++)
+        s += x[i] * x[i];
+    float d = sqrtf(s / (float)n + eps);
+    __m256 dv = _mm256_set1_ps(d);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256 v = _mm256_div_ps(_mm256_loadu_ps(x + j), dv);
+        if (gamma)
+            v = _mm256_mul_ps(v, _mm256_loadu_ps(gamma + j));
+        _mm256_storeu_ps(y + j, v);
+    }
+    for (; j < n; j++)
+        y[j] = gamma ? x[j] / d * gamma[j] : x[j] / d;
+    return 1.0f / d;
+}
 #endif
 
 void llm_skip_rms_rows_ort(const float *const *x, const float *gamma, float eps, int64_t n,
@@ -521,6 +542,11 @@ void llm_skip_rms_rows_ort(const float *const *x, const float *gamma, float eps,
 #if defined(__x86_64__) && defined(__GNUC__)
     if (rows == 8 && sn_cpu_avx2_fma()) {
         skip_rms_rows8_avx2(x, gamma, eps, n, y, inv);
+        return;
+    }
+    if (sn_cpu_avx2_fma()) {
+        for (int r = 0; r < rows; r++)
+            inv[r] = skip_rms_row_avx2(x[r], gamma, eps, n, y[r]);
         return;
     }
 #endif
