@@ -41,8 +41,11 @@ void llm_q4_permute(const float *a, float *ap, int64_t n16);
  * m < M (M <= 3 takes the SIMD path) and columns [n0, n1),
  *   y[m * ldy + n] = sum over the nblk full blocks b of
  *                    sc[n, b] * (sum_k ap.code - zp[n, b] * asum[m, b])
- * with A permuted by llm_q4_permute (bs a multiple of 16). Zero
- * points packed 4-bit (zp8), float (zpf, stride sstride) or neither (8). */
+ * with A permuted by llm_q4_permute (bs a multiple of 16) and asum its
+ * block sums. Zero points packed 4-bit (zp8), float (zpf, stride sstride)
+ * or neither (8). One row (M = 1, decode) takes the zero points off each
+ * code instead, sum_k ap.(code - zp) (the same value without the
+ * cancellation between the two sums; asum unused). */
 typedef struct llm_mnb4f_args {
     int64_t M, nblk, bs;
     const float *ap;      /* [M, ldap] permuted A */

@@ -164,11 +164,92 @@ AVX2_INLINE void f32_tile(const int MR, const int NR, const llm_mnb4f_args *g, i
             g->y[(m + r) * g->ldy + n + c] = hsum(acc[r][c]) - hsum(corr[r][c]);
 }
 
+/* One row (decode), NR columns (n, n + 1, ..): per block, sum of
+ * (code - zp) * a (the difference exact) in two chains per column (low and
+ * high nibbles: eight FMA chains for four columns keep both FMA units
+ * busy), times the block's scale into acc. The zero points are not taken
+ * off afterwards through the block sums of A: that difference of two large
+ * sums cancels when the activations have a large mean. */
+AVX2_INLINE void f32_m1_tile(const int NR, const llm_mnb4f_args *g, int64_t n) {
+    const __m256i m0f = _mm256_set1_epi32(15);
+    const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+    const int64_t bs = g->bs, g16 = bs / 16, nblk = g->nblk;
+    const uint8_t *bc[4];
+    const float *scc[4];
+    _Pragma("GCC unroll 4")
+    for (int c = 0; c < NR; c++) {
+        bc[c] = g->b + (n + c) * g->bstride;
+        scc[c] = g->sc + (n + c) * g->sstride;
+    }
+    __m256 acc[4];
+    _Pragma("GCC unroll 4")
+    for (int c = 0; c < NR; c++)
+        acc[c] = _mm256_setzero_ps();
+    _Alignas(32) float zs[4][8];
+    for (int64_t b0 = 0; b0 < nblk; b0 += 8) {
+        int64_t nb = sn_imin(8, nblk - b0);
+        /* the zero points of eight blocks per column, as floats */
+        _Pragma("GCC unroll 4")
+        for (int c = 0; c < NR; c++) {
+            __m256 z;
+            if (g->zp8) { /* eight nibbles from up to four bytes, in a register */
+                const uint8_t *zb = g->zp8 + (n + c) * g->zstride + b0 / 2;
+                int64_t have = sn_imin(4, g->zstride - b0 / 2);
+                uint32_t w = 0;
+                if (have == 4)
+                    memcpy(&w, zb, 4);
+                else
+                    for (int64_t k = 0; k < have; k++)
+                        w |= (uint32_t)zb[k] << (8 * k);
+                z = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)w), shifts), m0f));
+            } else if (g->zpf) {
+                __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)nb), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+                z = _mm256_maskload_ps(g->zpf + (n + c) * g->sstride + b0, live);
+            } else {
+                z = _mm256_set1_ps(8.0f);
+            }
+            _mm256_store_ps(zs[c], z);
+        }
+        for (int64_t b = b0; b < b0 + nb; b++) {
+            __m256 zv[4], pl[4], ph[4];
+            _Pragma("GCC unroll 4")
+            for (int c = 0; c < NR; c++) {
+                zv[c] = _mm256_broadcast_ss(zs[c] + (b - b0));
+                pl[c] = ph[c] = _mm256_setzero_ps();
+            }
+            const float *a = g->ap + b * bs;
+            for (int64_t q = 0; q < g16; q++) {
+                __m256 alo = _mm256_loadu_ps(a + 16 * q), ahi = _mm256_loadu_ps(a + 16 * q + 8);
+                _Pragma("GCC unroll 4")
+                for (int c = 0; c < NR; c++) {
+                    __m256i x = _mm256_cvtepu8_epi32(
+                        _mm_loadl_epi64((const __m128i *)(bc[c] + b * (bs / 2) + 8 * q)));
+                    __m256 wl = _mm256_sub_ps(_mm256_cvtepi32_ps(_mm256_and_si256(x, m0f)), zv[c]);
+                    __m256 wh = _mm256_sub_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(x, 4)), zv[c]);
+                    pl[c] = _mm256_fmadd_ps(wl, alo, pl[c]);
+                    ph[c] = _mm256_fmadd_ps(wh, ahi, ph[c]);
+                }
+            }
+            _Pragma("GCC unroll 4")
+            for (int c = 0; c < NR; c++)
+                acc[c] = _mm256_fmadd_ps(_mm256_add_ps(pl[c], ph[c]), _mm256_broadcast_ss(scc[c] + b), acc[c]);
+        }
+    }
+    _Pragma("GCC unroll 4")
+    for (int c = 0; c < NR; c++)
+        g->y[n + c] = hsum(acc[c]);
+}
+
 AVX2 static void mnb4f_cols_avx2(const llm_mnb4f_args *g, int64_t n0, int64_t n1) {
     for (int64_t m = 0; m < g->M; m += 3) {
         int mr = (int)sn_imin(3, g->M - m);
         int64_t n = n0;
-        if (mr == 1) {
+        if (mr == 1 && g->M == 1) {
+            for (; n + 4 <= n1; n += 4)
+                f32_m1_tile(4, g, n);
+            for (; n < n1; n++)
+                f32_m1_tile(1, g, n);
+        } else if (mr == 1) {
             for (; n + 4 <= n1; n += 4)
                 f32_tile(1, 4, g, m, n);
             for (; n < n1; n++)

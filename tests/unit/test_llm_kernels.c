@@ -832,7 +832,13 @@ static void test_mnb4f(void) {
                     float *y = malloc(sizeof(float) * (size_t)(M * N));
                     float *r = malloc(sizeof(float) * (size_t)(M * N));
                     fill(ap, M * K);
-                    fill(as, M * nblk);
+                    for (int64_t m = 0; m < M; m++) /* the block sums of A, as the kernels' contract says */
+                        for (int64_t blk = 0; blk < nblk; blk++) {
+                            float t = 0;
+                            for (int64_t k = 0; k < bs; k++)
+                                t += ap[m * K + blk * bs + k];
+                            as[m * nblk + blk] = t;
+                        }
                     fill(sc, N * nblk);
                     for (int64_t i = 0; i < N * nblk; i++)
                         zpf[i] = 16.0f * fabsf(frand());
