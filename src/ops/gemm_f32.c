@@ -715,6 +715,16 @@ static size_t apack_bytes(const ukr *k, int64_t M, int64_t K) {
     return n <= APACK_MAX ? n + SLOT_ALIGN : 0;
 }
 
+/* What the workspace reserves for it: never less than any smaller M uses.
+ * A kernel prepared at an input bound (many rows, A not packed up front)
+ * also serves runs with fewer rows, which do pack A up front, in the same
+ * workspace: the size must grow with M (it did not: 0.7 MB at 1,500 rows of
+ * K = 1536, 6.9 MB at 1,000). */
+static size_t apack_reserve(const ukr *k, int64_t M, int64_t K) {
+    size_t n = (size_t)round_up(M, k->mr) * (size_t)K * sizeof(float);
+    return (n < APACK_MAX ? n : APACK_MAX) + SLOT_ALIGN;
+}
+
 static bool is_vector_case(int64_t M, int64_t N, int64_t K) {
     return M == 1 || N == 1 || K == 0 || M == 0 || N == 0;
 }
@@ -726,7 +736,7 @@ static size_t workspace_for(const ukr *k, int64_t M, int64_t N, int64_t K, int n
         n_threads = 1;
     size_t header = ((size_t)n_threads * sizeof(int) + SLOT_ALIGN - 1) / SLOT_ALIGN * SLOT_ALIGN;
     /* slack so the slots can start on a 64-byte boundary */
-    return header + (size_t)n_threads * slot_size(k, M, N, K) + SLOT_ALIGN + apack_bytes(k, M, K);
+    return header + (size_t)n_threads * slot_size(k, M, N, K) + SLOT_ALIGN + apack_reserve(k, M, K);
 }
 
 size_t sn_sgemm_workspace(int64_t M, int64_t N, int64_t K, int n_threads) {

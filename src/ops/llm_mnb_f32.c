@@ -71,6 +71,29 @@ AVX2_INLINE float hsum(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
+/* The zero points of column n's blocks [b, b + 8) (b even; lanes past the
+ * last block: whatever, or masked by live for float zero points) as floats:
+ * eight nibbles of up to four bytes, built in a register (a copy of variable
+ * length compiles to a byte loop whose stores the next load waits on). */
+AVX2_INLINE __m256 zp_blocks8(const llm_mnb4f_args *g, int64_t n, int64_t b, __m256i live) {
+    if (g->zp8) {
+        const uint8_t *zb = g->zp8 + n * g->zstride + b / 2;
+        int64_t have = sn_imin(4, g->zstride - b / 2);
+        uint32_t w = 0;
+        if (have == 4)
+            memcpy(&w, zb, 4);
+        else
+            for (int64_t k = 0; k < have; k++)
+                w |= (uint32_t)zb[k] << (8 * k);
+        __m256i sh = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+        return _mm256_cvtepi32_ps(
+            _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)w), sh), _mm256_set1_epi32(15)));
+    }
+    if (g->zpf)
+        return _mm256_maskload_ps(g->zpf + n * g->sstride + b, live);
+    return _mm256_set1_ps(8.0f);
+}
+
 #define ZCH 64 /* blocks per chunk of the zero-point products */
 
 /* MR rows x NR columns (n, n + 1, ..). Per block: lanes of sum a * code
@@ -94,24 +117,7 @@ AVX2_INLINE void f32_tile(const int MR, const int NR, const llm_mnb4f_args *g, i
             for (int64_t i = 0; i < nb; i += 8) {
                 __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)sn_imin(8, nb - i)),
                                                   _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-                __m256 z;
-                if (g->zp8) { /* eight nibbles from four bytes */
-                    const uint8_t *zb = g->zp8 + (n + c) * g->zstride + (b0 + i) / 2;
-                    int64_t have = sn_imin(4, g->zstride - (b0 + i) / 2);
-                    uint32_t w = 0;
-                    if (have == 4) /* one load (a copy of variable length is a byte loop) */
-                        memcpy(&w, zb, 4);
-                    else
-                        memcpy(&w, zb, (size_t)have);
-                    z = _mm256_cvtepi32_ps(_mm256_and_si256(
-                        _mm256_srlv_epi32(_mm256_set1_epi32((int)w),
-                                          _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
-                        m0f));
-                } else if (g->zpf) {
-                    z = _mm256_maskload_ps(g->zpf + (n + c) * g->sstride + b0 + i, tail);
-                } else {
-                    z = _mm256_set1_ps(8.0f);
-                }
+                __m256 z = zp_blocks8(g, n + c, b0 + i, tail);
                 _mm256_store_ps(zs[c] + i, _mm256_mul_ps(_mm256_maskload_ps(sc + i, tail), z));
             }
         }
@@ -172,7 +178,6 @@ AVX2_INLINE void f32_tile(const int MR, const int NR, const llm_mnb4f_args *g, i
  * sums cancels when the activations have a large mean. */
 AVX2_INLINE void f32_m1_tile(const int NR, const llm_mnb4f_args *g, int64_t n) {
     const __m256i m0f = _mm256_set1_epi32(15);
-    const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
     const int64_t bs = g->bs, g16 = bs / 16, nblk = g->nblk;
     const uint8_t *bc[4];
     const float *scc[4];
@@ -189,27 +194,10 @@ AVX2_INLINE void f32_m1_tile(const int NR, const llm_mnb4f_args *g, int64_t n) {
     for (int64_t b0 = 0; b0 < nblk; b0 += 8) {
         int64_t nb = sn_imin(8, nblk - b0);
         /* the zero points of eight blocks per column, as floats */
+        __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)nb), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
         _Pragma("GCC unroll 4")
-        for (int c = 0; c < NR; c++) {
-            __m256 z;
-            if (g->zp8) { /* eight nibbles from up to four bytes, in a register */
-                const uint8_t *zb = g->zp8 + (n + c) * g->zstride + b0 / 2;
-                int64_t have = sn_imin(4, g->zstride - b0 / 2);
-                uint32_t w = 0;
-                if (have == 4)
-                    memcpy(&w, zb, 4);
-                else
-                    for (int64_t k = 0; k < have; k++)
-                        w |= (uint32_t)zb[k] << (8 * k);
-                z = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)w), shifts), m0f));
-            } else if (g->zpf) {
-                __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)nb), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-                z = _mm256_maskload_ps(g->zpf + (n + c) * g->sstride + b0, live);
-            } else {
-                z = _mm256_set1_ps(8.0f);
-            }
-            _mm256_store_ps(zs[c], z);
-        }
+        for (int c = 0; c < NR; c++)
+            _mm256_store_ps(zs[c], zp_blocks8(g, n + c, b0, live));
         for (int64_t b = b0; b < b0 + nb; b++) {
             __m256 zv[4], pl[4], ph[4];
             _Pragma("GCC unroll 4")
