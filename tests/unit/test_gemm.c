@@ -130,6 +130,48 @@ int main(void) {
                 runs++;
             }
 
+    /* a workspace sized at a bound serves every smaller product: its size
+     * grows with M (A packed up front below a size, not above), and a product
+     * of fewer rows runs correctly in the workspace sized for more (under
+     * ASan any write past it fails) */
+    {
+        static const int64_t bk[] = {576, 1536, 4096};
+        for (int i = 0; i < 3; i++) {
+            size_t prev = 0;
+            for (int64_t M = 2; M <= 4000; M += 37) {
+                size_t w = sn_sgemm_workspace(M, 576, bk[i], 2);
+                if (w < prev) {
+                    fprintf(stderr, "FAIL sgemm workspace shrinks at M %lld (K %lld): %zu < %zu\n", (long long)M,
+                            (long long)bk[i], w, prev);
+                    fails++;
+                    break;
+                }
+                prev = w;
+            }
+            runs++;
+        }
+        int64_t Mb = 1500, Ms = 1000, N = 40, K = 1536;
+        size_t wb = sn_sgemm_workspace(Mb, N, K, sn_pool_size(pool));
+        void *ws = malloc(wb);
+        float *A = malloc(sizeof(float) * (size_t)(Ms * K)), *B = malloc(sizeof(float) * (size_t)(K * N));
+        float *C = malloc(sizeof(float) * (size_t)(Ms * N)), *R = malloc(sizeof(float) * (size_t)(Ms * N));
+        for (int64_t j = 0; j < Ms * K; j++)
+            A[j] = frand();
+        for (int64_t j = 0; j < K * N; j++)
+            B[j] = frand();
+        sn_sgemm_ws(0, 0, Ms, N, K, 1.0f, A, K, B, N, 0.0f, C, N, pool, ws,
+                    sn_sgemm_workspace(Ms, N, K, sn_pool_size(pool)));
+        sn_sgemm_ref(0, 0, Ms, N, K, 1.0f, A, K, B, N, 0.0f, R, N);
+        int bad = 0;
+        for (int64_t j = 0; j < Ms * N && !bad; j++)
+            bad = fabsf(C[j] - R[j]) > 1e-3f * (1.0f + fabsf(R[j]));
+        if (bad)
+            fprintf(stderr, "FAIL sgemm %lld rows in the workspace of %lld\n", (long long)Ms, (long long)Mb);
+        fails += bad;
+        runs++;
+        free(ws), free(A), free(B), free(C), free(R);
+    }
+
     /* throughput, informational */
     int64_t n = 512;
     float *A = calloc((size_t)(n * n), 4), *B = calloc((size_t)(n * n), 4), *C = calloc((size_t)(n * n), 4);
