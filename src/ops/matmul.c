@@ -138,7 +138,9 @@ static size_t mm_slot_bytes(const gk_mm *p) {
 static size_t mm_workspace(const gk_mm *p, int threads) {
     int64_t M = mm_fold_batch(p) ? p->M * p->n_batch : p->M;
     size_t ws = sn_sgemm_workspace(M, p->N, p->K, threads);
-    if (mm_batch_split(p, threads)) {
+    /* also when this size is not split: a run with fewer rows (a plan made
+     * at an input bound) may be, in the same workspace */
+    if (!mm_fold_batch(p) && p->n_batch > 1 && threads > 1) {
         size_t split = 64 + (size_t)threads * mm_slot_bytes(p);
         ws = ws > split ? ws : split;
     }
