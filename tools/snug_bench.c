@@ -60,6 +60,9 @@ static const char k_bench_help[] =
     "                  snug's own memory, nothing is mapped, and the measured\n"
     "                  peak is what the plan predicts (config snug.weights)\n"
     "  --json          one JSON object on stdout instead of the table\n"
+    "  --ops           also time every node of the measured rounds and print the\n"
+    "                  time per operator type: per prefill step and per decode\n"
+    "                  token, with its share (in --json: \"ops\")\n"
     "  --bandwidth     measure memory read bandwidth instead: T threads sum a\n"
     "                  256 MiB float array (STREAM-style, best of 10 passes);\n"
     "                  takes no MODEL\n"
@@ -302,11 +305,47 @@ static int bench_bandwidth(int threads, bool json) {
 
 /* ---- the LLM benchmark ----------------------------------------------------- */
 
+/* --ops: time per operator type, seconds per prefill step and per decode
+ * token, largest shares first. */
+typedef struct op_row {
+    const char *op;
+    double pre, dec;
+} op_row;
+
+static double op_tot_pre, op_tot_dec;
+
+static int op_row_cmp(const void *a, const void *b) {
+    const op_row *x = a, *y = b;
+    double sx = (op_tot_pre > 0 ? x->pre / op_tot_pre : 0) + (op_tot_dec > 0 ? x->dec / op_tot_dec : 0);
+    double sy = (op_tot_pre > 0 ? y->pre / op_tot_pre : 0) + (op_tot_dec > 0 ? y->dec / op_tot_dec : 0);
+    return sx < sy ? 1 : sx > sy ? -1 : strcmp(x->op, y->op);
+}
+
+static int op_rows(const sn_graph *g, const double *t, long rounds, long gen, op_row *rows) {
+    int n = 0;
+    op_tot_pre = op_tot_dec = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const char *op = g->nodes[i].p->op_type;
+        int k = 0;
+        while (k < n && strcmp(rows[k].op, op))
+            k++;
+        if (k == n)
+            rows[n++] = (op_row){op, 0, 0};
+        double pre = t[i] / (double)rounds, dec = gen ? t[g->n_nodes + i] / (double)(rounds * gen) : 0;
+        rows[k].pre += pre;
+        rows[k].dec += dec;
+        op_tot_pre += pre;
+        op_tot_dec += dec;
+    }
+    qsort(rows, (size_t)n, sizeof *rows, op_row_cmp);
+    return n;
+}
+
 int cmd_bench(int argc, char **argv) {
     const char *path = NULL;
     long prompt = 128, gen = 32, threads = 0, rounds = 3, warmup = 1, ctx = 0;
     uint64_t seed = 1;
-    bool json = false, bandwidth = false;
+    bool json = false, bandwidth = false, ops = false;
     const char *weights = NULL;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -333,6 +372,8 @@ int cmd_bench(int argc, char **argv) {
             weights = val, i++;
         } else if (!strcmp(a, "--json")) {
             json = true;
+        } else if (!strcmp(a, "--ops")) {
+            ops = true;
         } else if (!strcmp(a, "--bandwidth")) {
             bandwidth = true;
         } else if (a[0] == '-') {
@@ -372,6 +413,9 @@ int cmd_bench(int argc, char **argv) {
     sn_session *s = NULL;
     sn_kvloop *loop = NULL;
     int64_t *ids = NULL;
+    double *op_t = NULL; /* --ops: [2][n_nodes] seconds, prefill then decode */
+    op_row *op_tab = NULL;
+    int n_ops = 0;
     double *t_prefill = NULL, *t_ttft = NULL, *t_decode = NULL, *c_prefill = NULL, *c_decode = NULL;
     int status = 1;
     touch_program_pages();
@@ -404,7 +448,10 @@ int cmd_bench(int argc, char **argv) {
     t_decode = sn_calloc((size_t)rounds, sizeof(double));
     c_prefill = sn_calloc((size_t)rounds, sizeof(double));
     c_decode = sn_calloc((size_t)rounds, sizeof(double));
-    if (!ids || !t_prefill || !t_ttft || !t_decode || !c_prefill || !c_decode) {
+    int n_nodes = s->graph->n_nodes;
+    if (ops)
+        op_t = sn_calloc(2 * (size_t)n_nodes + 1, sizeof(double));
+    if (!ids || !t_prefill || !t_ttft || !t_decode || !c_prefill || !c_decode || (ops && !op_t)) {
         fprintf(stderr, "snug bench: out of memory\n");
         goto done;
     }
@@ -417,12 +464,15 @@ int cmd_bench(int argc, char **argv) {
     for (long r = -warmup; r < rounds; r++) {
         const float *logits;
         sn_kvloop_reset(loop);
+        if (op_t && r >= 0)
+            sn_exec_time_nodes(s->exec, op_t);
         double c0 = cpu_s(), t0 = now_s();
         if (sn_kvloop_prefill(loop, ids, prompt, &logits, &err) != SNUG_OK) {
             fprintf(stderr, "snug bench: %s: prefill: %s\n", path, err.msg);
             goto done;
         }
         double t1 = now_s(), c1 = cpu_s();
+        sn_exec_time_nodes(s->exec, op_t && r >= 0 ? op_t + n_nodes : NULL);
         first = sn_argmax_f32(logits + (prompt - 1) * vocab, vocab);
         double t2 = now_s(), c2 = cpu_s();
         uint64_t a0 = snug_alloc_count();
@@ -433,6 +483,7 @@ int cmd_bench(int argc, char **argv) {
             }
         }
         double t3 = now_s(), c3 = cpu_s();
+        sn_exec_time_nodes(s->exec, NULL);
         decode_allocs += snug_alloc_count() - a0;
         if (r >= 0) {
             t_prefill[r] = t1 - t0;
@@ -472,6 +523,14 @@ int cmd_bench(int argc, char **argv) {
     sn_graph_weight_use(s->graph, &wtok, &wgather);
     sn_kvloop_mem mem;
     sn_kvloop_memory(loop, &mem);
+    if (op_t) {
+        op_tab = sn_calloc((size_t)n_nodes + 1, sizeof *op_tab);
+        if (!op_tab) {
+            fprintf(stderr, "snug bench: out of memory\n");
+            goto done;
+        }
+        n_ops = op_rows(s->graph, op_t, rounds, gen, op_tab);
+    }
     if (json) {
         printf("{\"model\": \"");
         for (const char *c = path; *c; c++)
@@ -495,6 +554,13 @@ int cmd_bench(int argc, char **argv) {
                (unsigned long long)mem.weights_copied, (unsigned long long)mem.arena,
                (unsigned long long)mem.lower_bound, (unsigned long long)mem.kv, (unsigned long long)mem.folded,
                (unsigned long long)mem.driver, (unsigned long long)mem.other_heap, (unsigned long long)mem.total);
+        if (op_t) {
+            printf("\"ops\": [");
+            for (int k = 0; k < n_ops; k++)
+                printf("%s{\"op\": \"%s\", \"prefill_ms\": %.4f, \"decode_ms_per_token\": %.4f}", k ? ", " : "",
+                       op_tab[k].op, op_tab[k].pre * 1e3, op_tab[k].dec * 1e3);
+            printf("], ");
+        }
         const char *names[3] = {"prefill_tok_s_rounds", "decode_tok_s_rounds", "ttft_ms_rounds"};
         const double *arrs[3] = {v_prefill, v_decode, v_ttft};
         for (int k = 0; k < 3; k++) {
@@ -537,9 +603,29 @@ int cmd_bench(int argc, char **argv) {
                b4, sn_exec_weights_load(s->exec) ? "load" : "map");
         printf("allocations  %llu during the decode steps\n", (unsigned long long)decode_allocs);
         printf("weights      %s in the file, %s read per decode step\n", b1, b2);
+        if (op_t) {
+            printf("ops          time per operator type (all nodes of the type, wall time)\n");
+            printf("  %-34s %12s %7s %14s %7s\n", "", "per prefill", "share", "per decode tok", "share");
+            int shown = n_ops < 12 ? n_ops : 12;
+            double rp = 0, rd = 0;
+            for (int k = 0; k < n_ops; k++) {
+                if (k < shown)
+                    printf("  %-34s %9.3f ms %6.1f%% %11.4f ms %6.1f%%\n", op_tab[k].op, op_tab[k].pre * 1e3,
+                           op_tot_pre > 0 ? 100 * op_tab[k].pre / op_tot_pre : 0, op_tab[k].dec * 1e3,
+                           op_tot_dec > 0 ? 100 * op_tab[k].dec / op_tot_dec : 0);
+                else
+                    rp += op_tab[k].pre, rd += op_tab[k].dec;
+            }
+            if (n_ops > shown)
+                printf("  (%d more types)%*s %9.3f ms %6.1f%% %11.4f ms %6.1f%%\n", n_ops - shown, 19, "", rp * 1e3,
+                       op_tot_pre > 0 ? 100 * rp / op_tot_pre : 0, rd * 1e3, op_tot_dec > 0 ? 100 * rd / op_tot_dec : 0);
+            printf("  %-34s %9.3f ms %7s %11.4f ms\n", "all nodes", op_tot_pre * 1e3, "", op_tot_dec * 1e3);
+        }
     }
     status = 0;
 done:
+    sn_free(op_t);
+    sn_free(op_tab);
     sn_free(ids);
     sn_free(t_prefill);
     sn_free(t_ttft);

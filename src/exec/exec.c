@@ -1,5 +1,6 @@
 /* Executor: plan (fold, infer, prepare, place) then run. See exec.h. */
 #include <string.h>
+#include <time.h>
 
 #include "backends/backend.h"
 #include "exec/exec.h"
@@ -70,6 +71,9 @@ struct sn_exec {
     sn_tensor **argout;
     int arg_cap;
     int cur_node;            /* node being run (for subgraph calls) */
+    double *node_time;       /* not owned, or NULL: seconds per node, added to (sn_exec_time_nodes) */
+    double t_mark;           /* node timing: when node t_node began */
+    int t_node;
     sn_exec_state *states;   /* owned [n_states] */
     int *vstate;             /* owned [n_values]: the state a value feeds or is written into, -1 if none */
     int n_states;
@@ -932,15 +936,34 @@ static int reinfer_node(sn_exec *ex, const sn_node *n, sn_err *err) {
     return SNUG_OK;
 }
 
+/* Node timing: the time since the last mark goes to the node marked then,
+ * node i (or none, -1) starts now. */
+static void time_mark(sn_exec *ex, int i) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    double now = (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+    if (ex->t_node >= 0)
+        ex->node_time[ex->t_node] += now - ex->t_mark;
+    ex->t_node = i;
+    ex->t_mark = now;
+}
+
+void sn_exec_time_nodes(sn_exec *ex, double *acc) {
+    ex->node_time = acc;
+    ex->t_node = -1;
+}
+
 /* A run within a bounded plan: every node is inferred again for the actual
  * shapes (cheap) and computes into the buffers planned at the bounds. Shape
  * computations folded at plan time are recomputed when they read an input
  * shape. Nothing is allocated, except by dynamic nodes. */
-static int run_in_bounds(sn_exec *ex, sn_err *err) {
+static int run_nodes_in_bounds(sn_exec *ex, sn_err *err) {
     const sn_graph *g = ex->g;
     for (int i = 0; i < g->n_nodes; i++) {
         const sn_node *n = &g->nodes[i];
         int rc = SNUG_OK;
+        if (ex->node_time)
+            time_mark(ex, i);
         if (ex->nmode[i] == NM_DYNAMIC) {
             rc = run_dynamic(ex, n, err);
         } else if (ex->nmode[i] == NM_FOLDED) {
@@ -972,6 +995,13 @@ static int run_in_bounds(sn_exec *ex, sn_err *err) {
     return SNUG_OK;
 }
 
+static int run_in_bounds(sn_exec *ex, sn_err *err) {
+    int rc = run_nodes_in_bounds(ex, err);
+    if (ex->node_time)
+        time_mark(ex, -1);
+    return rc;
+}
+
 int sn_exec_set_bounds(sn_exec *ex, const sn_tensor *bounds, sn_err *err) {
     const sn_graph *g = ex->g;
     for (int i = 0; i < g->n_inputs; i++) {
@@ -986,6 +1016,8 @@ int sn_exec_set_bounds(sn_exec *ex, const sn_tensor *bounds, sn_err *err) {
     ex->bounded = true;
     return SNUG_OK;
 }
+
+static int run_nodes(sn_exec *ex, sn_err *err);
 
 static int exec_run_bound(sn_exec *ex, sn_err *err) {
     const sn_graph *g = ex->g;
@@ -1020,9 +1052,20 @@ static int exec_run_bound(sn_exec *ex, sn_err *err) {
     ex->n_sig = k;
     if (!same)
         SN_TRY(make_plan(ex, err));
+    int rc = run_nodes(ex, err);
+    if (ex->node_time)
+        time_mark(ex, -1);
+    return rc;
+}
+
+/* The nodes of a plan made for these very shapes. */
+static int run_nodes(sn_exec *ex, sn_err *err) {
+    const sn_graph *g = ex->g;
     for (int i = 0; i < g->n_nodes; i++) {
         const sn_node *n = &g->nodes[i];
         int rc;
+        if (ex->node_time)
+            time_mark(ex, i);
         switch (ex->nmode[i]) {
         case NM_FOLDED:
             continue;

@@ -35,6 +35,10 @@ void sn_exec_free(sn_exec *ex); /* accepts NULL */
 int sn_exec_run(sn_exec *ex, const sn_tensor *inputs, sn_tensor *outputs, sn_err *err);
 
 const sn_exec_stats *sn_exec_get_stats(const sn_exec *ex);
+/* From now on the runs add each node's wall time, in seconds, to acc[node
+ * index] (n_nodes values, not owned); NULL stops. For profiles such as
+ * snug bench --ops; off, a run pays one test per node. */
+void sn_exec_time_nodes(sn_exec *ex, double *acc);
 /* snug.weights=load: from the next plan on, every weight a kernel reads is
  * read from the model's files into owned memory and nothing of the files
  * stays mapped (tables only gathered are read row by row with pread), so

@@ -79,5 +79,8 @@ expect 2 "unknown option|usage" -- "$snug" bench "$fix" --bogus
 expect 1 "snug bench: " -- "$snug" bench "$tmp/missing.onnx"
 expect 0 "memory +RSS growth .* predicted .*arena" -- "$snug" bench "$fix" --prompt 8 --gen 4 --rounds 1 --warmup 0
 expect 0 "\"decode_allocations\": 0, " -- "$snug" bench "$fix" --prompt 8 --gen 4 --rounds 1 --warmup 0 --json
+# --ops: time per operator type, in the table and in JSON
+expect 0 "all nodes +[0-9.]+ ms +[0-9.]+ ms" -- "$snug" bench "$fix" --prompt 8 --gen 4 --rounds 1 --warmup 0 --ops
+expect 0 "\"ops\": \[\{\"op\": \"[A-Za-z]+\", \"prefill_ms\": [0-9.]+, \"decode_ms_per_token\": [0-9.]+\}" -- "$snug" bench "$fix" --prompt 4 --gen 2 --rounds 1 --warmup 0 --json --ops
 echo "cli: $passes passed, $fails failed"
 [ "$fails" = 0 ]
