@@ -216,6 +216,15 @@ bool sn_cpu_avx2_fma(void); /* x86-64 with AVX2 and FMA: the SIMD kernels' runti
 #endif
 /* grain: minimum elements per task (work below it is not split). */
 void sn_pool_for(sn_pool *p, int64_t n, int64_t grain, sn_range_fn fn, void *arg);
+/* Between jobs a worker spins briefly, then sleeps. While the pool is held
+ * hot (calls nest: on adds one, off takes one away) workers spin until the
+ * next job however long it takes: a model run alternates threaded kernels
+ * with serial ones longer than the spin, and waking a sleeping worker costs
+ * ~50-100 us on VMs, on every threaded kernel. The cost is CPU time burned
+ * by the waiting workers during the serial parts of the run. NULL: no-op. */
+void sn_pool_hot(sn_pool *p, bool on);
+/* Workers asleep between jobs now (0 for NULL): for tests and reports. */
+int sn_pool_sleeping(sn_pool *p);
 
 /* ---- small utilities --------------------------------------------------- */
 

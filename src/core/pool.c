@@ -2,6 +2,7 @@
  * a time; each job is a range split into chunks that threads claim with an
  * atomic counter, so uneven chunks balance themselves. */
 #include <pthread.h>
+#include <sched.h>
 
 #include "core/core.h"
 
@@ -14,6 +15,7 @@ struct sn_pool {
     int busy;              /* atomic: workers still in the current job */
     int sleepers;          /* workers blocked on cv_job (under mu) */
     int stop;              /* atomic */
+    int hot;               /* atomic: > 0 while workers spin without a limit (sn_pool_hot) */
     /* current job */
     sn_range_fn fn;
     void *arg;
@@ -54,6 +56,13 @@ static void *pool_main(void *arg) {
         for (int i = 0; g == seen && i < SN_POOL_SPIN && !__atomic_load_n(&p->stop, __ATOMIC_RELAXED); i++) {
             cpu_relax();
             g = __atomic_load_n(&p->generation, __ATOMIC_ACQUIRE);
+            if (i == SN_POOL_SPIN - 1 && __atomic_load_n(&p->hot, __ATOMIC_RELAXED) > 0) {
+                /* held hot: keep polling, but let other runnable threads
+                 * (the caller's serial kernel, on an oversubscribed
+                 * machine) have the core between spins */
+                sched_yield();
+                i = 0;
+            }
         }
         if (g == seen) {
             pthread_mutex_lock(&p->mu);
@@ -124,6 +133,20 @@ void sn_pool_free(sn_pool *p) {
 }
 
 int sn_pool_size(const sn_pool *p) { return p ? p->n : 1; }
+
+int sn_pool_sleeping(sn_pool *p) {
+    if (!p)
+        return 0;
+    pthread_mutex_lock(&p->mu);
+    int n = p->sleepers;
+    pthread_mutex_unlock(&p->mu);
+    return n;
+}
+
+void sn_pool_hot(sn_pool *p, bool on) {
+    if (p)
+        __atomic_add_fetch(&p->hot, on ? 1 : -1, __ATOMIC_RELAXED);
+}
 
 void sn_pool_for(sn_pool *p, int64_t n, int64_t grain, sn_range_fn fn, void *arg) {
     if (n <= 0)

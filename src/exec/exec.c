@@ -1131,7 +1131,11 @@ int sn_exec_run(sn_exec *ex, const sn_tensor *inputs, sn_tensor *outputs, sn_err
             if (g->values[v].flags & SN_VAL_OUTER)
                 ex->vals[v] = ex->parent->vals[g->values[v].outer_id];
     }
-    SN_TRY(exec_run_bound(ex, err));
+    sn_pool_hot(ex->pool, true); /* the workers wait spinning through the run's serial kernels */
+    int rc = exec_run_bound(ex, err);
+    sn_pool_hot(ex->pool, false);
+    if (rc != SNUG_OK)
+        return rc;
     for (int i = 0; i < g->n_outputs; i++)
         outputs[i] = ex->vals[g->outputs[i]];
     return SNUG_OK;
