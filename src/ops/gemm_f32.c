@@ -402,56 +402,60 @@ __attribute__((target("avx2,fma"))) static float dot_avx2(const float *x, int64_
  * streams keep more misses in flight than one (a single sequential stream
  * per thread does not reach the memory's bandwidth); one panel alone uses
  * four pairs of accumulators instead (FMA latency hidden). */
+/* np (<= 4) panels, rows [0, kb): one sequential FMA chain per column
+ * (two vectors per panel), started from zero. */
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+panel_dot_block(const int NP, const float *a, int64_t inca, const float *panels, int64_t bps, int64_t kb,
+                __m256 *s) {
+#pragma GCC unroll 8
+    for (int i = 0; i < 2 * NP; i++)
+        s[i] = _mm256_setzero_ps();
+    for (int64_t p = 0; p < kb; p++) {
+        __m256 x = _mm256_broadcast_ss(a + p * inca);
+#pragma GCC unroll 4
+        for (int t = 0; t < NP; t++) {
+            const float *b = panels + t * bps + p * 16;
+            s[2 * t] = _mm256_fmadd_ps(x, _mm256_loadu_ps(b), s[2 * t]);
+            s[2 * t + 1] = _mm256_fmadd_ps(x, _mm256_loadu_ps(b + 8), s[2 * t + 1]);
+        }
+    }
+}
+
+/* Every column gets the same operations whatever np is (so the result does
+ * not depend on how the panels are split over threads), in the order of
+ * the blocked path and of MLAS's packed kernel: per K slice of KC rows a
+ * chain from zero, the slices' sums added in order. Four panels keep eight
+ * chains in flight. */
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+panel_dot_np(const int NP, const float *a, int64_t inca, const float *panels, int64_t bps, int64_t K,
+             float *out) {
+    __m256 acc[8], s[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 2 * NP; i++)
+        acc[i] = _mm256_setzero_ps();
+    for (int64_t p0 = 0; p0 < K; p0 += KC) {
+        int64_t kb = sn_imin(KC, K - p0);
+        panel_dot_block(NP, a + p0 * inca, inca, panels + p0 * 16, bps, kb, s);
+#pragma GCC unroll 8
+        for (int i = 0; i < 2 * NP; i++)
+            acc[i] = p0 == 0 ? s[i] : _mm256_add_ps(s[i], acc[i]);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < 2 * NP; i++)
+        _mm256_storeu_ps(out + 8 * i, acc[i]);
+}
+
 __attribute__((target("avx2,fma"))) static void panel_dot_avx2(const float *a, int64_t inca, const float *panels,
                                                                int64_t bps, int np, int64_t K, int nr, float *out) {
     if (nr != 16) {
         panel_dot_c(a, inca, panels, bps, np, K, nr, out);
         return;
     }
-    if (np == 4) {
-        const float *b0 = panels, *b1 = b0 + bps, *b2 = b1 + bps, *b3 = b2 + bps;
-        __m256 s00 = _mm256_setzero_ps(), s01 = s00, s10 = s00, s11 = s00, s20 = s00, s21 = s00, s30 = s00,
-               s31 = s00;
-        for (int64_t p = 0; p < K; p++, b0 += 16, b1 += 16, b2 += 16, b3 += 16) {
-            __m256 x = _mm256_broadcast_ss(a + p * inca);
-            s00 = _mm256_fmadd_ps(x, _mm256_loadu_ps(b0), s00);
-            s01 = _mm256_fmadd_ps(x, _mm256_loadu_ps(b0 + 8), s01);
-            s10 = _mm256_fmadd_ps(x, _mm256_loadu_ps(b1), s10);
-            s11 = _mm256_fmadd_ps(x, _mm256_loadu_ps(b1 + 8), s11);
-            s20 = _mm256_fmadd_ps(x, _mm256_loadu_ps(b2), s20);
-            s21 = _mm256_fmadd_ps(x, _mm256_loadu_ps(b2 + 8), s21);
-            s30 = _mm256_fmadd_ps(x, _mm256_loadu_ps(b3), s30);
-            s31 = _mm256_fmadd_ps(x, _mm256_loadu_ps(b3 + 8), s31);
-        }
-        __m256 r[8] = {s00, s01, s10, s11, s20, s21, s30, s31};
-        for (int t = 0; t < 8; t++)
-            _mm256_storeu_ps(out + 8 * t, r[t]);
-        return;
-    }
-    for (int t = 0; t < np; t++) {
-        const float *panel = panels + t * bps;
-        __m256 s00 = _mm256_setzero_ps(), s01 = s00, s10 = s00, s11 = s00, s20 = s00, s21 = s00, s30 = s00,
-               s31 = s00;
-        int64_t p = 0;
-        for (; p + 4 <= K; p += 4, panel += 64) {
-            __m256 x0 = _mm256_broadcast_ss(a + p * inca), x1 = _mm256_broadcast_ss(a + (p + 1) * inca);
-            __m256 x2 = _mm256_broadcast_ss(a + (p + 2) * inca), x3 = _mm256_broadcast_ss(a + (p + 3) * inca);
-            s00 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(panel), s00);
-            s01 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(panel + 8), s01);
-            s10 = _mm256_fmadd_ps(x1, _mm256_loadu_ps(panel + 16), s10);
-            s11 = _mm256_fmadd_ps(x1, _mm256_loadu_ps(panel + 24), s11);
-            s20 = _mm256_fmadd_ps(x2, _mm256_loadu_ps(panel + 32), s20);
-            s21 = _mm256_fmadd_ps(x2, _mm256_loadu_ps(panel + 40), s21);
-            s30 = _mm256_fmadd_ps(x3, _mm256_loadu_ps(panel + 48), s30);
-            s31 = _mm256_fmadd_ps(x3, _mm256_loadu_ps(panel + 56), s31);
-        }
-        for (; p < K; p++, panel += 16) {
-            __m256 x0 = _mm256_broadcast_ss(a + p * inca);
-            s00 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(panel), s00);
-            s01 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(panel + 8), s01);
-        }
-        _mm256_storeu_ps(out + 16 * t, _mm256_add_ps(_mm256_add_ps(s00, s10), _mm256_add_ps(s20, s30)));
-        _mm256_storeu_ps(out + 16 * t + 8, _mm256_add_ps(_mm256_add_ps(s01, s11), _mm256_add_ps(s21, s31)));
+    switch (np) {
+    case 4: panel_dot_np(4, a, inca, panels, bps, K, out); break;
+    case 3: panel_dot_np(3, a, inca, panels, bps, K, out); break;
+    case 2: panel_dot_np(2, a, inca, panels, bps, K, out); break;
+    default: panel_dot_np(1, a, inca, panels, bps, K, out); break;
     }
 }
 #endif
@@ -929,7 +933,7 @@ typedef struct bpack_hdr {
 
 static int64_t bpack_panels(int nr, int64_t N) { return (N + nr - 1) / nr; }
 
-/* M == 1 against prepacked B: tasks are ranges of whole panels. */
+/* M == 1 against prepacked B: tasks are units of four whole panels. */
 typedef struct pgemv_job {
     const kset *ks;
     int nr;
@@ -939,11 +943,12 @@ typedef struct pgemv_job {
     float *c;
 } pgemv_job;
 
-static void pgemv_task(void *arg, int64_t q0, int64_t q1) {
+static void pgemv_task(void *arg, int64_t u0, int64_t u1) {
     const pgemv_job *g = arg;
     float out[4 * 16];
-    for (int64_t q = q0; q < q1; q += 4) {
-        int np = (int)sn_imin(4, q1 - q);
+    int64_t panels = bpack_panels(g->nr, g->N);
+    for (int64_t q = 4 * u0; q < 4 * u1 && q < panels; q += 4) {
+        int np = (int)sn_imin(4, panels - q);
         g->ks->panel_dot(g->a, g->inca, g->bpk + q * g->bps, g->bps, np, g->K, g->nr, out);
         int64_t j0 = q * g->nr, n = sn_imin(np * g->nr, g->N - j0);
         float *c = g->c + j0;
@@ -986,10 +991,12 @@ static void sgemm_impl(const kset *ks, int transA, int transB, int64_t M, int64_
         goto blocked;
     if (bpk && M == 1) {
         pgemv_job pg = {ks, ks->ukr->nr, N, K, transA ? lda : 1, bps, alpha, beta, A, bpk, C};
-        int64_t panels = bpack_panels(ks->ukr->nr, N);
-        /* >= 64K multiply-adds per task: below that a wake-up costs more */
-        int64_t grain = sn_imax(1, 65536 / (K * ks->ukr->nr));
-        sn_pool_for(N * K < 32768 ? NULL : pool, panels, grain, pgemv_task, &pg);
+        /* tasks are units of four panels (eight FMA chains in flight: only
+         * the last unit is short); >= 64K multiply-adds per task: below
+         * that a wake-up costs more */
+        int64_t units = (bpack_panels(ks->ukr->nr, N) + 3) / 4;
+        int64_t grain = sn_imax(1, 65536 / (K * ks->ukr->nr * 4));
+        sn_pool_for(N * K < 32768 ? NULL : pool, units, grain, pgemv_task, &pg);
         return;
     }
     if (!bpk && is_skinny(transB, M, N)) {

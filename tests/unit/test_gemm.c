@@ -118,6 +118,41 @@ int main(void) {
     fails += gemm_check(&big, 0, 0, 128, 1000, 600, 1, 0, pool);
     runs += 2;
 
+    /* One row against prepacked B gives the same bits serially, with any
+     * thread count (the panels split differently), and as a row of the
+     * blocked product (every column one chain per K slice, the slices added
+     * in order: MLAS's packed order) */
+    {
+        static const int64_t gn[] = {37, 100, 300, 1000}, gk[] = {300, 600, 77, 1100};
+        sn_pool *pools[3] = {NULL, pool, NULL};
+        sn_pool *p3 = NULL;
+        if (sn_pool_new(3, &p3, &err) == SNUG_OK)
+            pools[2] = p3;
+        for (int c = 0; c < 4; c++) {
+            int64_t N = gn[c], K = gk[c], M = 7;
+            float *A = malloc(sizeof(float) * (size_t)(M * K)), *B = malloc(sizeof(float) * (size_t)(K * N));
+            float *C = malloc(sizeof(float) * (size_t)(M * N)), *C1 = malloc(sizeof(float) * (size_t)N);
+            void *pk = malloc(sn_sgemm_pack_b_bytes(SN_GEMM_ISA_BEST, N, K));
+            for (int64_t j = 0; j < M * K; j++)
+                A[j] = frand();
+            for (int64_t j = 0; j < K * N; j++)
+                B[j] = frand();
+            sn_sgemm_pack_b(SN_GEMM_ISA_BEST, 0, N, K, B, N, pk, NULL, NULL);
+            sn_sgemm_packed(0, M, 1.0f, A, K, pk, 0.0f, C, N, pool);
+            for (int t = 0; t < 3; t++) {
+                sn_sgemm_packed(0, 1, 1.0f, A + 3 * K, K, pk, 0.0f, C1, N, pools[t]);
+                int bad = memcmp(C1, C + 3 * N, sizeof(float) * (size_t)N) != 0;
+                if (bad)
+                    fprintf(stderr, "FAIL packed one-row N %lld K %lld (%d threads): not the blocked row's bits\n",
+                            (long long)N, (long long)K, sn_pool_size(pools[t]));
+                fails += bad;
+                runs++;
+            }
+            free(A), free(B), free(C), free(C1), free(pk);
+        }
+        sn_pool_free(p3);
+    }
+
     /* B produced block by block by a callback (sn_sgemm_cb_ws): the same bits
      * as sn_sgemm_ws on that B with more than 8 rows (both blocked), near it
      * with fewer, serial and threaded, sizes across the K-slice and
