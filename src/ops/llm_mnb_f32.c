@@ -256,44 +256,70 @@ AVX2 static void mnb4f_cols_avx2(const llm_mnb4f_args *g, int64_t n0, int64_t n1
     }
 }
 
-/* 32 codes of one block (16 bytes) as floats in k order, (q - z) * s. */
-AVX2_INLINE void dq4_block32(const uint8_t *blob, __m256 z, __m256 s, float *out) {
-    __m128i v = _mm_loadu_si128((const __m128i *)blob), m = _mm_set1_epi8(15);
-    __m128i lo = _mm_and_si128(v, m), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m);
-    __m128i k0 = _mm_unpacklo_epi8(lo, hi), k1 = _mm_unpackhi_epi8(lo, hi);
-    __m256 f0 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(k0));
-    __m256 f1 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(k0, 8)));
-    __m256 f2 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(k1));
-    __m256 f3 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(k1, 8)));
-    _mm256_store_ps(out, _mm256_mul_ps(_mm256_sub_ps(f0, z), s));
-    _mm256_store_ps(out + 8, _mm256_mul_ps(_mm256_sub_ps(f1, z), s));
-    _mm256_store_ps(out + 16, _mm256_mul_ps(_mm256_sub_ps(f2, z), s));
-    _mm256_store_ps(out + 24, _mm256_mul_ps(_mm256_sub_ps(f3, z), s));
+/* Eight 16-byte rows (x[c]: 16 bytes of column c) transposed: out[i] holds
+ * byte i of every column in its low 8 bytes and byte i + 1 in its high 8
+ * bytes, for i = 0, 2, .., 14 (three rounds of unpacks). */
+AVX2_INLINE void t8x16_bytes(const __m128i x[8], __m128i out[8]) {
+    __m128i p[8], q[8];
+    for (int c = 0; c < 8; c += 2) { /* byte pairs (c, c + 1) for bytes 0-7, then 8-15 */
+        p[c / 2] = _mm_unpacklo_epi8(x[c], x[c + 1]);
+        p[4 + c / 2] = _mm_unpackhi_epi8(x[c], x[c + 1]);
+    }
+    for (int h = 0; h < 2; h++) { /* column quads (0-3, 4-7) for bytes 4h .. */
+        q[4 * h + 0] = _mm_unpacklo_epi16(p[4 * h + 0], p[4 * h + 1]);
+        q[4 * h + 1] = _mm_unpackhi_epi16(p[4 * h + 0], p[4 * h + 1]);
+        q[4 * h + 2] = _mm_unpacklo_epi16(p[4 * h + 2], p[4 * h + 3]);
+        q[4 * h + 3] = _mm_unpackhi_epi16(p[4 * h + 2], p[4 * h + 3]);
+    }
+    for (int h = 0; h < 2; h++) { /* all eight columns, two bytes per vector */
+        out[4 * h + 0] = _mm_unpacklo_epi32(q[4 * h + 0], q[4 * h + 2]);
+        out[4 * h + 1] = _mm_unpackhi_epi32(q[4 * h + 0], q[4 * h + 2]);
+        out[4 * h + 2] = _mm_unpacklo_epi32(q[4 * h + 1], q[4 * h + 3]);
+        out[4 * h + 3] = _mm_unpackhi_epi32(q[4 * h + 1], q[4 * h + 3]);
+    }
 }
 
-/* Eight columns: each group of 32 k dequantized per column, then 8 x 8
- * transposes into the panel rows (k0 a multiple of 32, bs of 32). */
+/* One panel row: the eight columns' codes in the low 8 bytes of v, (q - z) * s. */
+AVX2_INLINE void dq4_row8(__m128i v, __m256 z, __m256 s, float *dst) {
+    __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
+    _mm256_storeu_ps(dst, _mm256_mul_ps(_mm256_sub_ps(f, z), s));
+}
+
+/* Eight columns, 32 k at a time: the codes are transposed as bytes (nibbles
+ * split, k order restored, then an 8 x 16 byte transpose per half block)
+ * and each panel row is converted straight from its eight bytes; the
+ * arithmetic per element is the reference's (q - z) * s (k0 a multiple of
+ * 32, bs of 32). */
 AVX2 static void dq4_panel_avx2(const uint8_t *b, int64_t bstride, const float *sc, int64_t sstride,
                                 const uint8_t *zp8, int64_t zstride, const float *zpf,
                                 int64_t nc, int64_t k0, int64_t kn, int64_t bs, float *panel, int64_t ldp) {
-    _Alignas(32) float t[8][32];
     int64_t c0 = 0, k1 = k0 + kn;
+    const __m128i m0f = _mm_set1_epi8(15);
     for (; c0 + 8 <= nc; c0 += 8) {
         int64_t kk = k0;
         for (; kk + 32 <= k1; kk += 32) {
             int64_t blk = kk / bs;
+            float zs[8], ss[8];
+            __m128i lo[8], hi[8];
             for (int c = 0; c < 8; c++) {
                 int64_t n = c0 + c;
-                float z = zp8 ? (float)((zp8[n * zstride + (blk >> 1)] >> ((blk & 1) * 4)) & 15)
-                              : zpf ? zpf[n * sstride + blk] : 8.0f;
-                dq4_block32(b + n * bstride + blk * (bs / 2) + (kk % bs) / 2, _mm256_set1_ps(z),
-                            _mm256_set1_ps(sc[n * sstride + blk]), t[c]);
+                zs[c] = zp8 ? (float)((zp8[n * zstride + (blk >> 1)] >> ((blk & 1) * 4)) & 15)
+                            : zpf ? zpf[n * sstride + blk] : 8.0f;
+                ss[c] = sc[n * sstride + blk];
+                __m128i v = _mm_loadu_si128((const __m128i *)(b + n * bstride + blk * (bs / 2) + (kk % bs) / 2));
+                __m128i l = _mm_and_si128(v, m0f), h = _mm_and_si128(_mm_srli_epi16(v, 4), m0f);
+                lo[c] = _mm_unpacklo_epi8(l, h); /* k 0-15 of the 32 */
+                hi[c] = _mm_unpackhi_epi8(l, h); /* k 16-31 */
             }
-            for (int q = 0; q < 4; q++) {
-                __m256 r[8];
-                for (int c = 0; c < 8; c++)
-                    r[c] = _mm256_load_ps(t[c] + 8 * q);
-                sn_avx_t8x8_store(r, panel + (kk - k0 + 8 * q) * ldp + c0, ldp);
+            __m256 z = _mm256_loadu_ps(zs), s = _mm256_loadu_ps(ss);
+            __m128i t[8];
+            float *dst = panel + (kk - k0) * ldp + c0;
+            for (int half = 0; half < 2; half++) {
+                t8x16_bytes(half ? hi : lo, t);
+                for (int i = 0; i < 8; i++, dst += 2 * ldp) {
+                    dq4_row8(t[i], z, s, dst);
+                    dq4_row8(_mm_srli_si128(t[i], 8), z, s, dst + ldp);
+                }
             }
         }
         if (kk < k1) /* the rows past the last whole group of 32 */
