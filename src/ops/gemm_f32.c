@@ -872,6 +872,21 @@ static void pack_b_any(const gemm_job *g, int64_t j0, int64_t nb, int64_t p0, in
     pack_b(g, j0, nb, p0, kb, bp);
 }
 
+/* The up-front packing of a small A (apack), unit u: K slice u / groups,
+ * rows of panel group u % groups. */
+#define APACK_PANELS 4
+static void apack_task(void *arg, int64_t u0, int64_t u1) {
+    const gemm_job *g = arg;
+    const int mr = g->k->mr;
+    int64_t groups = (g->mpad / mr + APACK_PANELS - 1) / APACK_PANELS;
+    for (int64_t u = u0; u < u1; u++) {
+        int64_t p0 = u / groups * g->kc, kb = sn_imin(g->kc, g->K - p0);
+        int64_t i0 = u % groups * APACK_PANELS * mr, mb = sn_imin((int64_t)APACK_PANELS * mr, g->M - i0);
+        if (mb > 0)
+            pack_a(g, i0, mb, p0, kb, g->apack + p0 * g->mpad + i0 * kb);
+    }
+}
+
 static void gemm_task(void *arg, int64_t t0, int64_t t1) {
     const gemm_job *g = arg;
     int slot = 0;
@@ -1067,8 +1082,10 @@ blocked:;
         uintptr_t ab = base + (size_t)t * g.slot_bytes;
         g.apack = (float *)((ab + SLOT_ALIGN - 1) / SLOT_ALIGN * SLOT_ALIGN);
         g.mpad = round_up(M, g.k->mr);
-        for (int64_t p0 = 0; p0 < K; p0 += g.kc)
-            pack_a(&g, 0, M, p0, sn_imin(g.kc, K - p0), g.apack + p0 * g.mpad);
+        /* units of (K slice, APACK_PANELS panels of MR rows), over the threads */
+        int64_t groups = (g.mpad / g.k->mr + APACK_PANELS - 1) / APACK_PANELS;
+        int64_t units = (K + g.kc - 1) / g.kc * groups;
+        sn_pool_for(n_threads > 1 && units > 1 ? pool : NULL, units, 1, apack_task, &g);
     }
 
     int64_t n_tasks = g.n_jc * n_ic;
