@@ -63,6 +63,9 @@ static const char k_bench_help[] =
     "  --ops           also time every node of the measured rounds and print the\n"
     "                  time per operator type: per prefill step and per decode\n"
     "                  token, with its share (in --json: \"ops\")\n"
+    "  --nodes N       also time every node and list the N slowest, by name and\n"
+    "                  operator type, per prefill step and per decode token (in\n"
+    "                  --json: \"nodes\"); with --ops, both tables\n"
     "  --bandwidth     measure memory read bandwidth instead: T threads sum a\n"
     "                  256 MiB float array (STREAM-style, best of 10 passes);\n"
     "                  takes no MODEL\n"
@@ -321,6 +324,39 @@ static int op_row_cmp(const void *a, const void *b) {
     return sx < sy ? 1 : sx > sy ? -1 : strcmp(x->op, y->op);
 }
 
+/* --nodes: the slowest nodes (the same order: share of prefill plus share
+ * of decode); node: its index in the graph. */
+typedef struct node_row {
+    int node;
+    double pre, dec;
+} node_row;
+
+static int node_row_cmp(const void *a, const void *b) {
+    const node_row *x = a, *y = b;
+    double sx = (op_tot_pre > 0 ? x->pre / op_tot_pre : 0) + (op_tot_dec > 0 ? x->dec / op_tot_dec : 0);
+    double sy = (op_tot_pre > 0 ? y->pre / op_tot_pre : 0) + (op_tot_dec > 0 ? y->dec / op_tot_dec : 0);
+    return sx < sy ? 1 : sx > sy ? -1 : x->node - y->node;
+}
+
+/* All nodes sorted, slowest first (op_rows sets the totals first). */
+static void node_rows(const sn_graph *g, const double *t, long rounds, long gen, node_row *rows) {
+    for (int i = 0; i < g->n_nodes; i++)
+        rows[i] = (node_row){i, t[i] / (double)rounds, gen ? t[g->n_nodes + i] / (double)(rounds * gen) : 0};
+    qsort(rows, (size_t)g->n_nodes, sizeof *rows, node_row_cmp);
+}
+
+/* JSON string body (quotes and backslashes escaped, control bytes as \u). */
+static void json_str(const char *x) {
+    for (const unsigned char *c = (const unsigned char *)x; *c; c++) {
+        if (*c == '"' || *c == '\\')
+            printf("\\%c", *c);
+        else if (*c < 0x20)
+            printf("\\u%04x", *c);
+        else
+            putchar(*c);
+    }
+}
+
 static int op_rows(const sn_graph *g, const double *t, long rounds, long gen, op_row *rows) {
     int n = 0;
     op_tot_pre = op_tot_dec = 0;
@@ -346,6 +382,7 @@ int cmd_bench(int argc, char **argv) {
     long prompt = 128, gen = 32, threads = 0, rounds = 3, warmup = 1, ctx = 0;
     uint64_t seed = 1;
     bool json = false, bandwidth = false, ops = false;
+    long top_nodes = 0;
     const char *weights = NULL;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -374,6 +411,8 @@ int cmd_bench(int argc, char **argv) {
             json = true;
         } else if (!strcmp(a, "--ops")) {
             ops = true;
+        } else if (!strcmp(a, "--nodes")) {
+            top_nodes = parse_count(a, val, 1, 1 << 20), i++;
         } else if (!strcmp(a, "--bandwidth")) {
             bandwidth = true;
         } else if (a[0] == '-') {
@@ -415,6 +454,7 @@ int cmd_bench(int argc, char **argv) {
     int64_t *ids = NULL;
     double *op_t = NULL; /* --ops: [2][n_nodes] seconds, prefill then decode */
     op_row *op_tab = NULL;
+    node_row *node_tab = NULL;
     int n_ops = 0;
     double *t_prefill = NULL, *t_ttft = NULL, *t_decode = NULL, *c_prefill = NULL, *c_decode = NULL;
     int status = 1;
@@ -449,9 +489,9 @@ int cmd_bench(int argc, char **argv) {
     c_prefill = sn_calloc((size_t)rounds, sizeof(double));
     c_decode = sn_calloc((size_t)rounds, sizeof(double));
     int n_nodes = s->graph->n_nodes;
-    if (ops)
+    if (ops || top_nodes)
         op_t = sn_calloc(2 * (size_t)n_nodes + 1, sizeof(double));
-    if (!ids || !t_prefill || !t_ttft || !t_decode || !c_prefill || !c_decode || (ops && !op_t)) {
+    if (!ids || !t_prefill || !t_ttft || !t_decode || !c_prefill || !c_decode || ((ops || top_nodes) && !op_t)) {
         fprintf(stderr, "snug bench: out of memory\n");
         goto done;
     }
@@ -530,6 +570,16 @@ int cmd_bench(int argc, char **argv) {
             goto done;
         }
         n_ops = op_rows(s->graph, op_t, rounds, gen, op_tab);
+        if (top_nodes) {
+            node_tab = sn_calloc((size_t)n_nodes + 1, sizeof *node_tab);
+            if (!node_tab) {
+                fprintf(stderr, "snug bench: out of memory\n");
+                goto done;
+            }
+            node_rows(s->graph, op_t, rounds, gen, node_tab);
+            if (top_nodes > n_nodes)
+                top_nodes = n_nodes;
+        }
     }
     if (json) {
         printf("{\"model\": \"");
@@ -554,7 +604,20 @@ int cmd_bench(int argc, char **argv) {
                (unsigned long long)mem.weights_copied, (unsigned long long)mem.arena,
                (unsigned long long)mem.lower_bound, (unsigned long long)mem.kv, (unsigned long long)mem.folded,
                (unsigned long long)mem.driver, (unsigned long long)mem.other_heap, (unsigned long long)mem.total);
-        if (op_t) {
+        if (node_tab) {
+            printf("\"nodes\": [");
+            for (long k = 0; k < top_nodes; k++) {
+                const sn_node *nd = &s->graph->nodes[node_tab[k].node];
+                printf("%s{\"name\": \"", k ? ", " : "");
+                json_str(nd->p->name ? nd->p->name : "");
+                printf("\", \"op\": \"");
+                json_str(nd->p->op_type);
+                printf("\", \"prefill_ms\": %.4f, \"decode_ms_per_token\": %.4f}", node_tab[k].pre * 1e3,
+                       node_tab[k].dec * 1e3);
+            }
+            printf("], ");
+        }
+        if (ops) {
             printf("\"ops\": [");
             for (int k = 0; k < n_ops; k++)
                 printf("%s{\"op\": \"%s\", \"prefill_ms\": %.4f, \"decode_ms_per_token\": %.4f}", k ? ", " : "",
@@ -603,7 +666,7 @@ int cmd_bench(int argc, char **argv) {
                b4, sn_exec_weights_load(s->exec) ? "load" : "map");
         printf("allocations  %llu during the decode steps\n", (unsigned long long)decode_allocs);
         printf("weights      %s in the file, %s read per decode step\n", b1, b2);
-        if (op_t) {
+        if (ops) {
             printf("ops          time per operator type (all nodes of the type, wall time)\n");
             printf("  %-34s %12s %7s %14s %7s\n", "", "per prefill", "share", "per decode tok", "share");
             int shown = n_ops < 12 ? n_ops : 12;
@@ -621,11 +684,26 @@ int cmd_bench(int argc, char **argv) {
                        op_tot_pre > 0 ? 100 * rp / op_tot_pre : 0, rd * 1e3, op_tot_dec > 0 ? 100 * rd / op_tot_dec : 0);
             printf("  %-34s %9.3f ms %7s %11.4f ms\n", "all nodes", op_tot_pre * 1e3, "", op_tot_dec * 1e3);
         }
+        if (node_tab) {
+            printf("nodes        the %ld slowest nodes (wall time; name, then operator type)\n", top_nodes);
+            printf("  %-50s %-20s %12s %7s %14s %7s\n", "", "", "per prefill", "share", "per decode tok", "share");
+            for (long k = 0; k < top_nodes; k++) {
+                const sn_node *nd = &s->graph->nodes[node_tab[k].node];
+                const char *nm = nd->p->name && nd->p->name[0] ? nd->p->name : "(unnamed)";
+                size_t len = strlen(nm);
+                /* long exporter names: keep their informative end */
+                printf("  %s%-*s %-20.20s %9.3f ms %6.1f%% %11.4f ms %6.1f%%\n", len > 50 ? "..." : "",
+                       len > 50 ? 47 : 50, len > 50 ? nm + len - 47 : nm, nd->p->op_type, node_tab[k].pre * 1e3,
+                       op_tot_pre > 0 ? 100 * node_tab[k].pre / op_tot_pre : 0, node_tab[k].dec * 1e3,
+                       op_tot_dec > 0 ? 100 * node_tab[k].dec / op_tot_dec : 0);
+            }
+        }
     }
     status = 0;
 done:
     sn_free(op_t);
     sn_free(op_tab);
+    sn_free(node_tab);
     sn_free(ids);
     sn_free(t_prefill);
     sn_free(t_ttft);

@@ -82,5 +82,12 @@ expect 0 "\"decode_allocations\": 0, " -- "$snug" bench "$fix" --prompt 8 --gen 
 # --ops: time per operator type, in the table and in JSON
 expect 0 "all nodes +[0-9.]+ ms +[0-9.]+ ms" -- "$snug" bench "$fix" --prompt 8 --gen 4 --rounds 1 --warmup 0 --ops
 expect 0 "\"ops\": \[\{\"op\": \"[A-Za-z]+\", \"prefill_ms\": [0-9.]+, \"decode_ms_per_token\": [0-9.]+\}" -- "$snug" bench "$fix" --prompt 4 --gen 2 --rounds 1 --warmup 0 --json --ops
+# --nodes N: the N slowest nodes by name, in the table (beside --ops too) and in JSON
+expect 0 "^nodes +the 3 slowest nodes" -- "$snug" bench "$fix" --prompt 8 --gen 4 --rounds 1 --warmup 0 --nodes 3
+expect 0 "^  [^ ]+ +[A-Za-z]+ +[0-9.]+ ms +[0-9.]+% +[0-9.]+ ms +[0-9.]+%$" -- "$snug" bench "$fix" --prompt 8 --gen 4 --rounds 1 --warmup 0 --nodes 3
+expect 0 "^nodes +the 2 slowest" -- "$snug" bench "$fix" --prompt 8 --gen 4 --rounds 1 --warmup 0 --ops --nodes 2
+expect 0 "^  all nodes +[0-9.]+ ms" -- "$snug" bench "$fix" --prompt 8 --gen 4 --rounds 1 --warmup 0 --ops --nodes 2
+expect 0 "\"nodes\": \[\{\"name\": \"[^\"]+\", \"op\": \"[A-Za-z]+\", \"prefill_ms\": [0-9.]+, \"decode_ms_per_token\": [0-9.]+\}, \{[^]]*\}\], " -- "$snug" bench "$fix" --prompt 4 --gen 2 --rounds 1 --warmup 0 --json --nodes 2
+expect 2 "--nodes takes an integer" -- "$snug" bench "$fix" --nodes 0
 echo "cli: $passes passed, $fails failed"
 [ "$fails" = 0 ]
