@@ -157,8 +157,8 @@ void sn_pool_for(sn_pool *p, int64_t n, int64_t grain, sn_range_fn fn, void *arg
         fn(arg, 0, n);
         return;
     }
-    /* About 4 chunks per thread for balance, never below the grain. */
-    int64_t chunk = (n + (int64_t)p->n * 4 - 1) / ((int64_t)p->n * 4);
+    /* About 8 chunks per thread for balance, never below the grain. */
+    int64_t chunk = (n + (int64_t)p->n * 8 - 1) / ((int64_t)p->n * 8);
     if (chunk < grain)
         chunk = grain;
     p->fn = fn;
