@@ -3,10 +3,15 @@
 
 #include "ops/op.h"
 
+/* Kernels look their attributes up on every run (hundreds of nodes per
+ * decode step, often for names the node lacks): the first byte settles
+ * most comparisons without a call. */
 const sn_attr *sn_attr_get(const sn_node *n, const char *name) {
-    for (int i = 0; i < n->p->n_attr; i++)
-        if (!strcmp(n->p->attrs[i].name, name))
+    for (int i = 0; i < n->p->n_attr; i++) {
+        const char *an = n->p->attrs[i].name;
+        if (an[0] == name[0] && !strcmp(an, name))
             return &n->p->attrs[i];
+    }
     return NULL;
 }
 
