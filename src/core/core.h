@@ -223,6 +223,12 @@ void sn_pool_for(sn_pool *p, int64_t n, int64_t grain, sn_range_fn fn, void *arg
  * ~50-100 us on VMs, on every threaded kernel. The cost is CPU time burned
  * by the waiting workers during the serial parts of the run. NULL: no-op. */
 void sn_pool_hot(sn_pool *p, bool on);
+/* Whether threads spin at all while they wait (ONNX Runtime's
+ * session.intra_op.allow_spinning; default on). Off: a worker sleeps as soon
+ * as it finds no job, the caller sleeps until the workers are done, and
+ * sn_pool_hot has no effect; no CPU is burned waiting, every job pays the
+ * wake-ups. NULL: no-op. */
+void sn_pool_set_spinning(sn_pool *p, bool on);
 /* Workers asleep between jobs now (0 for NULL): for tests and reports. */
 int sn_pool_sleeping(sn_pool *p);
 

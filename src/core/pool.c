@@ -16,6 +16,7 @@ struct sn_pool {
     int sleepers;          /* workers blocked on cv_job (under mu) */
     int stop;              /* atomic */
     int hot;               /* atomic: > 0 while workers spin without a limit (sn_pool_hot) */
+    int spin;              /* pauses before sleeping: SN_POOL_SPIN, or 0 (sn_pool_set_spinning) */
     /* current job */
     sn_range_fn fn;
     void *arg;
@@ -53,10 +54,11 @@ static void *pool_main(void *arg) {
     uint64_t seen = 0;
     for (;;) {
         uint64_t g = __atomic_load_n(&p->generation, __ATOMIC_ACQUIRE);
-        for (int i = 0; g == seen && i < SN_POOL_SPIN && !__atomic_load_n(&p->stop, __ATOMIC_RELAXED); i++) {
+        const int spin = __atomic_load_n(&p->spin, __ATOMIC_RELAXED);
+        for (int i = 0; g == seen && i < spin && !__atomic_load_n(&p->stop, __ATOMIC_RELAXED); i++) {
             cpu_relax();
             g = __atomic_load_n(&p->generation, __ATOMIC_ACQUIRE);
-            if (i == SN_POOL_SPIN - 1 && __atomic_load_n(&p->hot, __ATOMIC_RELAXED) > 0) {
+            if (i == spin - 1 && __atomic_load_n(&p->hot, __ATOMIC_RELAXED) > 0) {
                 /* held hot: keep polling, but let other runnable threads
                  * (the caller's serial kernel, on an oversubscribed
                  * machine) have the core between spins */
@@ -94,6 +96,7 @@ int sn_pool_new(int n_threads, sn_pool **out, sn_err *err) {
     if (!p)
         return sn_errf(err, SNUG_ERR_OOM, "thread pool: out of memory");
     p->n = n_threads;
+    p->spin = SN_POOL_SPIN;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv_job, NULL);
     pthread_cond_init(&p->cv_done, NULL);
@@ -143,6 +146,11 @@ int sn_pool_sleeping(sn_pool *p) {
     return n;
 }
 
+void sn_pool_set_spinning(sn_pool *p, bool on) {
+    if (p)
+        __atomic_store_n(&p->spin, on ? SN_POOL_SPIN : 0, __ATOMIC_RELAXED);
+}
+
 void sn_pool_hot(sn_pool *p, bool on) {
     if (p)
         __atomic_add_fetch(&p->hot, on ? 1 : -1, __ATOMIC_RELAXED);
@@ -174,7 +182,8 @@ void sn_pool_for(sn_pool *p, int64_t n, int64_t grain, sn_range_fn fn, void *arg
         pthread_cond_broadcast(&p->cv_job);
     pthread_mutex_unlock(&p->mu);
     pool_work(p);
-    for (int i = 0; i < SN_POOL_SPIN && __atomic_load_n(&p->busy, __ATOMIC_ACQUIRE) > 0; i++)
+    const int spin = __atomic_load_n(&p->spin, __ATOMIC_RELAXED);
+    for (int i = 0; i < spin && __atomic_load_n(&p->busy, __ATOMIC_ACQUIRE) > 0; i++)
         cpu_relax();
     if (__atomic_load_n(&p->busy, __ATOMIC_ACQUIRE) > 0) {
         pthread_mutex_lock(&p->mu);

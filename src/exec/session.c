@@ -88,7 +88,7 @@ void snug_options_set_logger(snug_options *o, snug_log_fn fn, void *user, int le
 /* Keys this version understands; anything else is an error, not ignored. */
 static const char *const k_known_keys[] = {"snug.threads", "session.collect_node_memory_stats_to_file",
                                            "session.max_shape_override", "snug.static_allocation", "snug.weights",
-                                           NULL};
+                                           "session.intra_op.allow_spinning", NULL};
 
 /* session.max_shape_override / snug.static_allocation: plan once at the
  * inputs' bounds; with static allocation, fail if anything would still
@@ -216,12 +216,18 @@ int sn_session_open(const char *path, const snug_options *opts, sn_session **out
         rc = sn_errf(err, SNUG_ERR_INVALID_ARG, "snug.weights: '%s' is not 'map' or 'load'", wm);
         goto fail;
     }
+    const char *spin = snug_options_get(opts, "session.intra_op.allow_spinning");
+    if (spin && strcmp(spin, "0") && strcmp(spin, "1")) {
+        rc = sn_errf(err, SNUG_ERR_INVALID_ARG, "session.intra_op.allow_spinning: '%s' is not 0 or 1", spin);
+        goto fail;
+    }
     if ((rc = sn_model_load(path, &s->model, err)) != SNUG_OK)
         goto fail;
     if ((rc = sn_graph_build(s->model, &s->graph, err)) != SNUG_OK)
         goto fail;
     if ((rc = sn_pool_new((int)threads, &s->pool, err)) != SNUG_OK)
         goto fail;
+    sn_pool_set_spinning(s->pool, !spin || !strcmp(spin, "1"));
     if ((rc = sn_exec_new(s->graph, s->pool, &s->log, &s->exec, err)) != SNUG_OK)
         goto fail;
     sn_exec_set_weights_load(s->exec, wm && !strcmp(wm, "load"));

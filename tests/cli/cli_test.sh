@@ -66,6 +66,9 @@ if [ "$(grep -c . "$tmp/stats.csv" 2>/dev/null)" = 395 ] &&
    head -1 "$tmp/stats.csv" | grep -q '^#name,input_sizes,initializers_sizes,total_dynamic_sizes,total_temp_allocations'; then ok
 else bad "stats file: want a header and 394 node rows"; fi
 expect 1 "unknown config key 'session.bogus'" -- "$snug" run "$fix" --config session.bogus=1
+# ONNX Runtime's spinning switch: accepted, and checked
+expect 0 "logits +float32" -- "$snug" run "$fix" --threads 2 --config session.intra_op.allow_spinning=0
+expect 1 "session.intra_op.allow_spinning: 'yes' is not 0 or 1" -- "$snug" run "$fix" --config session.intra_op.allow_spinning=yes
 # Planning at bounds: one plan for any shape within them; beyond is an error.
 expect 0 "present.0.key +float32 +\[1,4,13,8\].*|plan .* 1 plan\(s\) made" -- "$snug" run "$fix" --bound sequence_length=16 \
   --bound past_sequence_length=32 --dim sequence_length=3 --dim past_sequence_length=10 -v

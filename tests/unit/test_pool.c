@@ -1,6 +1,7 @@
 /* The thread pool: every index of a range is handed out exactly once (odd
  * sizes, grains, nested use from the caller), and workers held hot keep
- * spinning between jobs instead of sleeping, then sleep again once let go. */
+ * spinning between jobs instead of sleeping, then sleep again once let go;
+ * with spinning off they sleep even when held hot. */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -80,6 +81,22 @@ int main(void) {
     sn_pool_hot(pool, false);
     n = settle(pool, 2);
     CHECK(n == 2, "let go: %d of 2 workers asleep", n);
+    /* Spinning off (session.intra_op.allow_spinning=0): workers sleep
+     * between jobs even while the pool is held hot, and jobs still run
+     * every index once. */
+    sn_pool_set_spinning(pool, false);
+    sn_pool_hot(pool, true);
+    for (int rep = 0; rep < 20; rep++) {
+        memset(hits, 0, sizeof hits);
+        sn_pool_for(pool, 10007, 1, mark, NULL);
+        for (int64_t i = 0; i < 10007; i++)
+            CHECK(hits[i] == 1, "spinning off: index %lld run %d times", (long long)i, hits[i]);
+    }
+    n = settle(pool, 2);
+    CHECK(n == 2, "spinning off, held hot: %d of 2 workers asleep", n);
+    sn_pool_hot(pool, false);
+    sn_pool_set_spinning(pool, true);
+    sn_pool_set_spinning(NULL, false);
     /* NULL pool: both calls are no-ops, the range still runs. */
     sn_pool_hot(NULL, true);
     sn_pool_hot(NULL, false);
