@@ -317,10 +317,15 @@ typedef struct op_row {
 
 static double op_tot_pre, op_tot_dec;
 
+/* The sort key of --ops and --nodes: share of a prefill plus share of a
+ * decode token (op_rows sets the totals first). */
+static double time_share(double pre, double dec) {
+    return (op_tot_pre > 0 ? pre / op_tot_pre : 0) + (op_tot_dec > 0 ? dec / op_tot_dec : 0);
+}
+
 static int op_row_cmp(const void *a, const void *b) {
     const op_row *x = a, *y = b;
-    double sx = (op_tot_pre > 0 ? x->pre / op_tot_pre : 0) + (op_tot_dec > 0 ? x->dec / op_tot_dec : 0);
-    double sy = (op_tot_pre > 0 ? y->pre / op_tot_pre : 0) + (op_tot_dec > 0 ? y->dec / op_tot_dec : 0);
+    double sx = time_share(x->pre, x->dec), sy = time_share(y->pre, y->dec);
     return sx < sy ? 1 : sx > sy ? -1 : strcmp(x->op, y->op);
 }
 
@@ -333,8 +338,7 @@ typedef struct node_row {
 
 static int node_row_cmp(const void *a, const void *b) {
     const node_row *x = a, *y = b;
-    double sx = (op_tot_pre > 0 ? x->pre / op_tot_pre : 0) + (op_tot_dec > 0 ? x->dec / op_tot_dec : 0);
-    double sy = (op_tot_pre > 0 ? y->pre / op_tot_pre : 0) + (op_tot_dec > 0 ? y->dec / op_tot_dec : 0);
+    double sx = time_share(x->pre, x->dec), sy = time_share(y->pre, y->dec);
     return sx < sy ? 1 : sx > sy ? -1 : x->node - y->node;
 }
 
@@ -583,8 +587,7 @@ int cmd_bench(int argc, char **argv) {
     }
     if (json) {
         printf("{\"model\": \"");
-        for (const char *c = path; *c; c++)
-            printf(*c == '"' || *c == '\\' ? "\\%c" : "%c", *c);
+        json_str(path);
         printf("\", \"threads\": %ld, \"prompt\": %ld, \"gen\": %ld, \"rounds\": %ld, \"warmup\": %ld, "
                "\"seed\": %llu, \"vocab\": %lld, \"layers\": %d, \"kv_heads\": %lld, \"head_dim\": %lld, "
                "\"kv_cache_bytes\": %zu, \"load_s\": %.6f, "
@@ -609,7 +612,7 @@ int cmd_bench(int argc, char **argv) {
             for (long k = 0; k < top_nodes; k++) {
                 const sn_node *nd = &s->graph->nodes[node_tab[k].node];
                 printf("%s{\"name\": \"", k ? ", " : "");
-                json_str(nd->p->name ? nd->p->name : "");
+                json_str(nd->p->name);
                 printf("\", \"op\": \"");
                 json_str(nd->p->op_type);
                 printf("\", \"prefill_ms\": %.4f, \"decode_ms_per_token\": %.4f}", node_tab[k].pre * 1e3,
@@ -689,7 +692,7 @@ int cmd_bench(int argc, char **argv) {
             printf("  %-50s %-20s %12s %7s %14s %7s\n", "", "", "per prefill", "share", "per decode tok", "share");
             for (long k = 0; k < top_nodes; k++) {
                 const sn_node *nd = &s->graph->nodes[node_tab[k].node];
-                const char *nm = nd->p->name && nd->p->name[0] ? nd->p->name : "(unnamed)";
+                const char *nm = nd->p->name[0] ? nd->p->name : "(unnamed)";
                 size_t len = strlen(nm);
                 /* long exporter names: keep their informative end */
                 printf("  %s%-*s %-20.20s %9.3f ms %6.1f%% %11.4f ms %6.1f%%\n", len > 50 ? "..." : "",

@@ -90,15 +90,22 @@ static const char *const k_known_keys[] = {"snug.threads", "session.collect_node
                                            "session.max_shape_override", "snug.static_allocation", "snug.weights",
                                            "session.intra_op.allow_spinning", NULL};
 
+/* A 0/1 key: *on = its value, or def when unset; anything else is an error. */
+static int opt_bool(const snug_options *opts, const char *key, bool def, bool *on, sn_err *err) {
+    const char *v = snug_options_get(opts, key);
+    *on = v ? !strcmp(v, "1") : def;
+    if (v && strcmp(v, "0") && strcmp(v, "1"))
+        return sn_errf(err, SNUG_ERR_INVALID_ARG, "%s: '%s' is not 0 or 1", key, v);
+    return SNUG_OK;
+}
+
 /* session.max_shape_override / snug.static_allocation: plan once at the
  * inputs' bounds; with static allocation, fail if anything would still
  * allocate while running. */
 static int plan_bounds(sn_session *s, const snug_options *opts, sn_err *err) {
     const char *mso = snug_options_get(opts, "session.max_shape_override");
-    const char *sa = snug_options_get(opts, "snug.static_allocation");
-    if (sa && strcmp(sa, "0") && strcmp(sa, "1"))
-        return sn_errf(err, SNUG_ERR_INVALID_ARG, "snug.static_allocation: '%s' is not 0 or 1", sa);
-    bool strict = sa && !strcmp(sa, "1");
+    bool strict;
+    SN_TRY(opt_bool(opts, "snug.static_allocation", false, &strict, err));
     if (!mso && !strict)
         return SNUG_OK;
     const sn_graph *g = s->graph;
@@ -216,18 +223,16 @@ int sn_session_open(const char *path, const snug_options *opts, sn_session **out
         rc = sn_errf(err, SNUG_ERR_INVALID_ARG, "snug.weights: '%s' is not 'map' or 'load'", wm);
         goto fail;
     }
-    const char *spin = snug_options_get(opts, "session.intra_op.allow_spinning");
-    if (spin && strcmp(spin, "0") && strcmp(spin, "1")) {
-        rc = sn_errf(err, SNUG_ERR_INVALID_ARG, "session.intra_op.allow_spinning: '%s' is not 0 or 1", spin);
+    bool spin;
+    if ((rc = opt_bool(opts, "session.intra_op.allow_spinning", true, &spin, err)) != SNUG_OK)
         goto fail;
-    }
     if ((rc = sn_model_load(path, &s->model, err)) != SNUG_OK)
         goto fail;
     if ((rc = sn_graph_build(s->model, &s->graph, err)) != SNUG_OK)
         goto fail;
     if ((rc = sn_pool_new((int)threads, &s->pool, err)) != SNUG_OK)
         goto fail;
-    sn_pool_set_spinning(s->pool, !spin || !strcmp(spin, "1"));
+    sn_pool_set_spinning(s->pool, spin);
     if ((rc = sn_exec_new(s->graph, s->pool, &s->log, &s->exec, err)) != SNUG_OK)
         goto fail;
     sn_exec_set_weights_load(s->exec, wm && !strcmp(wm, "load"));

@@ -400,8 +400,9 @@ __attribute__((target("avx2,fma"))) static float dot_avx2(const float *x, int64_
 #ifdef SN_HAVE_AVX2_KERNEL
 /* panel_dot_c for NR == 16. Four panels are read side by side: four
  * streams keep more misses in flight than one (a single sequential stream
- * per thread does not reach the memory's bandwidth); one panel alone uses
- * four pairs of accumulators instead (FMA latency hidden). */
+ * per thread does not reach the memory's bandwidth), and their eight FMA
+ * chains hide the latency. */
+
 /* np (<= 4) panels, rows [0, kb): one sequential FMA chain per column
  * (two vectors per panel), started from zero. */
 __attribute__((target("avx2,fma"), always_inline)) static inline void

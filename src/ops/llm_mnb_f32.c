@@ -12,12 +12,19 @@ static inline int code4(const uint8_t *blob, int64_t k) {
     return (blob[k >> 1] >> ((k & 1) * 4)) & 15;
 }
 
-static inline float zp_of(const llm_mnb4f_args *g, int64_t n, int64_t b) {
-    if (g->zp8)
-        return (float)((g->zp8[n * g->zstride + (b >> 1)] >> ((b & 1) * 4)) & 15);
-    if (g->zpf)
-        return g->zpf[n * g->sstride + b];
+/* Column n's zero point of block b: packed nibbles (zstride bytes per
+ * column), floats (sstride per column, as the scales), or 8. */
+static inline float zp_at(const uint8_t *zp8, int64_t zstride, const float *zpf, int64_t sstride, int64_t n,
+                          int64_t b) {
+    if (zp8)
+        return (float)((zp8[n * zstride + (b >> 1)] >> ((b & 1) * 4)) & 15);
+    if (zpf)
+        return zpf[n * sstride + b];
     return 8.0f;
+}
+
+static inline float zp_of(const llm_mnb4f_args *g, int64_t n, int64_t b) {
+    return zp_at(g->zp8, g->zstride, g->zpf, g->sstride, n, b);
 }
 
 void llm_mnb4f_cols_ref(const llm_mnb4f_args *g, int64_t n0, int64_t n1) {
@@ -51,8 +58,7 @@ void llm_q4_dequant_panel_ref(const uint8_t *b, int64_t bstride, const float *sc
     for (int64_t c = 0; c < nc; c++)
         for (int64_t k = k0; k < k0 + kn; k++) {
             int64_t blk = k / bs;
-            float z = zp8 ? (float)((zp8[c * zstride + (blk >> 1)] >> ((blk & 1) * 4)) & 15)
-                          : zpf ? zpf[c * sstride + blk] : 8.0f;
+            float z = zp_at(zp8, zstride, zpf, sstride, c, blk);
             int q = code4(b + c * bstride + blk * (bs / 2), k % bs);
             panel[(k - k0) * ldp + c] = ((float)q - z) * sc[c * sstride + blk];
         }
@@ -303,8 +309,7 @@ AVX2 static void dq4_panel_avx2(const uint8_t *b, int64_t bstride, const float *
             __m128i lo[8], hi[8];
             for (int c = 0; c < 8; c++) {
                 int64_t n = c0 + c;
-                zs[c] = zp8 ? (float)((zp8[n * zstride + (blk >> 1)] >> ((blk & 1) * 4)) & 15)
-                            : zpf ? zpf[n * sstride + blk] : 8.0f;
+                zs[c] = zp_at(zp8, zstride, zpf, sstride, n, blk);
                 ss[c] = sc[n * sstride + blk];
                 __m128i v = _mm_loadu_si128((const __m128i *)(b + n * bstride + blk * (bs / 2) + (kk % bs) / 2));
                 __m128i l = _mm_and_si128(v, m0f), h = _mm_and_si128(_mm_srli_epi16(v, 4), m0f);
