@@ -129,7 +129,10 @@ static long parse_count(const char *opt, const char *val, long lo, long hi) {
     long v = val ? strtol(val, &end, 10) : 0;
     if (!val || !*val || *end || errno || v < lo || v > hi) {
         char m[200];
-        snprintf(m, sizeof m, "%s takes an integer in %ld..%ld, got '%s'", opt, lo, hi, val ? val : "");
+        if (val)
+            snprintf(m, sizeof m, "%s takes an integer in %ld..%ld, got '%s'", opt, lo, hi, val);
+        else
+            snprintf(m, sizeof m, "%s takes an integer in %ld..%ld, and none was given", opt, lo, hi);
         cli_die_usage("bench", m);
     }
     return v;

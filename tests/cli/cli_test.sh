@@ -91,6 +91,7 @@ expect 0 "^  [^ ]+ +[A-Za-z]+ +[0-9.]+ ms +[0-9.]+% +[0-9.]+ ms +[0-9.]+%$" -- "
 expect 0 "^nodes +the 2 slowest" -- "$snug" bench "$fix" --prompt 8 --gen 4 --rounds 1 --warmup 0 --ops --nodes 2
 expect 0 "^  all nodes +[0-9.]+ ms" -- "$snug" bench "$fix" --prompt 8 --gen 4 --rounds 1 --warmup 0 --ops --nodes 2
 expect 0 "\"nodes\": \[\{\"name\": \"[^\"]+\", \"op\": \"[A-Za-z]+\", \"prefill_ms\": [0-9.]+, \"decode_ms_per_token\": [0-9.]+\}, \{[^]]*\}\], " -- "$snug" bench "$fix" --prompt 4 --gen 2 --rounds 1 --warmup 0 --json --nodes 2
-expect 2 "--nodes takes an integer" -- "$snug" bench "$fix" --nodes 0
+expect 2 "--nodes takes an integer in 1\.\.[0-9]+, got '0'" -- "$snug" bench "$fix" --nodes 0
+expect 2 "--nodes takes an integer in 1\.\.[0-9]+, and none was given" -- "$snug" bench "$fix" --nodes
 echo "cli: $passes passed, $fails failed"
 [ "$fails" = 0 ]
