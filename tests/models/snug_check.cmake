@@ -34,3 +34,12 @@ add_test(NAME models.memory
                  ${SNUG_MEMORY_ARGS})
 set_tests_properties(models.memory PROPERTIES
   LABELS "models;plan" TIMEOUT 900 FIXTURES_REQUIRED snug_models RUN_SERIAL TRUE)
+
+# bench/vs_ort --nodes: both runtimes' per-node times, matched by name
+# (tests/models/check_vs_ort_nodes.py; one round of tiny/genai).
+add_test(NAME models.vs_ort_nodes
+         COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/py.sh ${CMAKE_CURRENT_LIST_DIR}/check_vs_ort_nodes.py
+                 --snug $<TARGET_FILE:snug>
+         WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(models.vs_ort_nodes PROPERTIES
+  LABELS models TIMEOUT 300 FIXTURES_REQUIRED snug_models)

@@ -1,0 +1,57 @@
+"""bench/vs_ort --nodes on a fixture: both runtimes' per-node times come back
+(snug bench --nodes, ORT's profiler), matched by node name, and the table
+prints. One round of a tiny model: checks the plumbing, not the speed.
+
+    tests/models/py.sh tests/models/check_vs_ort_nodes.py --snug build/snug
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--snug", required=True)
+    ap.add_argument("--models", default=os.environ.get("SNUG_MODELS", os.path.expanduser("~/.cache/snug/models")))
+    ap.add_argument("--fixture", default="tiny/genai")
+    a = ap.parse_args()
+    model = os.path.join(a.models, a.fixture, "model.onnx")
+    base = [sys.executable, os.path.join(ROOT, "bench", "vs_ort"), "--model", model, "--snug", a.snug,
+            "--rounds", "1", "--prompt", "8", "--gen", "2", "--nodes", "4"]
+    fails = []
+    p = subprocess.run(base + ["--json"], capture_output=True, text=True)
+    if p.returncode != 0:
+        print(f"FAIL vs_ort --json: exit {p.returncode}\n{p.stderr}")
+        return 1
+    d = json.loads(p.stdout)
+    sn, on = d["snug"].get("nodes", {}), d["ort"].get("nodes", {})
+    if not sn or not on:
+        fails.append(f"per-node times missing: snug {len(sn)} nodes, ORT {len(on)}")
+    common = set(sn) & set(on)
+    if not any(sn[n][0] == "MatMulNBits" for n in common):
+        fails.append(f"no MatMulNBits node matched by name ({len(common)} common names)")
+    for side, nodes in (("snug", sn), ("ORT", on)):
+        bad = [n for n, (op, pre, dec) in nodes.items() if not (pre >= 0 and dec >= 0 and op)]
+        if bad:
+            fails.append(f"{side}: bad figures for {bad[:3]}")
+    if sum(v[1] for v in sn.values()) <= 0 or sum(v[1] for v in on.values()) <= 0:
+        fails.append("a runtime's prefill node times sum to zero")
+    p = subprocess.run(base, capture_output=True, text=True)
+    rows = [l for l in p.stdout.splitlines() if l.startswith("  /")]
+    if p.returncode != 0 or "the 4 slowest on either side" not in p.stdout or len(rows) != 4:
+        fails.append(f"table: exit {p.returncode}, {len(rows)} node rows\n{p.stdout[-800:]}{p.stderr}")
+    p = subprocess.run(base[:-1] + ["-1"], capture_output=True, text=True)
+    if p.returncode != 2 or "must not be negative" not in p.stderr:
+        fails.append(f"--nodes -1: exit {p.returncode}, {p.stderr.strip()[-200:]}")
+    for f in fails:
+        print("FAIL", f)
+    print(f"vs_ort --nodes: {len(common)} nodes in both, {'ok' if not fails else 'FAILED'}")
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
