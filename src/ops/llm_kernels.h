@@ -184,11 +184,19 @@ float llm_mnb4_blksum(const float *ablk, const float *sb, const uint8_t *zp, int
  * bit-identical per element to llm_mnb4_lanes_ref + fold (n < N - N % 4) or
  * hsum + bias + (M > 1) llm_mnb4_blksum, with A quantized by
  * llm_q8_quantize per block. Rows of A are first prepared (quantized and
- * laid out for the kernels) into llm_mnb4_row_bytes(kb) bytes each, 64-byte
- * aligned; m1: the row is for an M = 1 product. */
+ * laid out for the kernel that will read them) into llm_mnb4_row_bytes(kb)
+ * bytes each, 64-byte aligned; kind: llm_mnb4_row_kind of the product. */
+enum {
+    LLM_MNB4_ROWS_M = 0,  /* M > 1 */
+    LLM_MNB4_ROWS_1 = 1,  /* M = 1 without zero points */
+    LLM_MNB4_ROWS_1Z = 2, /* M = 1 with zero points */
+};
+static inline int llm_mnb4_row_kind(int64_t M, int has_zp) {
+    return M > 1 ? LLM_MNB4_ROWS_M : has_zp ? LLM_MNB4_ROWS_1Z : LLM_MNB4_ROWS_1;
+}
 size_t llm_mnb4_row_bytes(int64_t kb);
-void llm_mnb4_prep_row(const float *a, int64_t K, int m1, void *row);
-void llm_mnb4_prep_row_ref(const float *a, int64_t K, int m1, void *row);
+void llm_mnb4_prep_row(const float *a, int64_t K, int kind, void *row);
+void llm_mnb4_prep_row_ref(const float *a, int64_t K, int kind, void *row);
 typedef struct llm_mnb4_args {
     int64_t M, N, kb;
     const void *rows;   /* M prepared rows, llm_mnb4_row_bytes(kb) apart */
@@ -205,9 +213,12 @@ typedef struct llm_mnb4_args {
  * the four columns' 32 bytes side by side (a lone last block padded to 32
  * with zeros), so that one row of A against four columns reads memory in
  * one ascending run instead of four streams a column apart (1.3x faster
- * from memory on TinyLlama's 2048-deep columns). The last tile holds
- * N % 4 columns when N is not a multiple of 4. At most LLM_MNB4_TILE_MAX_KB
- * blocks deep. */
+ * from memory on TinyLlama's 2048-deep columns). Within the 32 bytes of a
+ * pair the two blocks' 16-bit units alternate (unit u of block b at bytes
+ * 4u, 4u + 1, of block b + 1 at 4u + 2, 4u + 3): the decode kernel's
+ * integer lanes of the two blocks then come out interleaved, and are
+ * widened by one shift each. The last tile holds N % 4 columns when N is
+ * not a multiple of 4. At most LLM_MNB4_TILE_MAX_KB blocks deep. */
 #define LLM_MNB4_TILE_MAX_KB 256
 size_t llm_mnb4_tiled_bytes(int64_t N, int64_t kb);
 /* Tiles b into dst; done(ctx, p, n) after each tile with the source bytes

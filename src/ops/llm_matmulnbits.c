@@ -419,7 +419,7 @@ static void mnb4_prep_task(void *arg, int64_t m0, int64_t m1) {
     const mnb_job *j = arg;
     size_t rb = llm_mnb4_row_bytes(j->g->kb);
     for (int64_t m = m0; m < m1; m++)
-        llm_mnb4_prep_row(j->a + m * j->g->K, j->g->K, j->g->M == 1,
+        llm_mnb4_prep_row(j->a + m * j->g->K, j->g->K, llm_mnb4_row_kind(j->g->M, j->q4.zp != NULL),
                           (char *)j->q4.rows + (size_t)m * rb);
 }
 

@@ -508,8 +508,8 @@ static void test_mnb4_cols(void) {
                         }
                         memset(rows + (size_t)m * rb, 0x5A, rb);
                         memset(rows2, 0x5A, rb);
-                        llm_mnb4_prep_row(a + m * K, K, m1, rows + (size_t)m * rb);
-                        llm_mnb4_prep_row_ref(a + m * K, K, m1, rows2);
+                        llm_mnb4_prep_row(a + m * K, K, llm_mnb4_row_kind(M, zpp != NULL), rows + (size_t)m * rb);
+                        llm_mnb4_prep_row_ref(a + m * K, K, llm_mnb4_row_kind(M, zpp != NULL), rows2);
                         if (memcmp(rows + (size_t)m * rb, rows2, rb)) {
                             fprintf(stderr, "FAIL mnb4 prep_row K %lld m1 %d differs from ref\n",
                                     (long long)K, m1);
