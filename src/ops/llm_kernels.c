@@ -771,6 +771,10 @@ ATTN_AVX2_INLINE __m256 attn_lanes8(const float *q, const float *const kp[8], in
     return _mm256_add_ps(_mm256_permute2f128_ps(h0, h1, 0x20), _mm256_permute2f128_ps(h0, h1, 0x31));
 }
 
+#ifndef ATTN_PF_KEYS
+#define ATTN_PF_KEYS 16 /* decode: keys fetched this far ahead of the scoring */
+#endif
+
 /* Scores of keys [0, n) of the row (from lo), times the scale, into sc; the
  * last block's lanes past n hold values of no key. */
 ATTN_AVX2 static void attn_scores_avx2(const llm_attn_row *r, int64_t n, float *sc) {
@@ -778,10 +782,20 @@ ATTN_AVX2 static void attn_scores_avx2(const llm_attn_row *r, int64_t n, float *
     int64_t H = r->H;
     if (r->ort == 2 && H % 8 == 0) {
         const float *k0 = r->k + r->lo * r->k_stride;
+        const float *v0 = r->v + r->lo * r->v_stride;
         for (int64_t j = 0; j < n; j += 8) {
             const float *kp[8];
             for (int t = 0; t < 8; t++) /* past the last key: repeat it */
                 kp[t] = k0 + (j + t < n ? j + t : n - 1) * r->k_stride;
+            /* the cache comes from memory (the weights streamed through
+             * since the last step): keys fetched ahead, and the values
+             * this block's exps will weigh */
+            for (int t = 0; t < 8 && j + ATTN_PF_KEYS + t < n; t++)
+                for (int64_t d = 0; d < H; d += 16)
+                    _mm_prefetch((const char *)(k0 + (j + ATTN_PF_KEYS + t) * r->k_stride + d), _MM_HINT_T0);
+            for (int t = 0; t < 8 && j + t < n; t++)
+                for (int64_t d = 0; d < r->Hv; d += 16)
+                    _mm_prefetch((const char *)(v0 + (j + t) * r->v_stride + d), _MM_HINT_T0);
             _mm256_storeu_ps(sc + j, _mm256_mul_ps(attn_lanes8(r->q, kp, H), scale));
         }
         return;
