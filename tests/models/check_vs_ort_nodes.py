@@ -1,6 +1,8 @@
 """bench/vs_ort --nodes on a fixture: both runtimes' per-node times come back
 (snug bench --nodes, ORT's profiler), matched by node name, and the table
-prints. One round of a tiny model: checks the plumbing, not the speed.
+prints; the per-round ratios (paired_ratio) are reported, and with one round
+equal the ratios of the medians. One round of a tiny model: checks the
+plumbing, not the speed.
 
     tests/models/py.sh tests/models/check_vs_ort_nodes.py --snug build/snug
 """
@@ -40,7 +42,13 @@ def main() -> int:
             fails.append(f"{side}: bad figures for {bad[:3]}")
     if sum(v[1] for v in sn.values()) <= 0 or sum(v[1] for v in on.values()) <= 0:
         fails.append("a runtime's prefill node times sum to zero")
+    for k in ("prefill_tok_s", "decode_tok_s"):
+        pr = d.get("paired_ratio", {}).get(k, {})
+        if not pr or abs(pr["median"] - d["ratio"][k]) > 1e-9 * abs(d["ratio"][k]) or pr["min"] != pr["max"]:
+            fails.append(f"paired_ratio {k}: {pr} against the ratio of medians {d['ratio'][k]}")
     p = subprocess.run(base, capture_output=True, text=True)
+    if "snug/ORT within each round" not in p.stdout:
+        fails.append("no per-round ratio line")
     rows = [l for l in p.stdout.splitlines() if l.startswith("  /")]
     if p.returncode != 0 or "the 4 slowest on either side" not in p.stdout or len(rows) != 4:
         fails.append(f"table: exit {p.returncode}, {len(rows)} node rows\n{p.stdout[-800:]}{p.stderr}")
