@@ -49,7 +49,12 @@ def main() -> int:
     p = subprocess.run(base, capture_output=True, text=True)
     if "snug/ORT within each round" not in p.stdout:
         fails.append("no per-round ratio line")
-    rows = [l for l in p.stdout.splitlines() if l.startswith("  /")]
+    # the rows between the column heads and the total (a long name is shown
+    # with its start cut to "...")
+    lines = p.stdout.splitlines()
+    head = next((i for i, l in enumerate(lines) if "prefill ms" in l and "decode ms/token" in l), None)
+    tot = next((i for i, l in enumerate(lines) if l.startswith("  all nodes")), None)
+    rows = lines[head + 2:tot] if head is not None and tot is not None else []
     if p.returncode != 0 or "the 4 slowest on either side" not in p.stdout or len(rows) != 4:
         fails.append(f"table: exit {p.returncode}, {len(rows)} node rows\n{p.stdout[-800:]}{p.stderr}")
     p = subprocess.run(base[:-1] + ["-1"], capture_output=True, text=True)
