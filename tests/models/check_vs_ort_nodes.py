@@ -1,7 +1,8 @@
 """bench/vs_ort --nodes on a fixture: both runtimes' per-node times come back
 (snug bench --nodes, ORT's profiler), matched by node name, and the table
-prints; the per-round ratios (paired_ratio) are reported, and with one round
-equal the ratios of the medians. One round of a tiny model: checks the
+prints; each node keeps its smallest time over the profiled passes; the
+per-round ratios (paired_ratio) are reported, and with one round equal the
+ratios of the medians. One round of a tiny model: checks the
 plumbing, not the speed.
 
     tests/models/py.sh tests/models/check_vs_ort_nodes.py --snug build/snug
@@ -60,6 +61,22 @@ def main() -> int:
     p = subprocess.run(base[:-1] + ["-1"], capture_output=True, text=True)
     if p.returncode != 2 or "must not be negative" not in p.stderr:
         fails.append(f"--nodes -1: exit {p.returncode}, {p.stderr.strip()[-200:]}")
+    p = subprocess.run(base + ["--node-passes", "0"], capture_output=True, text=True)
+    if p.returncode != 2 or "--node-passes must be at least 1" not in p.stderr:
+        fails.append(f"--node-passes 0: exit {p.returncode}, {p.stderr.strip()[-200:]}")
+    if d.get("node_passes") != 3:
+        fails.append(f"node_passes {d.get('node_passes')}, want the default 3")
+    # the per-node minimum over passes, on its own
+    import importlib.machinery
+    import importlib.util
+    loader = importlib.machinery.SourceFileLoader("vs_ort", os.path.join(ROOT, "bench", "vs_ort"))
+    spec = importlib.util.spec_from_loader("vs_ort", loader)
+    vs = importlib.util.module_from_spec(spec)
+    loader.exec_module(vs)
+    got = vs.min_nodes([{"a": ["MatMul", 2.0, 0.5], "b": ["Add", 1.0, 0.1]},
+                        {"a": ["MatMul", 1.5, 0.7], "c": ["Mul", 3.0, 0.3]}])
+    if got != {"a": ["MatMul", 1.5, 0.5], "b": ["Add", 1.0, 0.1], "c": ["Mul", 3.0, 0.3]}:
+        fails.append(f"min_nodes: {got}")
     for f in fails:
         print("FAIL", f)
     print(f"vs_ort --nodes: {len(common)} nodes in both, {'ok' if not fails else 'FAILED'}")
