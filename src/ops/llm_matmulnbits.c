@@ -388,10 +388,22 @@ static void mnb_panel_task(void *arg, int64_t c0, int64_t c1) {
 /* Groups of MNB4_GROUP columns per task, at least: tasks of at least about
  * MNB_TASK_MACS multiply-adds (~10 us of decode), so that the small
  * products of a decode step (k and v projections) are not cut into tasks
- * that cost more to hand out than to compute. */
-static int64_t mnb_grain(const mnb_geom *g) {
+ * that cost more to hand out than to compute. One row (decode, read from
+ * memory): about MNB_M1_TASKS tasks per thread, never fewer than one per
+ * thread; each task's columns are one ascending run of B, and every new
+ * run starts a memory stream afresh (SmolLM2 int4 decode, MatMulNBits
+ * per token: -7 to -13% against tasks of MNB_TASK_MACS; TinyLlama -3.5%;
+ * one and three tasks per thread were slower). */
+#define MNB_M1_TASKS 2
+static int64_t mnb_grain(const mnb_geom *g, int threads) {
     int64_t per = g->M * g->K * MNB4_GROUP;
-    return sn_imax(1, MNB_TASK_MACS / sn_imax(per, 1));
+    int64_t grain = sn_imax(1, MNB_TASK_MACS / sn_imax(per, 1));
+    if (g->M == 1 && threads > 1) {
+        int64_t groups = (g->N + MNB4_GROUP - 1) / MNB4_GROUP;
+        grain = sn_imax(grain, (groups + MNB_M1_TASKS * threads - 1) / (MNB_M1_TASKS * threads));
+        grain = sn_imin(grain, (groups + threads - 1) / threads);
+    }
+    return grain;
 }
 
 /* Float prefill path, 4 bits (sn_sgemm_bfn): rows [p0, p0 + kb) of the
@@ -549,11 +561,12 @@ int llm_mnb_run(sn_kctx *c) {
         j.ap = (const float *)p;
     }
     p += w.ap;
+    /* column groups, and per task at least */
+    int64_t groups = (g.N + MNB4_GROUP - 1) / MNB4_GROUP, grain = mnb_grain(&g, sn_pool_size(c->pool));
     if (g.unpacked) {
         j.u = (llm_mnbu_args){g.M, g.N, g.K, g.bits, g.bs, g.kb, a, j.b, j.sc, j.zpf, bias, y, g.N};
         if (g.M == 1) {
-            sn_pool_for(c->pool, (g.N + MNB4_GROUP - 1) / MNB4_GROUP, mnb_grain(&g), mnbu_m1_task,
-                        &j);
+            sn_pool_for(c->pool, groups, grain, mnbu_m1_task, &j);
         } else {
             j.panel = (float *)p;
             j.ldp = mnb_upanel_cols(&g);
@@ -571,14 +584,12 @@ int llm_mnb_run(sn_kctx *c) {
             j.q4.tiled = 1;
         }
         sn_pool_for(c->pool, g.M, 4, mnb4_prep_task, &j);
-        sn_pool_for(c->pool, (g.N + MNB4_GROUP - 1) / MNB4_GROUP, mnb_grain(&g), mnb4_cols_task,
-                    &j);
+        sn_pool_for(c->pool, groups, grain, mnb4_cols_task, &j);
     } else if (g.ort8) {
         sn_pool_for(c->pool, g.M, 1, mnb_quantize_a, &j);
         j.q8 = (llm_mnb8_args){g.M, g.N, g.kb, j.qa, j.sa, j.ab, j.b, j.sc, j.zp8, j.zp_stride, bias,
                                y, g.N};
-        sn_pool_for(c->pool, (g.N + MNB4_GROUP - 1) / MNB4_GROUP, mnb_grain(&g), mnb8_cols_task,
-                    &j);
+        sn_pool_for(c->pool, groups, grain, mnb8_cols_task, &j);
     } else if (g.gemm && g.bits == 4) {
         sn_sgemm_cb_ws(g.M, g.N, g.K, a, g.K, mnb_q4_block, &j, y, g.N, c->pool, p + w.panel,
                        sn_sgemm_workspace(g.M, g.N, g.K, sn_pool_size(c->pool)));
@@ -603,8 +614,7 @@ int llm_mnb_run(sn_kctx *c) {
             j.slot_bytes = llm_al((size_t)g.bs * sizeof(float));
             sn_pool_for(c->pool, MNB_SLOTS, 1, mnb_slot_task, &j);
         } else {
-            sn_pool_for(c->pool, (g.N + MNB4_GROUP - 1) / MNB4_GROUP, mnb_grain(&g),
-                        mnb_f32_group_task, &j);
+            sn_pool_for(c->pool, groups, grain, mnb_f32_group_task, &j);
         }
     }
     if (bias && !g.ort4 && !g.ort8 && !g.unpacked)
