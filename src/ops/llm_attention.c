@@ -104,60 +104,71 @@ typedef struct attn_job {
     int64_t kt_ld;
     char *slots;
     size_t slot_bytes;
+    int64_t unit;     /* decode: query rows per task, of one key/value head (0: rows spread over the slots) */
 } attn_job;
+
+/* Row r of the job ((b, h, s) in order) with its score scratch: true when
+ * it is to be computed, false when its setup masked it out (y zeroed). */
+static bool attn_make_row(const attn_job *j, int64_t r, float *scores, llm_attn_row *row) {
+    int64_t s = r % j->S, h = (r / j->S) % j->Nq, b = r / (j->S * j->Nq);
+    int64_t kh = h / (j->Nq / j->Nkv);
+    *row = (llm_attn_row){0};
+    row->q = j->q + r * j->H;
+    row->k = j->k + (b * j->Nkv + kh) * j->Lk * j->H;
+    row->v = j->v + (b * j->Nkv + kh) * j->Lk * j->Hv;
+    row->k_stride = j->H;
+    row->v_stride = j->Hv;
+    row->H = j->H;
+    row->Hv = j->Hv;
+    row->lo = 0;
+    row->hi = j->Lk;
+    row->mask_lo = 0;
+    row->mask_hi = j->Lk;
+    row->scale = j->scale;
+    row->softcap = j->softcap;
+    row->softcap_after_bias = j->softcap_after_bias;
+    row->zero_if_masked = j->zero_if_masked;
+    row->qk_out = j->qk ? j->qk + r * j->Lk : NULL;
+    row->qk_mode = j->qk_mode;
+    row->scores = scores;
+    if (j->kt) {
+        row->kt = j->kt + (b * j->Nkv + kh) * j->H * j->kt_ld;
+        row->kt_ld = j->kt_ld;
+    }
+    row->y = j->y + (j->y_bsnh ? ((b * j->S + s) * j->Nq + h) : r) * j->Hv;
+    if (!j->setup(j, b, h, s, row)) {
+        memset(row->y, 0, (size_t)j->Hv * sizeof(float));
+        return false;
+    }
+    if (row->qk_out) {
+        /* keys outside the computed range */
+        float fill = j->qk_mode == LLM_QK_PROBS ? 0.0f : -INFINITY;
+        for (int64_t t = 0; t < row->lo; t++)
+            row->qk_out[t] = fill;
+        for (int64_t t = row->hi; t < j->Lk; t++)
+            row->qk_out[t] = fill;
+    }
+    return true;
+}
+
+static float *slot_acc(const attn_job *j, int64_t slot, float **scores) {
+    float *acc = (float *)(j->slots + (size_t)slot * j->slot_bytes);
+    *scores = j->n_scores ? acc + llm_al((size_t)j->Hv * sizeof(float)) / sizeof(float) : NULL;
+    return acc;
+}
 
 static void attn_rows_task(void *arg, int64_t s0, int64_t s1) {
     const attn_job *j = arg;
     int64_t R = j->B * j->Nq * j->S;
-    int64_t grp = j->Nq / j->Nkv;
     int rows_max = j->rows > 0 ? j->rows : 1;
     for (int64_t slot = s0; slot < s1; slot++) {
-        float *acc = (float *)(j->slots + (size_t)slot * j->slot_bytes);
-        float *scores = j->n_scores ? acc + llm_al((size_t)j->Hv * sizeof(float)) / sizeof(float)
-                                    : NULL;
+        float *scores, *acc = slot_acc(j, slot, &scores);
         llm_attn_row group[LLM_ATTN_ROWS];
         int ng = 0;
         int64_t r1 = (slot + 1) * R / ATTN_SLOTS;
         for (int64_t r = slot * R / ATTN_SLOTS; r < r1; r++) {
-            int64_t s = r % j->S, h = (r / j->S) % j->Nq, b = r / (j->S * j->Nq);
-            int64_t kh = h / grp;
-            llm_attn_row row = {0};
-            row.q = j->q + r * j->H;
-            row.k = j->k + (b * j->Nkv + kh) * j->Lk * j->H;
-            row.v = j->v + (b * j->Nkv + kh) * j->Lk * j->Hv;
-            row.k_stride = j->H;
-            row.v_stride = j->Hv;
-            row.H = j->H;
-            row.Hv = j->Hv;
-            row.lo = 0;
-            row.hi = j->Lk;
-            row.mask_lo = 0;
-            row.mask_hi = j->Lk;
-            row.scale = j->scale;
-            row.softcap = j->softcap;
-            row.softcap_after_bias = j->softcap_after_bias;
-            row.zero_if_masked = j->zero_if_masked;
-            row.qk_out = j->qk ? j->qk + r * j->Lk : NULL;
-            row.qk_mode = j->qk_mode;
-            row.scores = scores ? scores + ng * j->n_scores : NULL;
-            if (j->kt) {
-                row.kt = j->kt + (b * j->Nkv + kh) * j->H * j->kt_ld;
-                row.kt_ld = j->kt_ld;
-            }
-            row.y = j->y + (j->y_bsnh ? ((b * j->S + s) * j->Nq + h) : r) * j->Hv;
-            if (!j->setup(j, b, h, s, &row)) {
-                memset(row.y, 0, (size_t)j->Hv * sizeof(float));
-            } else {
-                if (row.qk_out) {
-                    /* keys outside the computed range */
-                    float fill = j->qk_mode == LLM_QK_PROBS ? 0.0f : -INFINITY;
-                    for (int64_t t = 0; t < row.lo; t++)
-                        row.qk_out[t] = fill;
-                    for (int64_t t = row.hi; t < j->Lk; t++)
-                        row.qk_out[t] = fill;
-                }
-                group[ng++] = row;
-            }
+            if (attn_make_row(j, r, scores ? scores + ng * j->n_scores : NULL, &group[ng]))
+                ng++;
             /* consecutive rows of one head run together (llm_attn_rows_run) */
             bool more = r + 1 < r1 && (r + 1) % j->S != 0 && ng < rows_max;
             if (ng && !more) {
@@ -165,6 +176,25 @@ static void attn_rows_task(void *arg, int64_t s0, int64_t s1) {
                 ng = 0;
             }
         }
+    }
+}
+
+/* Decode (j->unit > 0): task u takes up to j->unit query heads of one
+ * key/value head, which llm_attn_rows_run reads once for all of them. */
+static void attn_units_task(void *arg, int64_t u0, int64_t u1) {
+    const attn_job *j = arg;
+    int64_t grp = j->Nq / j->Nkv, per = (grp + j->unit - 1) / j->unit;
+    for (int64_t u = u0; u < u1; u++) {
+        float *scores, *acc = slot_acc(j, u, &scores);
+        int64_t kvg = u / per, b = kvg / j->Nkv, kh = kvg % j->Nkv;
+        int64_t h0 = kh * grp + u % per * j->unit, h1 = sn_imin(h0 + j->unit, (kh + 1) * grp);
+        llm_attn_row group[LLM_ATTN_ROWS];
+        int ng = 0;
+        for (int64_t h = h0; h < h1; h++)
+            if (attn_make_row(j, b * j->Nq + h, scores ? scores + ng * j->n_scores : NULL, &group[ng]))
+                ng++;
+        if (ng)
+            llm_attn_rows_run(group, ng, acc);
     }
 }
 
@@ -178,7 +208,11 @@ static void attn_run_rows(attn_job *j, sn_pool *pool, carve *w) {
     j->slot_bytes = attn_slot_bytes(j->Hv, j->n_scores, j->rows);
     j->slots = w->p + w->used;
     w->used += ATTN_SLOTS * j->slot_bytes;
-    if (j->B * j->Nq * j->S > 0)
+    if (j->B * j->Nq * j->S == 0)
+        return;
+    if (j->unit > 0)
+        sn_pool_for(pool, j->B * j->Nkv * ((j->Nq / j->Nkv + j->unit - 1) / j->unit), 1, attn_units_task, j);
+    else
         sn_pool_for(pool, ATTN_SLOTS, 1, attn_rows_task, j);
 }
 
@@ -392,6 +426,8 @@ static size_t gqa_carve(int n_in, const sn_tensor *const *in, sn_tensor *const *
     return w->used;
 }
 
+#define GQA_DEC_UNIT 2 /* decode query rows per task (llm_attn_rows_run's pair) */
+
 int llm_gqa_prepare(sn_prep_ctx *c) {
     gqa_geom g;
     SN_TRY(gqa_geom_of(c->node, c->n_in, c->in, &g, c->err));
@@ -405,9 +441,10 @@ int llm_gqa_prepare(sn_prep_ctx *c) {
     float *fout[6];
     /* sizing pass: tensors with NULL data are never read */
     gqa_carve(c->n_in, c->in, (sn_tensor *const *)c->out, c->n_out, &g, &w, fin, fout);
-    /* prompt rows (keys transposed) score LLM_ATTN_ROWS rows at a time */
-    c->workspace = w.used +
-                   ATTN_SLOTS * attn_slot_bytes(g.H, LLM_ATTN_SCORES(g.Lc), g.S > 1 ? LLM_ATTN_ROWS : 1) + 64;
+    /* prompt rows (keys transposed) score LLM_ATTN_ROWS rows at a time,
+     * decode rows GQA_DEC_UNIT */
+    int rows = g.S > 1 ? LLM_ATTN_ROWS : GQA_DEC_UNIT;
+    c->workspace = w.used + ATTN_SLOTS * attn_slot_bytes(g.H, LLM_ATTN_SCORES(g.Lc), rows) + 64;
     return SNUG_OK;
 }
 
@@ -593,6 +630,14 @@ int llm_gqa_run(sn_kctx *c) {
         .softcap = sn_attr_float(c->node, "softcap", 0.0f), .setup = gqa_setup, .op = &o,
         .n_scores = LLM_ATTN_SCORES(Lc), .rows = fout[5] ? LLM_ATTN_ROWS : 1, .kt = fout[5], .kt_ld = Lc + 8,
     };
+    /* decode: query heads of one key/value head in pairs, which read its
+     * keys and values once (SmolLM2, three query heads per key/value head:
+     * two passes over the cache per head instead of three) */
+    int64_t per = (Nq / Nkv + GQA_DEC_UNIT - 1) / GQA_DEC_UNIT;
+    if (S == 1 && !fout[5] && Nq / Nkv > 1 && B * Nkv * per <= ATTN_SLOTS) {
+        j.unit = GQA_DEC_UNIT;
+        j.rows = GQA_DEC_UNIT;
+    }
     if (fout[5])
         for (int64_t b = 0; b < B; b++)
             for (int64_t h = 0; h < Nkv; h++)

@@ -928,9 +928,10 @@ ATTN_AVX2 static void attn_scores_rows_avx2(const llm_attn_row *rows, int R, int
     }
 }
 
-/* The rest of an ort row once its scores are in r->scores. */
-ATTN_AVX2 static void attn_row_ort_rest_avx2(const llm_attn_row *r, float *acc) {
-    int64_t n = r->hi - r->lo, Hv = r->Hv;
+/* An ort row's max, exps (in place of its scores) and the eight lanes of
+ * their sum (lane t takes keys lo + t mod 8). */
+ATTN_AVX2 static void attn_exps_avx2(const llm_attn_row *r, float l[8]) {
+    int64_t n = r->hi - r->lo;
     float *sc = r->scores;
     /* the maximum is exact in any order */
     __m256 mv = _mm256_set1_ps(-INFINITY);
@@ -956,8 +957,14 @@ ATTN_AVX2 static void attn_row_ort_rest_avx2(const llm_attn_row *r, float *acc) 
         _mm256_storeu_ps(sc + j, e);
         lanes = _mm256_add_ps(lanes, e);
     }
-    float l[8];
     _mm256_storeu_ps(l, lanes);
+}
+
+/* The rest of an ort row once its scores are in r->scores. */
+ATTN_AVX2 static void attn_row_ort_rest_avx2(const llm_attn_row *r, float *acc) {
+    int64_t n = r->hi - r->lo, Hv = r->Hv, j;
+    float *sc = r->scores, l[8];
+    attn_exps_avx2(r, l);
     const float *v = r->v + r->lo * r->v_stride;
     int fused = r->ort != 2;
     int64_t c = 0;
@@ -974,6 +981,72 @@ ATTN_AVX2 static void attn_row_ort_rest_avx2(const llm_attn_row *r, float *acc) 
     float inv = 1.0f / llm_sumexp_lanes_fold(l);
     for (c = 0; c < Hv; c++)
         r->y[c] = acc[c] * inv;
+}
+
+/* Two decode rows of one key/value head (GroupQueryAttention's query heads
+ * sharing it): the keys and values are read once for both. Per row and key
+ * the operations of attn_scores_avx2 (lanes over d, folded pairwise, four
+ * keys at a time here) and per row and column those of attn_vacc, so each
+ * row's bits are the one-row form's. H % 8 == 0, Hv % 32 == 0. */
+ATTN_AVX2 static void attn_dec_rows2_avx2(const llm_attn_row *rows) {
+    const llm_attn_row *r0 = &rows[0], *r1 = &rows[1];
+    int64_t n = r0->hi - r0->lo, H = r0->H, Hv = r0->Hv;
+    const __m256 scale = _mm256_set1_ps(r0->scale);
+    const float *k0 = r0->k + r0->lo * r0->k_stride, *v0 = r0->v + r0->lo * r0->v_stride;
+    for (int64_t j = 0; j < n; j += 4) {
+        const float *kp[4];
+        for (int t = 0; t < 4; t++) /* past the last key: repeat it */
+            kp[t] = k0 + (j + t < n ? j + t : n - 1) * r0->k_stride;
+        if (j % 8 == 0) { /* as attn_scores_avx2: keys ahead, the values of this block */
+            for (int t = 0; t < 8 && j + ATTN_PF_KEYS + t < n; t++)
+                for (int64_t d = 0; d < H; d += 16)
+                    _mm_prefetch((const char *)(k0 + (j + ATTN_PF_KEYS + t) * r0->k_stride + d), _MM_HINT_T0);
+            for (int t = 0; t < 8 && j + t < n; t++)
+                for (int64_t d = 0; d < Hv; d += 16)
+                    _mm_prefetch((const char *)(v0 + (j + t) * r0->v_stride + d), _MM_HINT_T0);
+        }
+        __m256 a[2][4];
+        for (int t = 0; t < 4; t++)
+            a[0][t] = a[1][t] = _mm256_setzero_ps();
+        for (int64_t d = 0; d < H; d += 8) {
+            __m256 q0 = _mm256_loadu_ps(r0->q + d), q1 = _mm256_loadu_ps(r1->q + d);
+#pragma GCC unroll 4
+            for (int t = 0; t < 4; t++) {
+                __m256 kv = _mm256_loadu_ps(kp[t] + d);
+                a[0][t] = _mm256_add_ps(a[0][t], _mm256_mul_ps(q0, kv));
+                a[1][t] = _mm256_add_ps(a[1][t], _mm256_mul_ps(q1, kv));
+            }
+        }
+        for (int i = 0; i < 2; i++) {
+            __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a[i][0], a[i][1]), _mm256_hadd_ps(a[i][2], a[i][3]));
+            __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+            _mm_storeu_ps(rows[i].scores + j, _mm_mul_ps(s4, _mm256_castps256_ps128(scale)));
+        }
+    }
+    float l0[8], l1[8];
+    attn_exps_avx2(r0, l0);
+    attn_exps_avx2(r1, l1);
+    const float *e0 = r0->scores, *e1 = r1->scores;
+    float inv0 = 1.0f / llm_sumexp_lanes_fold(l0), inv1 = 1.0f / llm_sumexp_lanes_fold(l1);
+    for (int64_t c = 0; c < Hv; c += 32) { /* 32 columns of both rows in registers */
+        __m256 b0[4], b1[4];
+        for (int i = 0; i < 4; i++)
+            b0[i] = b1[i] = _mm256_setzero_ps();
+        for (int64_t j = 0; j < n; j++) {
+            __m256 x0 = _mm256_broadcast_ss(e0 + j), x1 = _mm256_broadcast_ss(e1 + j);
+            const float *vj = v0 + j * r0->v_stride + c;
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++) {
+                __m256 vv = _mm256_loadu_ps(vj + 8 * i);
+                b0[i] = _mm256_add_ps(b0[i], _mm256_mul_ps(x0, vv));
+                b1[i] = _mm256_add_ps(b1[i], _mm256_mul_ps(x1, vv));
+            }
+        }
+        for (int i = 0; i < 4; i++) {
+            _mm256_storeu_ps(r0->y + c + 8 * i, _mm256_mul_ps(b0[i], _mm256_set1_ps(inv0)));
+            _mm256_storeu_ps(r1->y + c + 8 * i, _mm256_mul_ps(b1[i], _mm256_set1_ps(inv1)));
+        }
+    }
 }
 
 ATTN_AVX2 static void attn_row_ort_avx2(const llm_attn_row *r, float *acc) {
@@ -1042,8 +1115,25 @@ static bool attn_row_is_ort(const llm_attn_row *r) {
            !r->qk_out && r->mask_lo <= r->lo && r->mask_hi >= r->hi;
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+/* Two decode rows that read the same keys and values (attn_dec_rows2_avx2). */
+static bool attn_dec_pair(const llm_attn_row *rows, int R) {
+    if (R != 2)
+        return false;
+    const llm_attn_row *a = &rows[0], *b = &rows[1];
+    return attn_row_is_ort(a) && attn_row_is_ort(b) && a->ort == 2 && b->ort == 2 && a->scores && b->scores &&
+           a->k == b->k && a->v == b->v && a->lo == b->lo && a->hi == b->hi && a->k_stride == b->k_stride &&
+           a->v_stride == b->v_stride && a->H == b->H && a->Hv == b->Hv && a->scale == b->scale &&
+           a->H % 8 == 0 && a->Hv % 32 == 0;
+}
+#endif
+
 void llm_attn_rows_run(const llm_attn_row *rows, int R, float *acc) {
 #if defined(__x86_64__) && defined(__GNUC__)
+    if (attn_dec_pair(rows, R) && sn_cpu_avx2_fma()) {
+        attn_dec_rows2_avx2(rows);
+        return;
+    }
     bool group = R > 1 && R <= LLM_ATTN_ROWS && sn_cpu_avx2_fma();
     int64_t n = 0;
     for (int i = 0; i < R && group; i++) {

@@ -350,6 +350,33 @@ static void test_attn_ort_simd(void) {
                         break;
                     }
             }
+        /* two decode rows of one key/value head (GroupQueryAttention's
+         * query heads sharing it): keys and values read once for both, each
+         * row's bits those of the row run alone */
+        const int64_t dec[][2] = {{0, 1}, {0, 3}, {0, 4}, {0, 5}, {0, 8}, {0, 13}, {7, 160}, {0, 203}};
+        for (int di = 0; di < 8; di++) {
+            llm_attn_row rows[2];
+            for (int i = 0; i < 2; i++) {
+                fill(qs[i], H);
+                for (int64_t d = 0; d < H; d++)
+                    qs[i][d] *= 1.37f;
+                rows[i] = (llm_attn_row){.q = qs[i], .k = k, .v = v, .k_stride = H, .v_stride = HV, .H = H,
+                                         .Hv = HV, .lo = dec[di][0], .hi = dec[di][1], .mask_lo = 0, .mask_hi = L,
+                                         .scale = 0.125f, .ort = 2, .y = yw[i], .scores = scw[i]};
+                llm_attn_row_run(&rows[i], acc);
+                rows[i].y = ys[i];
+                rows[i].scores = scs[i];
+            }
+            llm_attn_rows_run(rows, 2, acc);
+            for (int i = 0; i < 2; i++)
+                if (memcmp(ys[i], yw[i], (size_t)HV * sizeof(float)) ||
+                    memcmp(scs[i], scw[i], (size_t)(rows[i].hi - rows[i].lo) * sizeof(float))) {
+                    fprintf(stderr, "FAIL attn decode pair: keys [%lld, %lld), row %d differs\n",
+                            (long long)dec[di][0], (long long)dec[di][1], i);
+                    g_fail = 1;
+                    break;
+                }
+        }
         fill(k, L * 5); /* as the check below expects */
         llm_attn_keys_t(k, L, 5, kt, L + 8);
     }
