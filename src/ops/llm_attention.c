@@ -179,11 +179,14 @@ static void attn_rows_task(void *arg, int64_t s0, int64_t s1) {
     }
 }
 
+/* Decode units of `unit` query heads per key/value head of `grp`. */
+static inline int64_t units_per_head(int64_t grp, int64_t unit) { return (grp + unit - 1) / unit; }
+
 /* Decode (j->unit > 0): task u takes up to j->unit query heads of one
  * key/value head, which llm_attn_rows_run reads once for all of them. */
 static void attn_units_task(void *arg, int64_t u0, int64_t u1) {
     const attn_job *j = arg;
-    int64_t grp = j->Nq / j->Nkv, per = (grp + j->unit - 1) / j->unit;
+    int64_t grp = j->Nq / j->Nkv, per = units_per_head(grp, j->unit);
     for (int64_t u = u0; u < u1; u++) {
         float *scores, *acc = slot_acc(j, u, &scores);
         int64_t kvg = u / per, b = kvg / j->Nkv, kh = kvg % j->Nkv;
@@ -211,7 +214,7 @@ static void attn_run_rows(attn_job *j, sn_pool *pool, carve *w) {
     if (j->B * j->Nq * j->S == 0)
         return;
     if (j->unit > 0)
-        sn_pool_for(pool, j->B * j->Nkv * ((j->Nq / j->Nkv + j->unit - 1) / j->unit), 1, attn_units_task, j);
+        sn_pool_for(pool, j->B * j->Nkv * units_per_head(j->Nq / j->Nkv, j->unit), 1, attn_units_task, j);
     else
         sn_pool_for(pool, ATTN_SLOTS, 1, attn_rows_task, j);
 }
@@ -633,8 +636,8 @@ int llm_gqa_run(sn_kctx *c) {
     /* decode: query heads of one key/value head in pairs, which read its
      * keys and values once (SmolLM2, three query heads per key/value head:
      * two passes over the cache per head instead of three) */
-    int64_t per = (Nq / Nkv + GQA_DEC_UNIT - 1) / GQA_DEC_UNIT;
-    if (S == 1 && !fout[5] && Nq / Nkv > 1 && B * Nkv * per <= ATTN_SLOTS) {
+    int64_t grp = Nq / Nkv;
+    if (S == 1 && !fout[5] && grp > 1 && B * Nkv * units_per_head(grp, GQA_DEC_UNIT) <= ATTN_SLOTS) {
         j.unit = GQA_DEC_UNIT;
         j.rows = GQA_DEC_UNIT;
     }

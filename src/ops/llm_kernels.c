@@ -771,9 +771,21 @@ ATTN_AVX2_INLINE __m256 attn_lanes8(const float *q, const float *const kp[8], in
     return _mm256_add_ps(_mm256_permute2f128_ps(h0, h1, 0x20), _mm256_permute2f128_ps(h0, h1, 0x31));
 }
 
-#ifndef ATTN_PF_KEYS
 #define ATTN_PF_KEYS 16 /* decode: keys fetched this far ahead of the scoring */
-#endif
+
+/* Decode rows, the block of eight keys at j (of n, from k0 / v0): the cache
+ * comes from memory (the weights streamed through it since the last step),
+ * so the keys ATTN_PF_KEYS ahead and the values this block's exps will
+ * weigh are fetched now. */
+ATTN_AVX2_INLINE void attn_prefetch_kv(const float *k0, int64_t ks, int64_t H, const float *v0, int64_t vs,
+                                       int64_t Hv, int64_t j, int64_t n) {
+    for (int t = 0; t < 8 && j + ATTN_PF_KEYS + t < n; t++)
+        for (int64_t d = 0; d < H; d += 16)
+            _mm_prefetch((const char *)(k0 + (j + ATTN_PF_KEYS + t) * ks + d), _MM_HINT_T0);
+    for (int t = 0; t < 8 && j + t < n; t++)
+        for (int64_t d = 0; d < Hv; d += 16)
+            _mm_prefetch((const char *)(v0 + (j + t) * vs + d), _MM_HINT_T0);
+}
 
 /* Scores of keys [0, n) of the row (from lo), times the scale, into sc; the
  * last block's lanes past n hold values of no key. */
@@ -787,15 +799,7 @@ ATTN_AVX2 static void attn_scores_avx2(const llm_attn_row *r, int64_t n, float *
             const float *kp[8];
             for (int t = 0; t < 8; t++) /* past the last key: repeat it */
                 kp[t] = k0 + (j + t < n ? j + t : n - 1) * r->k_stride;
-            /* the cache comes from memory (the weights streamed through
-             * since the last step): keys fetched ahead, and the values
-             * this block's exps will weigh */
-            for (int t = 0; t < 8 && j + ATTN_PF_KEYS + t < n; t++)
-                for (int64_t d = 0; d < H; d += 16)
-                    _mm_prefetch((const char *)(k0 + (j + ATTN_PF_KEYS + t) * r->k_stride + d), _MM_HINT_T0);
-            for (int t = 0; t < 8 && j + t < n; t++)
-                for (int64_t d = 0; d < r->Hv; d += 16)
-                    _mm_prefetch((const char *)(v0 + (j + t) * r->v_stride + d), _MM_HINT_T0);
+            attn_prefetch_kv(k0, r->k_stride, H, v0, r->v_stride, r->Hv, j, n);
             _mm256_storeu_ps(sc + j, _mm256_mul_ps(attn_lanes8(r->q, kp, H), scale));
         }
         return;
@@ -997,14 +1001,8 @@ ATTN_AVX2 static void attn_dec_rows2_avx2(const llm_attn_row *rows) {
         const float *kp[4];
         for (int t = 0; t < 4; t++) /* past the last key: repeat it */
             kp[t] = k0 + (j + t < n ? j + t : n - 1) * r0->k_stride;
-        if (j % 8 == 0) { /* as attn_scores_avx2: keys ahead, the values of this block */
-            for (int t = 0; t < 8 && j + ATTN_PF_KEYS + t < n; t++)
-                for (int64_t d = 0; d < H; d += 16)
-                    _mm_prefetch((const char *)(k0 + (j + ATTN_PF_KEYS + t) * r0->k_stride + d), _MM_HINT_T0);
-            for (int t = 0; t < 8 && j + t < n; t++)
-                for (int64_t d = 0; d < Hv; d += 16)
-                    _mm_prefetch((const char *)(v0 + (j + t) * r0->v_stride + d), _MM_HINT_T0);
-        }
+        if (j % 8 == 0)
+            attn_prefetch_kv(k0, r0->k_stride, H, v0, r0->v_stride, Hv, j, n);
         __m256 a[2][4];
         for (int t = 0; t < 4; t++)
             a[0][t] = a[1][t] = _mm256_setzero_ps();
