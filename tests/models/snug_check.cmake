@@ -43,3 +43,12 @@ add_test(NAME models.vs_ort_nodes
          WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(models.vs_ort_nodes PROPERTIES
   LABELS models TIMEOUT 300 FIXTURES_REQUIRED snug_models)
+
+# bench/ab_builds --nodes: per-node minima of two builds, grouped by name
+# (tests/models/check_ab_builds.py; tiny/genai, the same binary twice).
+add_test(NAME models.ab_builds_nodes
+         COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/py.sh ${CMAKE_CURRENT_LIST_DIR}/check_ab_builds.py
+                 --snug $<TARGET_FILE:snug>
+         WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(models.ab_builds_nodes PROPERTIES
+  LABELS models TIMEOUT 300 FIXTURES_REQUIRED snug_models)
