@@ -417,17 +417,28 @@ AVX2_INLINE __m256 swap12(__m256 v) {
 #define DEC_BYTES 96
 #define DEC_MAX_KB 96 /* blocks of eight columns decoded ahead on the stack (36 KiB) */
 
-AVX2_INLINE void pair_decode(const uint8_t *bcol, const float *sb, int64_t kb, char *dec) {
+/* A pair of the tiled layout (llm_mnb4_tile) back in block order: per lane
+ * [block b's units | block b + 1's], then b's halves together. */
+AVX2_INLINE __m256i untile_pair(const uint8_t *t) {
+    const __m256i unit = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
+                                          0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+    return _mm256_permute4x64_epi64(_mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)t), unit), 0xD8);
+}
+
+/* pst 0: bcol is a column [kb, 16]; else its first pair in the tiled
+ * layout, pairs pst apart (read in place, no copy of the column). */
+AVX2_INLINE void pair_decode(const uint8_t *bcol, int64_t pst, const float *sb, int64_t kb, char *dec) {
     const __m256i m0f = _mm256_set1_epi8(15);
     int64_t np = kb / 2;
     for (int64_t p = 0; p < np; p++, dec += DEC_BYTES) {
-        __m256i v = _mm256_loadu_si256((const __m256i *)(bcol + 32 * p));
+        __m256i v = pst ? untile_pair(bcol + p * pst) : _mm256_loadu_si256((const __m256i *)(bcol + 32 * p));
         _mm256_store_si256((__m256i *)dec, _mm256_and_si256(v, m0f));
         _mm256_store_si256((__m256i *)(dec + 32), _mm256_and_si256(_mm256_srli_epi16(v, 4), m0f));
         _mm256_store_ps((float *)(dec + 64), pat2(sb + 2 * p));
     }
     if (kb & 1) {
-        __m128i v = _mm_loadu_si128((const __m128i *)(bcol + 16 * (kb - 1)));
+        __m128i v = pst ? _mm256_castsi256_si128(untile_pair(bcol + np * pst))
+                        : _mm_loadu_si128((const __m128i *)(bcol + 16 * (kb - 1)));
         _mm_store_si128((__m128i *)dec, _mm_and_si128(v, _mm256_castsi256_si128(m0f)));
         _mm_store_si128((__m128i *)(dec + 32),
                         _mm_and_si128(_mm_srli_epi16(v, 4), _mm256_castsi256_si128(m0f)));
@@ -649,14 +660,10 @@ AVX2_INLINE void quad_tile(const int NR, const int TILED, const char *row, const
 AVX2_INLINE const uint8_t *col_bytes_avx2(const llm_mnb4_args *g, int64_t n, uint8_t *tmp) {
     if (!g->tiled)
         return g->b + n * g->kb * 16;
-    const __m256i unit = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
-                                          0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
     int64_t pst;
     const uint8_t *s = tiled_col(g->b, g->N, g->kb, n, &pst);
     for (int64_t p = 0; 2 * p < g->kb; p++, s += pst) {
-        /* per lane [block b's units | block b + 1's], then b's halves together */
-        __m256i v = _mm256_permute4x64_epi64(
-            _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)s), unit), 0xD8);
+        __m256i v = untile_pair(s);
         if (2 * p + 1 < g->kb)
             _mm256_storeu_si256((__m256i *)(tmp + 32 * p), v);
         else
@@ -786,9 +793,14 @@ AVX2 static void mnb4_cols_avx2(const llm_mnb4_args *g, int64_t n0, int64_t n1) 
             finish_rows(1, g, &row, &L, 0, n, nc, lanes, NULL);
             continue;
         }
+        /* B decoded ahead reads the tiles in place; the other paths want
+         * columns in block order */
+        bool decode = g->M > 1 && kb <= DEC_MAX_KB;
+        int64_t tst[8] = {0};
         if (g->tiled)
             for (int c = 0; c < nc; c++)
-                bc[c] = col_bytes_avx2(g, n + c, cols + (size_t)c * (size_t)kb * 16);
+                bc[c] = decode ? tiled_col(g->b, g->N, kb, n + c, &tst[c])
+                               : col_bytes_avx2(g, n + c, cols + (size_t)c * (size_t)kb * 16);
         const float *nzp = NULL;
         if (g->M > 1 && nc == 8 && kb <= NZ_MAX) {
             for (int64_t b = 0; b < kb; b++)
@@ -797,10 +809,10 @@ AVX2 static void mnb4_cols_avx2(const llm_mnb4_args *g, int64_t n0, int64_t n1) 
             nzp = nz;
         }
         const char *dc[8], *const *dcp = NULL;
-        if (g->M > 1 && kb <= DEC_MAX_KB) {
+        if (decode) {
             for (int c = 0; c < nc; c++) {
                 char *d = dec + (size_t)c * (size_t)((kb + 1) / 2) * DEC_BYTES;
-                pair_decode(bc[c], sbc[c], kb, d);
+                pair_decode(bc[c], tst[c], sbc[c], kb, d);
                 dc[c] = d;
             }
             dcp = dc;
