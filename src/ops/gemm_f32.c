@@ -26,10 +26,17 @@
 typedef void (*ukr_fn)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
                        float alpha, float beta, int m, int n);
 
+/* The last row panel of a block when it holds fewer than MR rows: panel
+ * pn at b + pn * ps, n valid columns over the span (ukr.tail_panels panels
+ * when m <= 2, else one). NULL: fn runs it, padded to MR rows. */
+typedef void (*tail_fn)(int64_t kc, const float *a, const float *b, int64_t ps, float *c, int64_t ldc,
+                        float alpha, float beta, int m, int n);
+
 typedef struct ukr {
     const char *name;
     int mr, nr;
     ukr_fn fn;
+    tail_fn tail;
 } ukr;
 
 /* Writes the m x n valid part of an accumulator tile into C. */
@@ -124,6 +131,55 @@ ukr_avx2_6x16(int64_t kc, const float *restrict a, const float *restrict b, floa
     }
     UKR_STORE(6, 16);
 }
+
+/* Short last row panels. 6 x 16 on a panel of m < 6 rows does the work of
+ * six (zero rows padded): a 128-row prefill has 21 full panels and one of
+ * two rows, ~4% of its products' time (M = 126: 49.7 ms, M = 128: 51.6 ms
+ * for 40 MLP-shaped products). R rows over P panels of 16 columns, R * 2P
+ * accumulators (8: enough chains for two FMA pipes of latency 4); each
+ * element the same fused chain over k from zero as in 6 x 16, and stored
+ * through UKR_STORE as 6 x 16 stores a partial tile: the same bits. A's
+ * panel keeps its stride of 6. */
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+tail_avx2(const int R, const int P, int64_t kc, const float *restrict a, const float *restrict b, int64_t ps,
+          float *restrict c, int64_t ldc, float alpha, float beta, int m, int n) {
+    __m256 r[4][4];
+    _Pragma("GCC unroll 4") for (int i = 0; i < R; i++)
+        _Pragma("GCC unroll 4") for (int h = 0; h < 2 * P; h++)
+            r[i][h] = _mm256_setzero_ps();
+    for (int i = 0; i < m; i++)
+        for (int h = 0; h < P; h++)
+            _mm_prefetch((const char *)(c + i * ldc + 16 * h), _MM_HINT_T0);
+    for (int64_t p = 0; p < kc; p++, a += 6, b += 16) {
+        __m256 bv[4];
+        _Pragma("GCC unroll 4") for (int h = 0; h < 2 * P; h++)
+            bv[h] = _mm256_loadu_ps(b + (h / 2) * ps + 8 * (h % 2));
+        _Pragma("GCC unroll 4") for (int i = 0; i < R; i++) {
+            __m256 x = _mm256_broadcast_ss(a + i);
+            _Pragma("GCC unroll 4") for (int h = 0; h < 2 * P; h++)
+                r[i][h] = _mm256_fmadd_ps(x, bv[h], r[i][h]);
+        }
+    }
+    float acc[4][32];
+    _Pragma("GCC unroll 4") for (int i = 0; i < R; i++)
+        _Pragma("GCC unroll 4") for (int h = 0; h < 2 * P; h++)
+            _mm256_storeu_ps(acc[i] + 8 * h, r[i][h]);
+    UKR_STORE(R, 16 * P);
+}
+
+/* m <= 2: two panels at once (n > 16), else one; m 3..4: 4 x 16; m 5: 6 x 16. */
+__attribute__((target("avx2,fma"))) static void
+tail_avx2_rows(int64_t kc, const float *a, const float *b, int64_t ps, float *c, int64_t ldc, float alpha,
+               float beta, int m, int n) {
+    if (m <= 2 && n > 16)
+        tail_avx2(2, 2, kc, a, b, ps, c, ldc, alpha, beta, m, n);
+    else if (m <= 2)
+        tail_avx2(2, 1, kc, a, b, ps, c, ldc, alpha, beta, m, n);
+    else if (m <= 4)
+        tail_avx2(4, 1, kc, a, b, ps, c, ldc, alpha, beta, m, n);
+    else
+        ukr_avx2_6x16(kc, a, b, c, ldc, alpha, beta, m, n);
+}
 #endif
 
 #if defined(__aarch64__) && defined(__ARM_NEON)
@@ -168,12 +224,12 @@ static void ukr_neon_8x8(int64_t kc, const float *restrict a, const float *restr
 }
 #endif
 
-static const ukr k_ukr_c = {"c6x8", 6, 8, ukr_c6x8};
+static const ukr k_ukr_c = {"c6x8", 6, 8, ukr_c6x8, NULL};
 #ifdef SN_HAVE_NEON_KERNEL
-static const ukr k_ukr_neon = {"neon-8x8", 8, 8, ukr_neon_8x8};
+static const ukr k_ukr_neon = {"neon-8x8", 8, 8, ukr_neon_8x8, NULL};
 #endif
 #ifdef SN_HAVE_AVX2_KERNEL
-static const ukr k_ukr_avx2 = {"avx2-6x16", 6, 16, ukr_avx2_6x16};
+static const ukr k_ukr_avx2 = {"avx2-6x16", 6, 16, ukr_avx2_6x16, tail_avx2_rows};
 #endif
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
@@ -939,8 +995,14 @@ static void gemm_task(void *arg, int64_t t0, int64_t t1) {
                         int m = (int)sn_imin(mr, mb - ir);
                         for (size_t e = nx_at + nx_step; nx && nx_at < e && nx_at < nx_bytes; nx_at += 64)
                             __builtin_prefetch(nx + nx_at);
-                        g->k->fn(kb, a + ir * kb, b + jr / nr * ps,
-                                 g->C + (i0 + ir) * g->ldc + j0 + jr, g->ldc, g->alpha, beta, m, n);
+                        float *c = g->C + (i0 + ir) * g->ldc + j0 + jr;
+                        if (m == mr || !g->k->tail)
+                            g->k->fn(kb, a + ir * kb, b + jr / nr * ps, c, g->ldc, g->alpha, beta, m, n);
+                        else if (m > 2) /* one panel */
+                            g->k->tail(kb, a + ir * kb, b + jr / nr * ps, ps, c, g->ldc, g->alpha, beta, m, n);
+                        else if (jr / nr % 2 == 0) /* this panel and the next (the odd ones are done) */
+                            g->k->tail(kb, a + ir * kb, b + jr / nr * ps, ps, c, g->ldc, g->alpha, beta, m,
+                                       (int)sn_imin(2 * nr, nb - jr));
                     }
                 }
             }

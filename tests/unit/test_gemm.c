@@ -153,6 +153,52 @@ int main(void) {
         sn_pool_free(p3);
     }
 
+    /* A last row panel of 1-5 rows (its own kernels where the set has them:
+     * two panels at once up to 2 rows, 4 x 16 up to 4) gives the bits those
+     * rows get inside a full panel: M = 13..17 against the first rows of
+     * M = 18, B prepacked and packed per block, serial and threaded, odd
+     * panel counts and a partial last panel, K across the slice boundary */
+    {
+        static const int64_t tn[] = {40, 53, 300}, tk[] = {300, 77};
+        for (int c = 0; c < 6; c++) {
+            int64_t N = tn[c % 3], K = tk[c / 3], Mf = 18;
+            float *A = malloc(sizeof(float) * (size_t)(Mf * K)), *B = malloc(sizeof(float) * (size_t)(K * N));
+            float *F = malloc(sizeof(float) * (size_t)(Mf * N)), *T = malloc(sizeof(float) * (size_t)(Mf * N));
+            void *pk = malloc(sn_sgemm_pack_b_bytes(SN_GEMM_ISA_BEST, N, K));
+            for (int64_t j = 0; j < Mf * K; j++)
+                A[j] = frand();
+            for (int64_t j = 0; j < K * N; j++)
+                B[j] = frand();
+            sn_sgemm_pack_b(SN_GEMM_ISA_BEST, 0, N, K, B, N, pk, NULL, NULL);
+            for (int packed = 0; packed < 2; packed++) {
+                sn_pool *p = c % 2 ? pool : NULL;
+                float beta = packed ? 0.0f : 1.0f;
+                for (int64_t j = 0; j < Mf * N; j++)
+                    F[j] = T[j] = (float)(j % 7);
+                if (packed)
+                    sn_sgemm_packed(0, Mf, 1.0f, A, K, pk, beta, F, N, p);
+                else
+                    sn_sgemm(0, 0, Mf, N, K, 1.0f, A, K, B, N, beta, F, N, p);
+                for (int64_t M = 13; M < Mf; M++) {
+                    if (packed)
+                        sn_sgemm_packed(0, M, 1.0f, A, K, pk, beta, T, N, p);
+                    else
+                        sn_sgemm(0, 0, M, N, K, 1.0f, A, K, B, N, beta, T, N, p);
+                    int bad = memcmp(T, F, sizeof(float) * (size_t)(M * N)) != 0;
+                    if (bad)
+                        fprintf(stderr, "FAIL sgemm %s M %lld N %lld K %lld: the last %lld rows' bits differ from "
+                                "a full panel's\n", packed ? "packed" : "blocked", (long long)M, (long long)N,
+                                (long long)K, (long long)(M % 6));
+                    fails += bad;
+                    runs++;
+                    for (int64_t j = 0; j < M * N; j++)
+                        T[j] = (float)(j % 7);
+                }
+            }
+            free(A), free(B), free(F), free(T), free(pk);
+        }
+    }
+
     /* B produced block by block by a callback (sn_sgemm_cb_ws): the same bits
      * as sn_sgemm_ws on that B with more than 8 rows (both blocked), near it
      * with fewer, serial and threaded, sizes across the K-slice and
