@@ -190,6 +190,125 @@ SN_CLONES static void smx_rows_f32(void *arg, int64_t b, int64_t e) {
     }
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define SMX_HAVE_AVX2 1
+#define SMX_AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) static inline
+
+/* sn_red_expf on eight lanes, operation for operation: the same bits
+ * (float min/max clamp as its integer one does for every input but NaN,
+ * which the caller has ruled out). */
+SMX_AVX2_INLINE __m256 smx_exp8(__m256 x) {
+    const __m256 magic = _mm256_set1_ps(12582912.0f);
+    __m256 xc = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
+    __m256 t = _mm256_fmadd_ps(xc, _mm256_set1_ps(1.44269504088896341f), magic);
+    __m256 nf = _mm256_sub_ps(t, magic);
+    __m256 r = _mm256_fmadd_ps(nf, _mm256_set1_ps(-0.693145751953125f), xc);
+    r = _mm256_fmadd_ps(nf, _mm256_set1_ps(-1.42860682030941723e-6f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+/* Softmax rows (inner == 1) with the bits of smx_rows_f32: the max (exact
+ * in any order) with a NaN flag, the exps summed in the same sixteen lanes
+ * (two vectors) folded as sn_red_lanes_sum folds them, then the tail in
+ * order, then one reciprocal and a product per element. The portable copy
+ * stages each block through a buffer to let GCC vectorize with y aliasing
+ * x, which made it about three times slower than ONNX Runtime's (30
+ * Softmax nodes of [1, 9, 128, 128]: 4.25 ms against 1.18). */
+__attribute__((target("avx2,fma"))) static void smx_soft_rows_avx2(void *arg, int64_t b, int64_t e) {
+    const smx_job *j = arg;
+    const int64_t L = j->L;
+    for (int64_t row = b; row < e; row++) {
+        const float *x = (const float *)j->x + row * L;
+        float *y = (float *)j->y + row * L;
+        __m256 m0 = _mm256_set1_ps(x[0]), m1 = m0;
+        __m256 un = _mm256_setzero_ps();
+        int64_t i = 0;
+        for (; i + 16 <= L; i += 16) {
+            __m256 v0 = _mm256_loadu_ps(x + i), v1 = _mm256_loadu_ps(x + i + 8);
+            m0 = _mm256_max_ps(m0, v0);
+            m1 = _mm256_max_ps(m1, v1);
+            un = _mm256_or_ps(un, _mm256_cmp_ps(v0, v1, _CMP_UNORD_Q));
+        }
+        m0 = _mm256_max_ps(m0, m1);
+        __m128 h = _mm_max_ps(_mm256_castps256_ps128(m0), _mm256_extractf128_ps(m0, 1));
+        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
+        float m = _mm_cvtss_f32(h);
+        int nan = _mm256_movemask_ps(un) != 0;
+        for (; i < L; i++) {
+            m = x[i] > m ? x[i] : m;
+            nan |= x[i] != x[i];
+        }
+        if (nan) {
+            for (i = 0; i < L; i++)
+                y[i] = NAN;
+            continue;
+        }
+        const __m256 mv = _mm256_set1_ps(m);
+        __m256 s0 = _mm256_setzero_ps(), s1 = s0;
+        for (i = 0; i + 32 <= L; i += 32) { /* four exps in flight: each is one long dependent chain */
+            __m256 e0 = smx_exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv));
+            __m256 e1 = smx_exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), mv));
+            __m256 e2 = smx_exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i + 16), mv));
+            __m256 e3 = smx_exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i + 24), mv));
+            _mm256_storeu_ps(y + i, e0);
+            _mm256_storeu_ps(y + i + 8, e1);
+            _mm256_storeu_ps(y + i + 16, e2);
+            _mm256_storeu_ps(y + i + 24, e3);
+            s0 = _mm256_add_ps(_mm256_add_ps(s0, e0), e2);
+            s1 = _mm256_add_ps(_mm256_add_ps(s1, e1), e3);
+        }
+        for (; i + 16 <= L; i += 16) {
+            __m256 e0 = smx_exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv));
+            __m256 e1 = smx_exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), mv));
+            _mm256_storeu_ps(y + i, e0);
+            _mm256_storeu_ps(y + i + 8, e1);
+            s0 = _mm256_add_ps(s0, e0);
+            s1 = _mm256_add_ps(s1, e1);
+        }
+        __m256 s8 = _mm256_add_ps(s0, s1); /* s8[j] = acc[j] + acc[j + 8] */
+        __m128 q = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+        _Alignas(16) float qv[4];
+        _mm_store_ps(qv, q); /* (s0 + s4), (s1 + s5), (s2 + s6), (s3 + s7) */
+        float s = (qv[0] + qv[1]) + (qv[2] + qv[3]);
+        for (; i < L; i++) {
+            float v = sn_red_expf(x[i] - m);
+            y[i] = v;
+            s += v;
+        }
+        const __m256 inv = _mm256_set1_ps(1.0f / s);
+        for (i = 0; i + 8 <= L; i += 8)
+            _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), inv));
+        for (; i < L; i++)
+            y[i] *= 1.0f / s;
+    }
+}
+#endif
+
+/* Softmax rows of float32: the AVX2 kernel where the CPU has it, the
+ * portable one otherwise (avx2 0 forces it; for the tests). */
+void sn_softmax_rows_f32(const float *x, float *y, int64_t rows, int64_t L, int avx2) {
+    smx_job j = {x, y, L, SMX_SOFT};
+#ifdef SMX_HAVE_AVX2
+    if (avx2 && sn_cpu_avx2_fma()) {
+        smx_soft_rows_avx2(&j, 0, rows);
+        return;
+    }
+#endif
+    (void)avx2;
+    smx_rows_f32(&j, 0, rows);
+}
+
 /* Along an axis with inner > 1: vectorized over the inner run, with the
  * per-column max and sum in ws (2 * inner values). In-place safe. */
 #define SMX_COLS(NAME, T, EXP, LOG)                                                   \
@@ -261,7 +380,12 @@ static int smx_run(sn_kctx *c) {
         if (inner == 1) {
             smx_job j = {x->data, y->data, L, kind};
             int64_t grain = sn_imax(1, 16384 / L);
-            sn_pool_for(c->pool, outer, grain, f32 ? smx_rows_f32 : smx_rows_f64, &j);
+            sn_range_fn fn = f32 ? smx_rows_f32 : smx_rows_f64;
+#ifdef SMX_HAVE_AVX2
+            if (f32 && kind == SMX_SOFT && sn_cpu_avx2_fma())
+                fn = smx_soft_rows_avx2;
+#endif
+            sn_pool_for(c->pool, outer, grain, fn, &j);
         } else if (f32) {
             float *m = c->ws, *s = (float *)((char *)c->ws + sn_red_align((size_t)inner * 8));
             smx_cols_f32(x->data, y->data, outer, L, inner, kind, m, s);

@@ -138,11 +138,17 @@ SN_RED_KERNEL float sn_red_max_f32(const float *x, int64_t n, bool is_min) {
 }
 
 /* exp(x) for float32, branch-free so loops over it vectorize: 2^n * e^r
- * with |r| <= ln2/2 and a degree-7 Taylor polynomial (relative error about
- * 1e-7). Inputs are clamped to [-87, 88] with integer compares on the bits
- * (float compares would keep GCC from if-converting at -O2): e^-87 ~ 1.6e-38
- * stands in for smaller results, including exp(-inf). NaN is not
- * preserved: callers check for it. */
+ * with |r| <= ln2/2 and a degree-7 Taylor polynomial in fused
+ * multiply-adds (relative error about 1e-7); n is read from the bits of
+ * the rounding sum x * log2(e) + 1.5 * 2^23. Inputs are clamped to
+ * [-87, 88] with integer compares on the bits (float compares would keep
+ * GCC from if-converting at -O2): e^-87 ~ 1.6e-38 stands in for smaller
+ * results, including exp(-inf). NaN is not preserved: callers check for
+ * it. Where the CPU has FMA (the x86-64-v3 clones, AArch64) fmaf is one
+ * instruction and the loops vectorize; the baseline x86-64 clone calls
+ * libm's, slowly, with the same bits. 17 vector operations per eight
+ * values (was 30 with separate products and sums: Softmax ran at a third
+ * of ONNX Runtime's speed). */
 SN_RED_KERNEL float sn_red_expf(float x) {
     union { float f; int32_t i; uint32_t u; } v = {.f = x}, sc;
     const int32_t lo = (int32_t)0xC2AE0000u; /* -87.0f */
@@ -156,21 +162,27 @@ SN_RED_KERNEL float sn_red_expf(float x) {
     b = (b & ~m) | (hi & m);
     v.i = b;
     float xc = v.f;
-    float t = xc * 1.44269504088896341f;
-    float nf = (t + 12582912.0f) - 12582912.0f; /* round to nearest */
-    float r = xc - nf * 0.693145751953125f;
-    r = r - nf * 1.42860682030941723e-6f;
+    union { float f; uint32_t u; } t = {.f = fmaf(xc, 1.44269504088896341f, 12582912.0f)};
+    float nf = t.f - 12582912.0f; /* n = round(x log2 e), |n| <= 127 */
+    float r = fmaf(nf, -0.693145751953125f, xc);
+    r = fmaf(nf, -1.42860682030941723e-6f, r);
     float p = 1.0f / 5040.0f;
-    p = p * r + 1.0f / 720.0f;
-    p = p * r + 1.0f / 120.0f;
-    p = p * r + 1.0f / 24.0f;
-    p = p * r + 1.0f / 6.0f;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    sc.u = (uint32_t)((int32_t)nf + 127) << 23;
+    p = fmaf(p, r, 1.0f / 720.0f);
+    p = fmaf(p, r, 1.0f / 120.0f);
+    p = fmaf(p, r, 1.0f / 24.0f);
+    p = fmaf(p, r, 1.0f / 6.0f);
+    p = fmaf(p, r, 0.5f);
+    p = fmaf(p, r, 1.0f);
+    p = fmaf(p, r, 1.0f);
+    /* t's bits are those of 1.5 * 2^23 plus n; shifted by 23 only the low 9
+     * bits count, where 1.5 * 2^23 has zeros: (n + 127) << 23 */
+    sc.u = (t.u + 127u) << 23;
     return p * sc.f;
 }
+
+/* Softmax over rows of L contiguous floats (norm.c): the AVX2 kernel where
+ * the CPU has one and avx2 != 0, else the portable one; the same bits. */
+void sn_softmax_rows_f32(const float *x, float *y, int64_t rows, int64_t L, int avx2);
 
 /* Rounds a workspace size up so that sub-arrays stay 16-byte aligned. */
 static inline size_t sn_red_align(size_t n) { return (n + 15) & ~(size_t)15; }
