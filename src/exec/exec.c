@@ -40,6 +40,11 @@ struct sn_exec {
     void **nstate;           /* owned [n_nodes]: prepared kernel state */
     size_t *nws;             /* owned [n_nodes]: workspace bytes */
     size_t *nws_off;         /* owned [n_nodes]: workspace offset in the arena */
+    int *glead;              /* owned [n_nodes]: first node of node i's group (i when alone) */
+    uint8_t *glen;           /* owned [n_nodes]: members of the group node i leads; 0 for the
+                              * other members, run by their leader (sn_op_def.run_group) */
+    const sn_tensor **gin;   /* owned scratch: SN_GROUP_MAX argument arrays for a group */
+    sn_tensor **gout;
     struct sn_exec **sub;    /* owned [sum of n_sub]: child executors, created lazily */
     int *sub_base;           /* owned [n_nodes]: index of node i's first child in sub */
     void **init_copy;        /* owned [n_values]: aligned copies of misaligned initializers */
@@ -64,6 +69,7 @@ struct sn_exec {
     uint8_t *copy_dropped;   /* owned [n_values]: aligned copy freed (every reader replaced it); made
                               * again by the next plan */
     size_t *copy_released;   /* owned [n_values]: bytes of that block handed back while packing */
+    bool no_groups;          /* snug.node_groups=0: find_groups forms none */
     bool weights_load;       /* snug.weights=load: every weight a kernel reads is read from the file
                               * into owned memory, nothing of the file is mapped (sn_exec_set_weights_load) */
     int prep_node;           /* node being prepared (release_cb) */
@@ -204,6 +210,8 @@ void sn_exec_set_weights_load(sn_exec *ex, bool on) {
 
 bool sn_exec_weights_load(const sn_exec *ex) { return ex->weights_load; }
 
+void sn_exec_set_groups(sn_exec *ex, bool on) { ex->no_groups = !on; }
+
 bool sn_exec_reads_file(const sn_exec *ex, const sn_tensor *t) {
     return ex && ex->weights_load && t->data && sn_model_maps(ex->g->model, t->data, sn_tensor_nbytes(t));
 }
@@ -245,6 +253,10 @@ int sn_exec_new(const sn_graph *g, sn_pool *pool, const sn_logger *log, sn_exec 
     ex->nstate = sn_calloc(nn, sizeof *ex->nstate);
     ex->nws = sn_calloc(nn, sizeof *ex->nws);
     ex->nws_off = sn_calloc(nn, sizeof *ex->nws_off);
+    ex->glead = sn_calloc(nn, sizeof *ex->glead);
+    ex->glen = sn_calloc(nn, 1);
+    ex->gin = sn_calloc((size_t)arg * SN_GROUP_MAX, sizeof *ex->gin);
+    ex->gout = sn_calloc((size_t)arg * SN_GROUP_MAX, sizeof *ex->gout);
     ex->sub_base = sn_calloc(nn, sizeof *ex->sub_base);
     ex->sub = sn_calloc((size_t)n_sub + 1, sizeof *ex->sub);
     ex->argin = sn_calloc((size_t)arg, sizeof *ex->argin);
@@ -262,7 +274,7 @@ int sn_exec_new(const sn_graph *g, sn_pool *pool, const sn_logger *log, sn_exec 
     if (!ex->vals || !ex->vkind || !ex->voff || !ex->valias || !ex->nmode || !ex->nstate || !ex->nws ||
         !ex->nws_off || !ex->sub_base || !ex->sub || !ex->argin || !ex->argout || !ex->sig || !ex->init_copy ||
         !ex->vdep || !ex->vcap || !ex->bounds || !ex->vreleased || !ex->copy_dropped || !ex->vstate ||
-        !ex->nreplaces || !ex->copy_released) {
+        !ex->nreplaces || !ex->copy_released || !ex->glead || !ex->glen || !ex->gin || !ex->gout) {
         sn_exec_free(ex);
         return sn_errf(err, SNUG_ERR_OOM, "out of memory");
     }
@@ -308,6 +320,10 @@ void sn_exec_free(sn_exec *ex) {
     sn_free(ex->nstate);
     sn_free(ex->nws);
     sn_free(ex->nws_off);
+    sn_free(ex->glead);
+    sn_free(ex->glen);
+    sn_free(ex->gin);
+    sn_free(ex->gout);
     sn_free(ex->sub_base);
     sn_free(ex->sub);
     sn_free(ex->argin);
@@ -568,6 +584,43 @@ static void release_cb(void *ctx, const void *p, size_t n) {
     sn_model_release_bytes(g->model, p, n);
 }
 
+/* Groups (sn_op_def.run_group): a static node whose op runs groups leads
+ * the static nodes right after it of the same op that read the same
+ * input 0, have only constant other inputs and no subgraphs, and that
+ * group_ok admits, up to SN_GROUP_MAX. */
+static void find_groups(sn_exec *ex) {
+    const sn_graph *g = ex->g;
+    for (int i = 0; i < g->n_nodes; i++) {
+        ex->glead[i] = i;
+        ex->glen[i] = 1;
+    }
+    for (int i = 0; i < g->n_nodes && !ex->no_groups; i++) {
+        const sn_node *a = &g->nodes[i];
+        if (ex->nmode[i] != NM_STATIC || !a->op->run_group || !a->op->group_ok || a->n_in < 1 || a->in[0] < 0 ||
+            a->n_sub)
+            continue;
+        int j = i + 1;
+        for (; j < g->n_nodes && j - i < SN_GROUP_MAX; j++) {
+            const sn_node *b = &g->nodes[j];
+            bool ok = ex->nmode[j] == NM_STATIC && b->op == a->op && b->n_in >= 1 && b->in[0] == a->in[0] &&
+                      !b->n_sub && a->op->group_ok(a, b);
+            for (int k = 1; k < b->n_in && ok; k++)
+                ok = b->in[k] < 0 || ex->vkind[b->in[k]] == VK_CONST || ex->vkind[b->in[k]] == VK_FOLDED;
+            if (!ok)
+                break;
+        }
+        if (j - i < 2)
+            continue;
+        ex->glen[i] = (uint8_t)(j - i);
+        for (int k = i + 1; k < j; k++) {
+            ex->glead[k] = i;
+            ex->glen[k] = 0;
+        }
+        ex->stats.n_grouped += j - i;
+        i = j - 1;
+    }
+}
+
 static int make_plan(sn_exec *ex, sn_err *err) {
     const sn_graph *g = ex->g;
     int rc = SNUG_OK;
@@ -721,6 +774,7 @@ static int make_plan(sn_exec *ex, sn_err *err) {
         plan_release(ex);
         return rc;
     }
+    find_groups(ex);
     /* Lifetimes: a view keeps its source alive as long as itself. */
     last = sn_malloc(sizeof *last * ((size_t)g->n_values + 1));
     share = sn_malloc(sizeof *share * ((size_t)g->n_values + 1));
@@ -752,7 +806,8 @@ static int make_plan(sn_exec *ex, sn_err *err) {
         share[v] = v;
     for (int i = 0; i < g->n_nodes; i++) {
         const sn_node *n = &g->nodes[i];
-        if (ex->nmode[i] != NM_STATIC || !(n->op->flags & SN_OP_INPLACE0) || n->n_in < 1 || n->n_out < 1)
+        if (ex->nmode[i] != NM_STATIC || !(n->op->flags & SN_OP_INPLACE0) || n->n_in < 1 || n->n_out < 1 ||
+            ex->glen[i] != 1) /* a group's input 0 is read by every member */
             continue;
         int a = n->in[0], o = n->out[0];
         if (a < 0 || o < 0 || ex->vkind[a] != VK_ARENA || ex->vkind[o] != VK_ARENA || last[a] != i ||
@@ -769,13 +824,16 @@ static int make_plan(sn_exec *ex, sn_err *err) {
     for (int v = 0; v < g->n_values; v++) {
         if (ex->vkind[v] != VK_ARENA || share[v] != v)
             continue;
-        blocks[nb] = (sn_block){sn_tensor_nbytes(&ex->vals[v]), g->values[v].producer, last[v], 0};
+        int from = g->values[v].producer; /* a group member's outputs are written by the leader */
+        if (from >= 0)
+            from = ex->glead[from];
+        blocks[nb] = (sn_block){sn_tensor_nbytes(&ex->vals[v]), from, last[v], 0};
         bval[nb++] = v;
     }
     for (int i = 0; i < g->n_nodes; i++) {
         if (ex->nmode[i] != NM_STATIC || !ex->nws[i])
             continue;
-        blocks[nb] = (sn_block){ex->nws[i], i, i, 0};
+        blocks[nb] = (sn_block){ex->nws[i], ex->glead[i], i, 0};
         bval[nb++] = -1 - i;
     }
     size_t total, lower;
@@ -832,6 +890,33 @@ static int call_kernel(sn_exec *ex, const sn_node *n, void *state, void *ws, sn_
     sn_kctx kc = {n, n->n_in, n->n_out, ex->argin, ex->argout, state, ws, ex->pool, ex, err};
     ex->cur_node = n->index;
     return n->op->run(&kc);
+}
+
+static int reinfer_node(sn_exec *ex, const sn_node *n, sn_err *err);
+
+/* The group node i leads (glen[i] members from i on), each member with
+ * its own arguments, state and workspace; reinfer: a bounded plan's run
+ * (every member's outputs inferred again first). */
+static int run_group(sn_exec *ex, int i, bool reinfer, sn_err *err) {
+    const sn_graph *g = ex->g;
+    int n = ex->glen[i];
+    sn_kctx kc[SN_GROUP_MAX], *cs[SN_GROUP_MAX];
+    for (int m = 0; m < n; m++) {
+        const sn_node *nd = &g->nodes[i + m];
+        if (reinfer)
+            SN_TRY(reinfer_node(ex, nd, err));
+        const sn_tensor **in = ex->gin + (size_t)m * (size_t)ex->arg_cap;
+        sn_tensor **out = ex->gout + (size_t)m * (size_t)ex->arg_cap;
+        for (int j = 0; j < nd->n_in; j++)
+            in[j] = nd->in[j] >= 0 ? &ex->vals[nd->in[j]] : NULL;
+        for (int j = 0; j < nd->n_out; j++)
+            out[j] = nd->out[j] >= 0 ? &ex->vals[nd->out[j]] : NULL;
+        kc[m] = (sn_kctx){nd, nd->n_in, nd->n_out, in, out, ex->nstate[i + m],
+                          ex->nws[i + m] ? ex->arena + ex->nws_off[i + m] : NULL, ex->pool, ex, err};
+        cs[m] = &kc[m];
+    }
+    ex->cur_node = i;
+    return g->nodes[i].op->run_group(cs, n);
 }
 
 static int run_dynamic(sn_exec *ex, const sn_node *n, sn_err *err) {
@@ -976,6 +1061,10 @@ static int run_nodes_in_bounds(sn_exec *ex, sn_err *err) {
                 return sn_kfail(err, n, SNUG_ERR_UNSUPPORTED, "cannot recompute this shape computation in a bounded plan");
             if ((rc = reinfer_node(ex, n, err)) == SNUG_OK)
                 rc = call_kernel(ex, n, NULL, NULL, err);
+        } else if (ex->glen[i] == 0) { /* run with its group's leader */
+            continue;
+        } else if (ex->glen[i] > 1) {
+            rc = run_group(ex, i, true, err);
         } else {
             if ((rc = reinfer_node(ex, n, err)) != SNUG_OK)
                 return rc;
@@ -1070,6 +1159,12 @@ static int run_nodes(sn_exec *ex, sn_err *err) {
         case NM_FOLDED:
             continue;
         case NM_STATIC:
+            if (ex->glen[i] == 0) /* run with its group's leader */
+                continue;
+            if (ex->glen[i] > 1) {
+                rc = run_group(ex, i, false, err);
+                break;
+            }
             if ((n->op->flags & SN_OP_VIEW0) && n->out[0] >= 0 && ex->vkind[n->out[0]] == VK_VIEW) {
                 ex->vals[n->out[0]].data = ex->vals[ex->valias[n->out[0]]].data;
                 bool others = false;
@@ -1333,6 +1428,7 @@ int sn_kctx_run_subgraph(sn_kctx *c, int k, int n_in, const sn_tensor *in, const
         SN_TRY(sn_exec_new(sg, ex->pool, ex->log, slot, c->err));
         (*slot)->parent = ex;
         sn_exec_set_weights_load(*slot, ex->weights_load);
+        (*slot)->no_groups = ex->no_groups;
     }
     sn_exec *se = *slot;
     /* The child's outputs of the previous call are released by this run. */

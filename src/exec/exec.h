@@ -18,6 +18,7 @@ typedef struct sn_exec_stats {
     size_t folded_bytes;     /* constant-folded values */
     int n_static, n_dynamic, n_folded; /* nodes by mode in the current plan */
     int n_inplace;           /* static nodes whose output reuses input 0's block */
+    int n_grouped;           /* static nodes run in groups of one op (sn_op_def.run_group) */
     int n_plans;             /* how many times a plan was made */
     size_t copied_init_bytes; /* weights copied because the file left them misaligned */
     size_t persistent_bytes; /* state buffers (sn_exec_add_state): the KV cache */
@@ -45,6 +46,10 @@ void sn_exec_time_nodes(sn_exec *ex, double *acc);
  * resident memory is exactly what the plan holds, whatever the page cache
  * holds. Off (the default): weights are read through the file map. */
 void sn_exec_set_weights_load(sn_exec *ex, bool on);
+/* snug.node_groups (default on): from the next plan on, consecutive nodes of
+ * an op that runs groups (sn_op_def.run_group) and read the same input run
+ * as one call; off: every node on its own. */
+void sn_exec_set_groups(sn_exec *ex, bool on);
 bool sn_exec_weights_load(const sn_exec *ex);
 /* For kernels: true when t's bytes must be read with sn_exec_read_const
  * (a weight left in the file under snug.weights=load). */

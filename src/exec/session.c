@@ -88,7 +88,7 @@ void snug_options_set_logger(snug_options *o, snug_log_fn fn, void *user, int le
 /* Keys this version understands; anything else is an error, not ignored. */
 static const char *const k_known_keys[] = {"snug.threads", "session.collect_node_memory_stats_to_file",
                                            "session.max_shape_override", "snug.static_allocation", "snug.weights",
-                                           "session.intra_op.allow_spinning", NULL};
+                                           "session.intra_op.allow_spinning", "snug.node_groups", NULL};
 
 /* A 0/1 key: *on = its value, or def when unset; anything else is an error. */
 static int opt_bool(const snug_options *opts, const char *key, bool def, bool *on, sn_err *err) {
@@ -223,8 +223,9 @@ int sn_session_open(const char *path, const snug_options *opts, sn_session **out
         rc = sn_errf(err, SNUG_ERR_INVALID_ARG, "snug.weights: '%s' is not 'map' or 'load'", wm);
         goto fail;
     }
-    bool spin;
-    if ((rc = opt_bool(opts, "session.intra_op.allow_spinning", true, &spin, err)) != SNUG_OK)
+    bool spin, groups;
+    if ((rc = opt_bool(opts, "session.intra_op.allow_spinning", true, &spin, err)) != SNUG_OK ||
+        (rc = opt_bool(opts, "snug.node_groups", true, &groups, err)) != SNUG_OK)
         goto fail;
     if ((rc = sn_model_load(path, &s->model, err)) != SNUG_OK)
         goto fail;
@@ -236,6 +237,7 @@ int sn_session_open(const char *path, const snug_options *opts, sn_session **out
     if ((rc = sn_exec_new(s->graph, s->pool, &s->log, &s->exec, err)) != SNUG_OK)
         goto fail;
     sn_exec_set_weights_load(s->exec, wm && !strcmp(wm, "load"));
+    sn_exec_set_groups(s->exec, groups);
     s->api_in = sn_calloc((size_t)s->graph->n_inputs + 1, sizeof *s->api_in);
     s->api_out = sn_calloc((size_t)s->graph->n_outputs + 1, sizeof *s->api_out);
     if (!s->api_in || !s->api_out) {

@@ -485,9 +485,27 @@ static void mnb_quantize_a(void *arg, int64_t m0, int64_t m1) {
         }
 }
 
-int llm_mnb_run(sn_kctx *c) {
+/* One call, set up (mnb_begin), computed (mnb_compute) and finished
+ * (mnb_end) in steps, so that a group of calls (llm_mnb_run_group) can
+ * share one column job between the first and the last step. */
+typedef struct mnb_call {
     mnb_geom g;
-    SN_TRY(mnb_geom_of(c->node, c->n_in, c->in, true, c->state != NULL, &g, c->err));
+    mnb_job j;
+    float *y;          /* [M, N] float: Y's data, or workspace converted at the end */
+    const float *bias;
+    sn_range_fn cols;  /* the job is column groups of MNB4_GROUP: this task, else NULL */
+    int64_t groups, grain;
+    char *p;           /* workspace past the buffers laid out */
+    mnb_ws w;
+    int stage;         /* MNB_DONE: nothing left; MNB_OUT: only the conversion of y */
+} mnb_call;
+
+enum { MNB_RUN = 0, MNB_OUT, MNB_DONE };
+
+static int mnb_begin(sn_kctx *c, mnb_call *k) {
+    mnb_geom *gp = &k->g;
+    SN_TRY(mnb_geom_of(c->node, c->n_in, c->in, true, c->state != NULL, gp, c->err));
+    const mnb_geom g = *gp;
     const mnb_state *st = c->state;
     const sn_tensor *A = c->in[0];
     sn_tensor *Y = c->out[0];
@@ -499,6 +517,9 @@ int llm_mnb_run(sn_kctx *c) {
     p += w.a;
     float *y = dt == SN_F32 ? Y->data : (float *)p;
     p += w.y;
+    k->y = y;
+    k->cols = NULL;
+    k->stage = MNB_RUN;
     const sn_tensor *bias_t = llm_has(c->n_in, c->in, 5) ? c->in[5] : NULL;
     const float *bias = NULL;
     if (bias_t) {
@@ -509,15 +530,19 @@ int llm_mnb_run(sn_kctx *c) {
             bias = (const float *)(p + w.sc + w.zp);
         }
     }
-    if (g.M * g.N == 0)
+    k->bias = bias;
+    if (g.M * g.N == 0) {
+        k->stage = MNB_DONE;
         return SNUG_OK;
+    }
     if (g.empty) {
         for (int64_t m = 0; m < g.M; m++)
             for (int64_t n = 0; n < g.N; n++)
                 y[m * g.N + n] = bias ? bias[n] : 0.0f;
-        goto out;
+        k->stage = MNB_OUT;
+        return SNUG_OK;
     }
-    mnb_job j = {.g = &g, .a = a, .y = y, .b = c->in[1]->data};
+    mnb_job j = {.g = gp, .a = a, .y = y, .b = c->in[1]->data};
     if (dt == SN_F32) {
         j.sc = c->in[2]->data;
         if (g.zp_kind == 2)
@@ -549,8 +574,8 @@ int llm_mnb_run(sn_kctx *c) {
         for (int64_t blk = 0; blk < g.kb; blk++) {
             int64_t k0 = blk * g.bs, len = sn_imin(g.bs, g.K - k0);
             float s = 0;
-            for (int64_t k = 0; k < len; k++)
-                s += a[m * g.K + k0 + k];
+            for (int64_t kk = 0; kk < len; kk++)
+                s += a[m * g.K + k0 + kk];
             ((float *)p)[m * g.kb + blk] = s;
         }
     p += w.asum;
@@ -562,67 +587,170 @@ int llm_mnb_run(sn_kctx *c) {
     }
     p += w.ap;
     /* column groups, and per task at least */
-    int64_t groups = (g.N + MNB4_GROUP - 1) / MNB4_GROUP, grain = mnb_grain(&g, sn_pool_size(c->pool));
+    k->groups = (g.N + MNB4_GROUP - 1) / MNB4_GROUP;
+    k->grain = mnb_grain(&g, sn_pool_size(c->pool));
     if (g.unpacked) {
         j.u = (llm_mnbu_args){g.M, g.N, g.K, g.bits, g.bs, g.kb, a, j.b, j.sc, j.zpf, bias, y, g.N};
-        if (g.M == 1) {
-            sn_pool_for(c->pool, groups, grain, mnbu_m1_task, &j);
-        } else {
-            j.panel = (float *)p;
-            j.ldp = mnb_upanel_cols(&g);
-            for (int64_t n0 = 0; n0 < g.N; n0 += j.ldp) {
-                j.n0 = n0;
-                j.nb = sn_imin(j.ldp, g.N - n0);
-                sn_pool_for(c->pool, (j.nb + 7) / 8, 2, mnbu_panel_task, &j);
-                sn_pool_for(c->pool, (j.nb + 15) / 16, 1, mnbu_gemm_task, &j);
-            }
-        }
+        if (g.M == 1)
+            k->cols = mnbu_m1_task;
     } else if (g.ort4) {
         j.q4 = (llm_mnb4_args){g.M, g.N, g.kb, j.qa, j.b, j.sc, j.zp8, j.zp_stride, bias, y, g.N};
         if (st && st->tiled) {
             j.q4.b = st->tiled;
             j.q4.tiled = 1;
         }
-        sn_pool_for(c->pool, g.M, 4, mnb4_prep_task, &j);
-        sn_pool_for(c->pool, groups, grain, mnb4_cols_task, &j);
+        k->cols = mnb4_cols_task;
     } else if (g.ort8) {
-        sn_pool_for(c->pool, g.M, 1, mnb_quantize_a, &j);
         j.q8 = (llm_mnb8_args){g.M, g.N, g.kb, j.qa, j.sa, j.ab, j.b, j.sc, j.zp8, j.zp_stride, bias,
                                y, g.N};
-        sn_pool_for(c->pool, groups, grain, mnb8_cols_task, &j);
+        k->cols = mnb8_cols_task;
+    } else if (!g.gemm && !g.int8) {
+        k->cols = mnb_f32_group_task;
+    }
+    k->j = j;
+    k->p = p;
+    k->w = w;
+    return SNUG_OK;
+}
+
+/* What comes before the column job, on the call's own buffers: A's rows
+ * prepared or quantized, y zeroed for the paths that add into it. */
+static void mnb_before_cols(sn_kctx *c, mnb_call *k) {
+    if (k->g.ort4)
+        sn_pool_for(c->pool, k->g.M, 4, mnb4_prep_task, &k->j);
+    else if (k->g.ort8)
+        sn_pool_for(c->pool, k->g.M, 1, mnb_quantize_a, &k->j);
+    else if (!k->g.unpacked)
+        memset(k->y, 0, (size_t)(k->g.M * k->g.N) * sizeof(float));
+}
+
+static void mnb_compute(sn_kctx *c, mnb_call *k) {
+    const mnb_geom g = k->g;
+    mnb_job *j = &k->j;
+    char *p = k->p;
+    const mnb_ws w = k->w;
+    if (k->cols) {
+        mnb_before_cols(c, k);
+        sn_pool_for(c->pool, k->groups, k->grain, k->cols, j);
+    } else if (g.unpacked) {
+        j->panel = (float *)p;
+        j->ldp = mnb_upanel_cols(&g);
+        for (int64_t n0 = 0; n0 < g.N; n0 += j->ldp) {
+            j->n0 = n0;
+            j->nb = sn_imin(j->ldp, g.N - n0);
+            sn_pool_for(c->pool, (j->nb + 7) / 8, 2, mnbu_panel_task, j);
+            sn_pool_for(c->pool, (j->nb + 15) / 16, 1, mnbu_gemm_task, j);
+        }
     } else if (g.gemm && g.bits == 4) {
-        sn_sgemm_cb_ws(g.M, g.N, g.K, a, g.K, mnb_q4_block, &j, y, g.N, c->pool, p + w.panel,
+        sn_sgemm_cb_ws(g.M, g.N, g.K, j->a, g.K, mnb_q4_block, j, k->y, g.N, c->pool, p + w.panel,
                        sn_sgemm_workspace(g.M, g.N, g.K, sn_pool_size(c->pool)));
     } else if (g.gemm) {
-        j.panel = (float *)p;
+        j->panel = (float *)p;
         void *gws = p + w.panel;
         int64_t nbmax = mnb_panel_cols(&g);
         size_t gsize = sn_sgemm_workspace(g.M, nbmax, g.K, sn_pool_size(c->pool));
         for (int64_t n0 = 0; n0 < g.N; n0 += nbmax) {
             int64_t nb = sn_imin(nbmax, g.N - n0);
-            j.n0 = n0;
-            j.nb = nb;
-            sn_pool_for(c->pool, nb, 8, mnb_panel_task, &j);
-            sn_sgemm_ws(0, 1, g.M, nb, g.K, 1.0f, a, g.K, j.panel, g.K, 0.0f, y + n0, g.N, c->pool,
+            j->n0 = n0;
+            j->nb = nb;
+            sn_pool_for(c->pool, nb, 8, mnb_panel_task, j);
+            sn_sgemm_ws(0, 1, g.M, nb, g.K, 1.0f, j->a, g.K, j->panel, g.K, 0.0f, k->y + n0, g.N, c->pool,
                         gws, gsize);
         }
-    } else {
-        memset(y, 0, (size_t)(g.M * g.N) * sizeof(float));
-        if (g.int8) {
-            sn_pool_for(c->pool, g.M, 1, mnb_quantize_a, &j);
-            j.slots = p;
-            j.slot_bytes = llm_al((size_t)g.bs * sizeof(float));
-            sn_pool_for(c->pool, MNB_SLOTS, 1, mnb_slot_task, &j);
-        } else {
-            sn_pool_for(c->pool, groups, grain, mnb_f32_group_task, &j);
+    } else { /* int8 without a layout of its own */
+        memset(k->y, 0, (size_t)(g.M * g.N) * sizeof(float));
+        sn_pool_for(c->pool, g.M, 1, mnb_quantize_a, j);
+        j->slots = p;
+        j->slot_bytes = llm_al((size_t)g.bs * sizeof(float));
+        sn_pool_for(c->pool, MNB_SLOTS, 1, mnb_slot_task, j);
+    }
+}
+
+static void mnb_end(sn_kctx *c, mnb_call *k) {
+    const mnb_geom *g = &k->g;
+    if (k->stage == MNB_DONE)
+        return;
+    if (k->stage == MNB_RUN && k->bias && !g->ort4 && !g->ort8 && !g->unpacked)
+        for (int64_t m = 0; m < g->M; m++)
+            for (int64_t n = 0; n < g->N; n++)
+                k->y[m * g->N + n] += k->bias[n];
+    if (c->in[0]->dtype != SN_F32)
+        llm_from_f32(c->in[0]->dtype, k->y, c->out[0]->data, g->M * g->N);
+}
+
+int llm_mnb_run(sn_kctx *c) {
+    mnb_call k;
+    SN_TRY(mnb_begin(c, &k));
+    if (k.stage == MNB_RUN)
+        mnb_compute(c, &k);
+    mnb_end(c, &k);
+    return SNUG_OK;
+}
+
+/* Group members: one A (the executor checks), the same depth and format. */
+bool llm_mnb_group_ok(const sn_node *first, const sn_node *next) {
+    static const char *const keys[] = {"K", "bits", "block_size", "accuracy_level"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (sn_attr_int(first, keys[i], -1) != sn_attr_int(next, keys[i], -1))
+            return false;
+    return true;
+}
+
+/* Column groups [s0, s1) of a group's joint job: member i owns
+ * [first[i], first[i + 1]). */
+typedef struct mnb_group_job {
+    mnb_call *k;
+    int n;
+    int64_t first[SN_GROUP_MAX + 1];
+} mnb_group_job;
+
+static void mnb_group_task(void *arg, int64_t s0, int64_t s1) {
+    const mnb_group_job *gj = arg;
+    for (int i = 0; i < gj->n; i++) {
+        int64_t a = sn_imax(s0, gj->first[i]), b = sn_imin(s1, gj->first[i + 1]);
+        if (a < b)
+            gj->k[i].cols(&gj->k[i].j, a - gj->first[i], b - gj->first[i]);
+    }
+}
+
+/* A group of calls (sn_op_def.run_group). With one row each and the same
+ * column path, their column groups are one job: one hand-out to the pool
+ * and one wait instead of one per node, and the threads' runs of columns
+ * go on from one B into the next instead of each node's B starting fresh
+ * streams (SmolLM2 int4 decode: q/k/v and gate/up, 90 of its 211
+ * MatMulNBits calls a step). Every member computes exactly what its own
+ * run would. Otherwise they run one by one. */
+int llm_mnb_run_group(sn_kctx *const *cs, int n) {
+    mnb_call k[SN_GROUP_MAX];
+    bool joint = n > 1 && n <= SN_GROUP_MAX;
+    for (int i = 0; i < n && joint; i++) {
+        SN_TRY(mnb_begin(cs[i], &k[i]));
+        joint = k[i].stage == MNB_RUN && k[i].cols && k[i].cols == k[0].cols && k[i].g.M == 1;
+        if (!joint) { /* the ones begun so far run alone; the rest below */
+            for (int r = 0; r <= i; r++) {
+                if (k[r].stage == MNB_RUN)
+                    mnb_compute(cs[r], &k[r]);
+                mnb_end(cs[r], &k[r]);
+            }
+            for (int r = i + 1; r < n; r++)
+                SN_TRY(llm_mnb_run(cs[r]));
+            return SNUG_OK;
         }
     }
-    if (bias && !g.ort4 && !g.ort8 && !g.unpacked)
-        for (int64_t m = 0; m < g.M; m++)
-            for (int64_t n = 0; n < g.N; n++)
-                y[m * g.N + n] += bias[n];
-out:
-    if (dt != SN_F32)
-        llm_from_f32(dt, y, Y->data, g.M * g.N);
+    if (!joint) { /* n out of range */
+        for (int r = 0; r < n; r++)
+            SN_TRY(llm_mnb_run(cs[r]));
+        return SNUG_OK;
+    }
+    mnb_group_job gj = {k, n, {0}};
+    for (int i = 0; i < n; i++) {
+        mnb_before_cols(cs[i], &k[i]);
+        gj.first[i + 1] = gj.first[i] + k[i].groups;
+    }
+    mnb_geom all = k[0].g; /* the job's grain as for one product of every column */
+    all.N = gj.first[n] * MNB4_GROUP;
+    sn_pool_for(cs[0]->pool, gj.first[n], mnb_grain(&all, sn_pool_size(cs[0]->pool)), mnb_group_task, &gj);
+    for (int i = 0; i < n; i++)
+        mnb_end(cs[i], &k[i]);
     return SNUG_OK;
 }

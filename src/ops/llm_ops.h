@@ -10,6 +10,8 @@ int llm_mnb_infer(sn_infer_ctx *c);
 int llm_mnb_prepare(sn_prep_ctx *c);
 void llm_mnb_free(void *state);
 int llm_mnb_run(sn_kctx *c);
+bool llm_mnb_group_ok(const sn_node *first, const sn_node *next);
+int llm_mnb_run_group(sn_kctx *const *cs, int n);
 
 /* llm_attention.c */
 int llm_gqa_infer(sn_infer_ctx *c);

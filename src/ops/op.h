@@ -119,6 +119,18 @@ enum {
     SN_OP_KV_SHARE = 1u << 6,
 };
 
+/* Groups: consecutive static nodes of one op that read the same input 0
+ * and whose other inputs are constant (a decode step's q, k and v
+ * projections; gate and up) may be run by one call, so that their work
+ * can be one job for the thread pool. group_ok(first, next): next may
+ * join first's group. run_group gets every member's context (its own
+ * state, workspace and outputs) and must compute all of them, as run
+ * would one after the other. The executor plans each member's outputs
+ * and workspace live from the first member on. */
+#define SN_GROUP_MAX 4
+typedef bool (*sn_group_ok_fn)(const sn_node *first, const sn_node *next);
+typedef int (*sn_run_group_fn)(sn_kctx *const *cs, int n);
+
 typedef struct sn_op_def {
     const char *domain;  /* "" = ai.onnx, "com.microsoft", ... */
     const char *name;    /* op_type */
@@ -129,6 +141,8 @@ typedef struct sn_op_def {
     sn_free_fn free_state; /* may be NULL */
     unsigned flags;
     sn_estimate_fn estimate; /* Level-1 workspace estimate; NULL: no scratch */
+    sn_group_ok_fn group_ok; /* NULL: never grouped */
+    sn_run_group_fn run_group;
 } sn_op_def;
 
 /* Finds the def for (domain, name) at the given opset: the one with the

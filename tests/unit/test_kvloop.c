@@ -378,6 +378,62 @@ done:
     sn_session_close(s);
 }
 
+/* snug.node_groups: the same logits, bit for bit, with the MatMulNBits
+ * groups (q/k/v, gate/up run as one job) and without, over a prefill and
+ * decode steps; and the groups are there (counted in the plan's stats). */
+static void check_groups(const char *root, const char *preset, const char *style) {
+    char path[2048];
+    if (snprintf(path, sizeof path, "%s/%s/%s/model.onnx", root, preset, style) >= (int)sizeof path)
+        return;
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        printf("SKIP groups %s/%s: %s missing\n", preset, style, path);
+        return;
+    }
+    sn_session *s[2] = {NULL, NULL};
+    sn_kvloop *l[2] = {NULL, NULL};
+    sn_err err = {0};
+    for (int k = 0; k < 2; k++) {
+        snug_options *opts = snug_options_new();
+        snug_options_set(opts, "snug.threads", "2");
+        snug_options_set(opts, "snug.node_groups", k ? "1" : "0");
+        int rc = sn_session_open(path, opts, &s[k], &err);
+        snug_options_free(opts);
+        CHECK(rc == SNUG_OK, "open %s: %s", path, err.msg);
+        if (rc != SNUG_OK)
+            goto done;
+        rc = sn_kvloop_new(s[k], 64, &l[k], &err);
+        CHECK(rc == SNUG_OK, "kvloop %s: %s", path, err.msg);
+        if (rc != SNUG_OK)
+            goto done;
+    }
+    int64_t vocab = 0, ids[7] = {5, 17, 101, 9, 33, 2, 64}, next = 0;
+    for (int step = 0; step < 9; step++) {
+        const float *lg[2] = {NULL, NULL};
+        for (int k = 0; k < 2; k++) {
+            int rc = step == 0 ? sn_kvloop_prefill(l[k], ids, 7, &lg[k], &err)
+                               : sn_kvloop_decode(l[k], next, &lg[k], &err);
+            CHECK(rc == SNUG_OK, "%s/%s step %d: %s", preset, style, step, err.msg);
+            if (rc != SNUG_OK)
+                goto done;
+        }
+        vocab = sn_kvloop_get_info(l[0])->vocab;
+        int64_t rows = step == 0 ? 7 : 1; /* the prefill's logits: every position */
+        CHECK(memcmp(lg[0], lg[1], sizeof(float) * (size_t)(rows * vocab)) == 0,
+              "%s/%s step %d: logits with node groups differ from those without", preset, style, step);
+        next = sn_argmax_f32(lg[1] + (rows - 1) * vocab, vocab);
+    }
+    int grouped[2] = {sn_exec_get_stats(s[0]->exec)->n_grouped, sn_exec_get_stats(s[1]->exec)->n_grouped};
+    CHECK(grouped[0] == 0 && grouped[1] > 0, "%s/%s: %d and %d nodes in groups (want 0 and some)", preset, style,
+          grouped[0], grouped[1]);
+    printf("groups %s/%s: %d nodes in groups, the same logits\n", preset, style, grouped[1]);
+done:
+    for (int k = 0; k < 2; k++) {
+        sn_kvloop_free(l[k]);
+        sn_session_close(s[k]);
+    }
+}
+
 int main(void) {
     const char *env = getenv("SNUG_MODELS");
     char root[1024];
@@ -398,6 +454,9 @@ int main(void) {
     check_fixture(root, "smollm2-135m", "optimum", "map");
     /* int4 MatMulNBits from tiled weights (plans at bounds tile them), read into owned memory */
     check_fixture(root, "smollm2-135m", "genai", "load");
+    check_groups(root, "tiny", "genai");
+    check_groups(root, "tiny", "genai-acc0");
+    check_groups(root, "smollm2-135m", "genai");
     check_stories();
     check_state_api();
     if (g_fail) {
