@@ -302,6 +302,16 @@ AVX2 static void dq4_panel_avx2(const uint8_t *b, int64_t bstride, const float *
     int64_t c0 = 0, k1 = k0 + kn;
     const __m128i m0f = _mm_set1_epi8(15);
     for (; c0 + 8 <= nc; c0 += 8) {
+        /* The next eight columns' codes and scales for these k, fetched
+         * while these are expanded: B comes from memory, eight columns
+         * bstride apart, and the loads below waited for it */
+        for (int c = 8; c < 16; c++) {
+            int64_t n = c0 + c;
+            const char *nb = (const char *)(b + n * bstride + k0 / 2);
+            for (int64_t o = 0; o < kn / 2; o += 64)
+                _mm_prefetch(nb + o, _MM_HINT_T0);
+            _mm_prefetch((const char *)(sc + n * sstride + k0 / bs), _MM_HINT_T0);
+        }
         int64_t kk = k0;
         for (; kk + 32 <= k1; kk += 32) {
             int64_t blk = kk / bs;
