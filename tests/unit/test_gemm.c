@@ -64,6 +64,19 @@ static int cb_check(int64_t M, int64_t N, int64_t K, sn_pool *pool) {
     return bad;
 }
 
+/* Random A [M, K] and B [K, N] (malloc'd), and B packed for the best kernel set. */
+static void *rand_packed(int64_t M, int64_t N, int64_t K, float **A, float **B) {
+    *A = malloc(sizeof(float) * (size_t)(M * K));
+    *B = malloc(sizeof(float) * (size_t)(K * N));
+    void *pk = malloc(sn_sgemm_pack_b_bytes(SN_GEMM_ISA_BEST, N, K));
+    for (int64_t j = 0; j < M * K; j++)
+        (*A)[j] = frand();
+    for (int64_t j = 0; j < K * N; j++)
+        (*B)[j] = frand();
+    sn_sgemm_pack_b(SN_GEMM_ISA_BEST, 0, N, K, *B, N, pk, NULL, NULL);
+    return pk;
+}
+
 int main(void) {
     g_rng = 0x9E3779B97F4A7C15ull;
     static const int64_t sizes[] = {1, 3, 7, 17, 33, 65, 129};
@@ -130,14 +143,9 @@ int main(void) {
             pools[2] = p3;
         for (int c = 0; c < 4; c++) {
             int64_t N = gn[c], K = gk[c], M = 7;
-            float *A = malloc(sizeof(float) * (size_t)(M * K)), *B = malloc(sizeof(float) * (size_t)(K * N));
+            float *A, *B;
+            void *pk = rand_packed(M, N, K, &A, &B);
             float *C = malloc(sizeof(float) * (size_t)(M * N)), *C1 = malloc(sizeof(float) * (size_t)N);
-            void *pk = malloc(sn_sgemm_pack_b_bytes(SN_GEMM_ISA_BEST, N, K));
-            for (int64_t j = 0; j < M * K; j++)
-                A[j] = frand();
-            for (int64_t j = 0; j < K * N; j++)
-                B[j] = frand();
-            sn_sgemm_pack_b(SN_GEMM_ISA_BEST, 0, N, K, B, N, pk, NULL, NULL);
             sn_sgemm_packed(0, M, 1.0f, A, K, pk, 0.0f, C, N, pool);
             for (int t = 0; t < 3; t++) {
                 sn_sgemm_packed(0, 1, 1.0f, A + 3 * K, K, pk, 0.0f, C1, N, pools[t]);
@@ -162,14 +170,9 @@ int main(void) {
         static const int64_t tn[] = {40, 53, 300}, tk[] = {300, 77};
         for (int c = 0; c < 6; c++) {
             int64_t N = tn[c % 3], K = tk[c / 3], Mf = 18;
-            float *A = malloc(sizeof(float) * (size_t)(Mf * K)), *B = malloc(sizeof(float) * (size_t)(K * N));
+            float *A, *B;
+            void *pk = rand_packed(Mf, N, K, &A, &B);
             float *F = malloc(sizeof(float) * (size_t)(Mf * N)), *T = malloc(sizeof(float) * (size_t)(Mf * N));
-            void *pk = malloc(sn_sgemm_pack_b_bytes(SN_GEMM_ISA_BEST, N, K));
-            for (int64_t j = 0; j < Mf * K; j++)
-                A[j] = frand();
-            for (int64_t j = 0; j < K * N; j++)
-                B[j] = frand();
-            sn_sgemm_pack_b(SN_GEMM_ISA_BEST, 0, N, K, B, N, pk, NULL, NULL);
             for (int packed = 0; packed < 2; packed++) {
                 sn_pool *p = c % 2 ? pool : NULL;
                 float beta = packed ? 0.0f : 1.0f;
