@@ -5,23 +5,17 @@ on their own; a bad count is refused. Checks the plumbing, not the speed.
 
     tests/models/py.sh tests/models/check_ab_builds.py --snug build/snug
 """
-import argparse
 import importlib.machinery
 import importlib.util
 import os
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench_checks import ROOT, fixture_args
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--snug", required=True)
-    ap.add_argument("--models", default=os.environ.get("SNUG_MODELS", os.path.expanduser("~/.cache/snug/models")))
-    ap.add_argument("--fixture", default="tiny/genai")
-    a = ap.parse_args()
-    model = os.path.join(a.models, a.fixture, "model.onnx")
+    a, model = fixture_args(__doc__)
     script = os.path.join(ROOT, "bench", "ab_builds")
     base = [sys.executable, script, "--before", a.snug, "--after", a.snug, "--model", model, "--rounds", "2"]
     small = ["--", "--prompt", "8", "--gen", "2", "--rounds", "1"]

@@ -7,22 +7,16 @@ plumbing, not the speed.
 
     tests/models/py.sh tests/models/check_vs_ort_nodes.py --snug build/snug
 """
-import argparse
 import json
 import os
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench_checks import ROOT, fixture_args
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--snug", required=True)
-    ap.add_argument("--models", default=os.environ.get("SNUG_MODELS", os.path.expanduser("~/.cache/snug/models")))
-    ap.add_argument("--fixture", default="tiny/genai")
-    a = ap.parse_args()
-    model = os.path.join(a.models, a.fixture, "model.onnx")
+    a, model = fixture_args(__doc__)
     base = [sys.executable, os.path.join(ROOT, "bench", "vs_ort"), "--model", model, "--snug", a.snug,
             "--rounds", "1", "--prompt", "8", "--gen", "2", "--nodes", "4"]
     fails = []
