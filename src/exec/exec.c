@@ -86,6 +86,14 @@ struct sn_exec {
     sn_exec_stats stats;
 };
 
+/* Node n's argument arrays: its input and output values, NULL where absent. */
+static void bind_args(sn_exec *ex, const sn_node *n, const sn_tensor **in, sn_tensor **out) {
+    for (int j = 0; j < n->n_in; j++)
+        in[j] = n->in[j] >= 0 ? &ex->vals[n->in[j]] : NULL;
+    for (int j = 0; j < n->n_out; j++)
+        out[j] = n->out[j] >= 0 ? &ex->vals[n->out[j]] : NULL;
+}
+
 /* Zeroed heap memory recorded in a growable list (*list, *n, *cap) so it
  * can be released in one sweep. */
 static void *listed_alloc(void ***list, int *n, int *cap, size_t bytes) {
@@ -410,10 +418,7 @@ static int fold_node(sn_exec *ex, const sn_node *n, sn_err *err) {
     void *state = NULL, *ws = NULL;
     size_t wsb = 0;
     if (n->op->prepare) {
-        for (int j = 0; j < n->n_in; j++)
-            ex->argin[j] = n->in[j] >= 0 ? &ex->vals[n->in[j]] : NULL;
-        for (int j = 0; j < n->n_out; j++)
-            ex->argout[j] = n->out[j] >= 0 ? &ex->vals[n->out[j]] : NULL;
+        bind_args(ex, n, ex->argin, ex->argout);
         sn_prep_ctx pc = {n, n->n_in, n->n_out, ex->argin, (const sn_tensor *const *)ex->argout, NULL, 0, err,
                           sn_pool_size(ex->pool)};
         SN_TRY(n->op->prepare(&pc));
@@ -668,13 +673,10 @@ static int make_plan(sn_exec *ex, sn_err *err) {
         }
     for (int i = 0; i < g->n_nodes && rc == SNUG_OK; i++) {
         const sn_node *n = &g->nodes[i];
-        for (int j = 0; j < n->n_in; j++)
-            ex->argin[j] = n->in[j] >= 0 ? &ex->vals[n->in[j]] : NULL;
-        for (int j = 0; j < n->n_out; j++) {
-            ex->argout[j] = n->out[j] >= 0 ? &ex->vals[n->out[j]] : NULL;
+        bind_args(ex, n, ex->argin, ex->argout);
+        for (int j = 0; j < n->n_out; j++)
             if (ex->argout[j])
                 init_out_info(ex->argout[j]);
-        }
         if (!(n->op->flags & SN_OP_PACKED_OK) && (rc = check_packed(n, ex->argin, n->n_in, err)) != SNUG_OK)
             break;
         sn_infer_ctx c = {n, n->n_in, n->n_out, ex->argin, ex->argout, err};
@@ -882,12 +884,15 @@ done:
 
 /* ---- running --------------------------------------------------------- */
 
+/* Node n's context: in and out bound to its values, its state and workspace. */
+static sn_kctx kctx_of(sn_exec *ex, const sn_node *n, const sn_tensor **in, sn_tensor **out, void *state,
+                       void *ws, sn_err *err) {
+    bind_args(ex, n, in, out);
+    return (sn_kctx){n, n->n_in, n->n_out, in, out, state, ws, ex->pool, ex, err};
+}
+
 static int call_kernel(sn_exec *ex, const sn_node *n, void *state, void *ws, sn_err *err) {
-    for (int j = 0; j < n->n_in; j++)
-        ex->argin[j] = n->in[j] >= 0 ? &ex->vals[n->in[j]] : NULL;
-    for (int j = 0; j < n->n_out; j++)
-        ex->argout[j] = n->out[j] >= 0 ? &ex->vals[n->out[j]] : NULL;
-    sn_kctx kc = {n, n->n_in, n->n_out, ex->argin, ex->argout, state, ws, ex->pool, ex, err};
+    sn_kctx kc = kctx_of(ex, n, ex->argin, ex->argout, state, ws, err);
     ex->cur_node = n->index;
     return n->op->run(&kc);
 }
@@ -905,14 +910,8 @@ static int run_group(sn_exec *ex, int i, bool reinfer, sn_err *err) {
         const sn_node *nd = &g->nodes[i + m];
         if (reinfer)
             SN_TRY(reinfer_node(ex, nd, err));
-        const sn_tensor **in = ex->gin + (size_t)m * (size_t)ex->arg_cap;
-        sn_tensor **out = ex->gout + (size_t)m * (size_t)ex->arg_cap;
-        for (int j = 0; j < nd->n_in; j++)
-            in[j] = nd->in[j] >= 0 ? &ex->vals[nd->in[j]] : NULL;
-        for (int j = 0; j < nd->n_out; j++)
-            out[j] = nd->out[j] >= 0 ? &ex->vals[nd->out[j]] : NULL;
-        kc[m] = (sn_kctx){nd, nd->n_in, nd->n_out, in, out, ex->nstate[i + m],
-                          ex->nws[i + m] ? ex->arena + ex->nws_off[i + m] : NULL, ex->pool, ex, err};
+        kc[m] = kctx_of(ex, nd, ex->gin + (size_t)m * (size_t)ex->arg_cap, ex->gout + (size_t)m * (size_t)ex->arg_cap,
+                        ex->nstate[i + m], ex->nws[i + m] ? ex->arena + ex->nws_off[i + m] : NULL, err);
         cs[m] = &kc[m];
     }
     ex->cur_node = i;
@@ -920,13 +919,10 @@ static int run_group(sn_exec *ex, int i, bool reinfer, sn_err *err) {
 }
 
 static int run_dynamic(sn_exec *ex, const sn_node *n, sn_err *err) {
-    for (int j = 0; j < n->n_in; j++)
-        ex->argin[j] = n->in[j] >= 0 ? &ex->vals[n->in[j]] : NULL;
-    for (int j = 0; j < n->n_out; j++) {
-        ex->argout[j] = n->out[j] >= 0 ? &ex->vals[n->out[j]] : NULL;
+    bind_args(ex, n, ex->argin, ex->argout);
+    for (int j = 0; j < n->n_out; j++)
         if (ex->argout[j])
             init_out_info(ex->argout[j]);
-    }
     sn_infer_ctx c = {n, n->n_in, n->n_out, ex->argin, ex->argout, err};
     SN_TRY(n->op->infer(&c));
     if (!(n->op->flags & SN_OP_ALLOCS_OUTPUTS)) {
@@ -988,10 +984,8 @@ static int reinfer_node(sn_exec *ex, const sn_node *n, sn_err *err) {
     void *keep[64];
     if (n->n_out > 64)
         return sn_kfail(err, n, SNUG_ERR_UNSUPPORTED, "more than 64 outputs in a bounded plan");
-    for (int j = 0; j < n->n_in; j++)
-        ex->argin[j] = n->in[j] >= 0 ? &ex->vals[n->in[j]] : NULL;
+    bind_args(ex, n, ex->argin, ex->argout);
     for (int j = 0; j < n->n_out; j++) {
-        ex->argout[j] = n->out[j] >= 0 ? &ex->vals[n->out[j]] : NULL;
         if (ex->argout[j]) {
             keep[j] = ex->argout[j]->data;
             init_out_info(ex->argout[j]);

@@ -678,12 +678,17 @@ static void mnb_end(sn_kctx *c, mnb_call *k) {
         llm_from_f32(c->in[0]->dtype, k->y, c->out[0]->data, g->M * g->N);
 }
 
+/* A begun call finished on its own. */
+static void mnb_alone(sn_kctx *c, mnb_call *k) {
+    if (k->stage == MNB_RUN)
+        mnb_compute(c, k);
+    mnb_end(c, k);
+}
+
 int llm_mnb_run(sn_kctx *c) {
     mnb_call k;
     SN_TRY(mnb_begin(c, &k));
-    if (k.stage == MNB_RUN)
-        mnb_compute(c, &k);
-    mnb_end(c, &k);
+    mnb_alone(c, &k);
     return SNUG_OK;
 }
 
@@ -722,23 +727,17 @@ static void mnb_group_task(void *arg, int64_t s0, int64_t s1) {
  * run would. Otherwise they run one by one. */
 int llm_mnb_run_group(sn_kctx *const *cs, int n) {
     mnb_call k[SN_GROUP_MAX];
-    bool joint = n > 1 && n <= SN_GROUP_MAX;
-    for (int i = 0; i < n && joint; i++) {
-        SN_TRY(mnb_begin(cs[i], &k[i]));
-        joint = k[i].stage == MNB_RUN && k[i].cols && k[i].cols == k[0].cols && k[i].g.M == 1;
-        if (!joint) { /* the ones begun so far run alone; the rest below */
-            for (int r = 0; r <= i; r++) {
-                if (k[r].stage == MNB_RUN)
-                    mnb_compute(cs[r], &k[r]);
-                mnb_end(cs[r], &k[r]);
-            }
-            for (int r = i + 1; r < n; r++)
-                SN_TRY(llm_mnb_run(cs[r]));
-            return SNUG_OK;
-        }
+    int begun = 0;
+    bool joint = n >= 2 && n <= SN_GROUP_MAX;
+    while (joint && begun < n) {
+        mnb_call *ki = &k[begun];
+        SN_TRY(mnb_begin(cs[begun++], ki));
+        joint = ki->stage == MNB_RUN && ki->cols && ki->cols == k[0].cols && ki->g.M == 1;
     }
-    if (!joint) { /* n out of range */
-        for (int r = 0; r < n; r++)
+    if (!joint) { /* each on its own: the calls begun finish, the rest run */
+        for (int r = 0; r < begun; r++)
+            mnb_alone(cs[r], &k[r]);
+        for (int r = begun; r < n; r++)
             SN_TRY(llm_mnb_run(cs[r]));
         return SNUG_OK;
     }
