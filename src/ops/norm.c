@@ -297,16 +297,20 @@ __attribute__((target("avx2,fma"))) static void smx_soft_rows_avx2(void *arg, in
 
 /* Softmax rows of float32: the AVX2 kernel where the CPU has it, the
  * portable one otherwise (avx2 0 forces it; for the tests). */
+/* The float32 row kernel of a kind (inner == 1): AVX2 for Softmax where
+ * the CPU has it and avx2 allows it. */
+static sn_range_fn smx_rows_fn_f32(smx_kind kind, bool avx2) {
+#ifdef SMX_HAVE_AVX2
+    if (avx2 && kind == SMX_SOFT && sn_cpu_avx2_fma())
+        return smx_soft_rows_avx2;
+#endif
+    (void)kind, (void)avx2;
+    return smx_rows_f32;
+}
+
 void sn_softmax_rows_f32(const float *x, float *y, int64_t rows, int64_t L, int avx2) {
     smx_job j = {x, y, L, SMX_SOFT};
-#ifdef SMX_HAVE_AVX2
-    if (avx2 && sn_cpu_avx2_fma()) {
-        smx_soft_rows_avx2(&j, 0, rows);
-        return;
-    }
-#endif
-    (void)avx2;
-    smx_rows_f32(&j, 0, rows);
+    smx_rows_fn_f32(SMX_SOFT, avx2 != 0)(&j, 0, rows);
 }
 
 /* Along an axis with inner > 1: vectorized over the inner run, with the
@@ -380,12 +384,7 @@ static int smx_run(sn_kctx *c) {
         if (inner == 1) {
             smx_job j = {x->data, y->data, L, kind};
             int64_t grain = sn_imax(1, 16384 / L);
-            sn_range_fn fn = f32 ? smx_rows_f32 : smx_rows_f64;
-#ifdef SMX_HAVE_AVX2
-            if (f32 && kind == SMX_SOFT && sn_cpu_avx2_fma())
-                fn = smx_soft_rows_avx2;
-#endif
-            sn_pool_for(c->pool, outer, grain, fn, &j);
+            sn_pool_for(c->pool, outer, grain, f32 ? smx_rows_fn_f32(kind, true) : smx_rows_f64, &j);
         } else if (f32) {
             float *m = c->ws, *s = (float *)((char *)c->ws + sn_red_align((size_t)inner * 8));
             smx_cols_f32(x->data, y->data, outer, L, inner, kind, m, s);
