@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 
-from bench_checks import ROOT, fixture_args
+from bench_checks import ROOT, fixture_args, report
 
 
 def main() -> int:
@@ -43,10 +43,7 @@ def main() -> int:
     groups = dict(ab.node_groups(best))
     if groups != {"/m/layers.*/a": [2.5, 0.9]}:
         fails.append(f"node_groups: {groups}")
-    for f in fails:
-        print("FAIL", f)
-    print(f"ab_builds --nodes: {'ok' if not fails else 'FAILED'}")
-    return 1 if fails else 0
+    return report("ab_builds --nodes", fails)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import os
 import subprocess
 import sys
 
-from bench_checks import ROOT, fixture_args
+from bench_checks import ROOT, fixture_args, report
 
 
 def main() -> int:
@@ -71,10 +71,7 @@ def main() -> int:
                         {"a": ["MatMul", 1.5, 0.7], "c": ["Mul", 3.0, 0.3]}])
     if got != {"a": ["MatMul", 1.5, 0.5], "b": ["Add", 1.0, 0.1], "c": ["Mul", 3.0, 0.3]}:
         fails.append(f"min_nodes: {got}")
-    for f in fails:
-        print("FAIL", f)
-    print(f"vs_ort --nodes: {len(common)} nodes in both, {'ok' if not fails else 'FAILED'}")
-    return 1 if fails else 0
+    return report(f"vs_ort --nodes: {len(common)} nodes in both", fails)
 
 
 if __name__ == "__main__":

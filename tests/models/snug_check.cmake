@@ -35,10 +35,13 @@ add_test(NAME models.memory
 set_tests_properties(models.memory PROPERTIES
   LABELS "models;plan" TIMEOUT 900 FIXTURES_REQUIRED snug_models RUN_SERIAL TRUE)
 
-# The bench/ scripts on tiny/genai, checked for their plumbing (tests/models/check_*.py):
+# The bench/ scripts, checked for their plumbing (tests/models/check_*.py, on the tiny fixtures):
 # models.vs_ort_nodes: bench/vs_ort --nodes, both runtimes' per-node times matched by name;
-# models.ab_builds_nodes: bench/ab_builds --nodes, per-node minima of two builds grouped by name.
-foreach(pair "vs_ort_nodes:check_vs_ort_nodes.py" "ab_builds_nodes:check_ab_builds.py")
+# models.ab_builds_nodes: bench/ab_builds --nodes, per-node minima of two builds grouped by name;
+# models.mnb_cache: bench/mnb_cache on small chains;
+# models.oracle_f64: tests/models/oracle_f64.py, a float64 oracle for tiny/optimum, snug against it.
+foreach(pair "vs_ort_nodes:check_vs_ort_nodes.py" "ab_builds_nodes:check_ab_builds.py" "mnb_cache:check_mnb_cache.py"
+        "oracle_f64:check_oracle_f64.py")
   string(REPLACE ":" ";" pair "${pair}")
   list(GET pair 0 name)
   list(GET pair 1 script)
