@@ -551,10 +551,42 @@ typedef struct kset {
                       float *out);
 } kset;
 
+#ifdef SN_HAVE_NEON_KERNEL
+/* panel_dot_c for NR == 8 in ukr_neon_8x8's order, so that one row against
+ * prepacked B gives the bits of that row of the blocked product (as
+ * panel_dot_avx2 does for the AVX2 kernel): per K slice of KC rows one
+ * fused multiply-add chain per column from zero, the slices' sums added in
+ * order. panel_dot_c's two plain chains round differently. */
+static void panel_dot_neon(const float *a, int64_t inca, const float *panels, int64_t bps, int np, int64_t K, int nr,
+                           float *out) {
+    if (nr != 8) {
+        panel_dot_c(a, inca, panels, bps, np, K, nr, out);
+        return;
+    }
+    for (int t = 0; t < np; t++) {
+        const float *panel = panels + t * bps;
+        float32x4_t acc0 = vdupq_n_f32(0.0f), acc1 = acc0;
+        for (int64_t p0 = 0; p0 < K; p0 += KC) {
+            int64_t kb = sn_imin(KC, K - p0);
+            float32x4_t s0 = vdupq_n_f32(0.0f), s1 = s0;
+            for (int64_t p = p0; p < p0 + kb; p++) {
+                const float *b = panel + p * 8;
+                s0 = vfmaq_n_f32(s0, vld1q_f32(b), a[p * inca]);
+                s1 = vfmaq_n_f32(s1, vld1q_f32(b + 4), a[p * inca]);
+            }
+            acc0 = p0 == 0 ? s0 : vaddq_f32(acc0, s0);
+            acc1 = p0 == 0 ? s1 : vaddq_f32(acc1, s1);
+        }
+        vst1q_f32(out + t * 8, acc0);
+        vst1q_f32(out + t * 8 + 4, acc1);
+    }
+}
+#endif
+
 static const kset k_kset_c = {&k_ukr_c, skinny_c, dot_c, panel_dot_c};
 #ifdef SN_HAVE_NEON_KERNEL
 /* The portable skinny and dot loops: gcc vectorizes them with NEON. */
-static const kset k_kset_neon = {&k_ukr_neon, skinny_c, dot_c, panel_dot_c};
+static const kset k_kset_neon = {&k_ukr_neon, skinny_c, dot_c, panel_dot_neon};
 #endif
 #ifdef SN_HAVE_AVX2_KERNEL
 static const kset k_kset_avx2 = {&k_ukr_avx2, skinny_avx2, dot_avx2, panel_dot_avx2};

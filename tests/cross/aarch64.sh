@@ -5,13 +5,23 @@
 # portable kernels on an architecture with unsigned char and weaker memory
 # ordering, and the stories260K golden ids end to end.
 #   tests/cross/aarch64.sh SOURCE_DIR BUILD_DIR
-# Exit 77 (skipped) when the cross compiler is not installed (scripts/deps.sh
-# installs it).
+# SNUG_QEMU_AARCH64 names the emulator (default qemu-aarch64; tests/cross/harness.sh
+# puts stubs there to check that this script's verdicts can fail).
+# Exit 77 (skipped, as CTest's SKIP_RETURN_CODE) when the cross compiler or
+# qemu-aarch64 is missing (scripts/deps.sh installs both): a build that is not
+# run checks nothing, so it must not read as a pass. Otherwise the exit status
+# is 1 when any test under qemu exits non-zero: each test's own status counts
+# (dash has no pipefail, so no test's status goes through a pipe here).
 set -eu
 src=$(cd "$1" && pwd)
 out=$2
 if ! command -v aarch64-linux-gnu-gcc >/dev/null 2>&1; then
     echo "aarch64-linux-gnu-gcc is not installed: skipped"
+    exit 77
+fi
+qemu=${SNUG_QEMU_AARCH64:-qemu-aarch64}
+if ! command -v "$qemu" >/dev/null 2>&1; then
+    echo "$qemu is not installed: the AArch64 tests cannot run, skipped"
     exit 77
 fi
 cmake -S "$src" -B "$out" -DCMAKE_TOOLCHAIN_FILE="$src/cmake/aarch64-linux-gnu.cmake" \
@@ -20,12 +30,24 @@ tests="test_gemm test_llm_kernels test_stories260k"
 # shellcheck disable=SC2086
 cmake --build "$out" -j2 --target snug $tests
 file "$out/snug" | grep -q 'ARM aarch64' || { echo "snug is not an AArch64 binary"; exit 1; }
-if ! command -v qemu-aarch64 >/dev/null 2>&1; then
-    echo "built for AArch64; qemu-aarch64 is not installed, so not run"
-    exit 0
-fi
 cd "$src" # the fixtures are found as ../shared/... from here
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+failed=""
 for t in $tests; do
     echo "== $t (qemu-aarch64)"
-    qemu-aarch64 -L /usr/aarch64-linux-gnu "$out/tests/$t" | tail -3
+    rc=0
+    "$qemu" -L /usr/aarch64-linux-gnu "$out/tests/$t" >"$log" 2>&1 || rc=$?
+    if [ "$rc" -eq 0 ]; then
+        tail -3 "$log"
+    else
+        cat "$log"
+        echo "== $t FAILED under qemu-aarch64 (exit $rc)"
+        failed="$failed $t"
+    fi
 done
+if [ -n "$failed" ]; then
+    echo "AArch64 tests failed:$failed"
+    exit 1
+fi
+echo "AArch64: all of $tests passed under qemu-aarch64"
