@@ -221,9 +221,10 @@ static int jchar(tk_load *L, const cJSON *o, const char *key, const char *def, u
  * The result is in L->scratch. */
 static int onig_to_pcre2(tk_load *L, const char *p, size_t n, size_t *out_len) {
     static const char *const w_in = "\\p{L}\\p{M}\\p{Nd}\\p{Pc}";
-    size_t cap = n * 8 + 64, o = 0; /* the longest replacement is 26 bytes for 2 */
+    size_t o = 0;
     sn_free(L->scratch);
-    L->scratch = sn_malloc(cap + n * 16);
+    /* the longest replacement, "[^\p{L}\p{M}\p{Nd}\p{Pc}]", is 25 bytes for 2 */
+    L->scratch = sn_malloc(n * 13 + 16);
     if (!L->scratch)
         return sn_errf(L->err, SNUG_ERR_OOM, "out of memory compiling a pattern");
     char *q = L->scratch;
@@ -301,10 +302,14 @@ static int compile_re(tk_load *L, const char *pat, size_t n, bool literal, tk_re
     uint32_t opts = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);
     out->code = pcre2_compile((PCRE2_SPTR)src, len, opts, &ec, &eoff, cc);
     if (!out->code) {
-        PCRE2_UCHAR msg[256];
-        pcre2_get_error_message(ec, msg, sizeof msg);
-        rc = fail(L, SNUG_ERR_UNSUPPORTED, path, "PCRE2 cannot compile the pattern \"%.*s\": %s (at offset %zu)",
-                  (int)(n > 200 ? 200 : n), pat, (const char *)msg, (size_t)eoff);
+        if (ec == PCRE2_ERROR_HEAP_FAILED) {
+            rc = sn_errf(L->err, SNUG_ERR_OOM, "out of memory compiling a pattern");
+        } else {
+            PCRE2_UCHAR msg[256];
+            pcre2_get_error_message(ec, msg, sizeof msg);
+            rc = fail(L, SNUG_ERR_UNSUPPORTED, path, "PCRE2 cannot compile the pattern \"%.*s\": %s (at offset %zu)",
+                      (int)(n > 200 ? 200 : n), pat, (const char *)msg, (size_t)eoff);
+        }
         goto done;
     }
     /* JIT where PCRE2 has it for this machine; the interpreter otherwise. */

@@ -115,6 +115,8 @@ static int find_re(tk_ctx *c, const tk_regex *re, const char *s, size_t n, tk_sp
             rc = pcre2_match(re->code, (PCRE2_SPTR)s, n, at, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, c->md, NULL);
         if (rc == PCRE2_ERROR_NOMATCH)
             break;
+        if (rc == PCRE2_ERROR_NOMEMORY)
+            return sn_errf(c->err, SNUG_ERR_OOM, "out of memory matching a pattern");
         if (rc < 0) {
             PCRE2_UCHAR msg[256];
             pcre2_get_error_message(rc, msg, sizeof msg);
@@ -1182,9 +1184,11 @@ int sn_tokstream_step(sn_tokstream *s, int32_t id, const char **text, size_t *le
     bool incomplete = cur->len >= 3 && memcmp(cur->p + cur->len - 3, "\xef\xbf\xbd", 3) == 0;
     if (cur->len <= s->prefix.len || incomplete)
         goto done; /* nothing new, or it ends in what may become a character */
-    if (memcmp(cur->p, s->prefix.p, s->prefix.len) != 0) {
-        rc = sn_errf(err, SNUG_ERR_INTERNAL, "decode stream: the text decoded with token %d no longer starts with "
-                     "the text already returned", id);
+    if (s->prefix.len && memcmp(cur->p, s->prefix.p, s->prefix.len) != 0) {
+        /* tokenizers' DecodeStreamError::InvalidPrefix: the decoder chain
+         * rewrote text it had already given for this window */
+        rc = sn_errf(err, SNUG_ERR_UNSUPPORTED, "decode stream: with token %d the window decodes to text that no "
+                     "longer starts with the text already returned (tokenizers: invalid prefix)", id);
         goto done;
     }
     if ((rc = emit(s, cur->p + s->prefix.len, cur->len - s->prefix.len, text, len, err)) != SNUG_OK)
@@ -1205,7 +1209,8 @@ int sn_tokstream_flush(sn_tokstream *s, const char **text, size_t *len, sn_err *
     *text = "";
     *len = 0;
     int rc = decode(&c, s->ids, s->n, s->skip_special, &s->cur);
-    if (rc == SNUG_OK && s->cur.len > s->prefix.len && memcmp(s->cur.p, s->prefix.p, s->prefix.len) == 0) {
+    if (rc == SNUG_OK && s->cur.len > s->prefix.len &&
+        (!s->prefix.len || memcmp(s->cur.p, s->prefix.p, s->prefix.len) == 0)) {
         rc = emit(s, s->cur.p + s->prefix.len, s->cur.len - s->prefix.len, text, len, err);
     } else if (rc == SNUG_OK && s->n > s->prefix_index) {
         /* the held-back tokens changed how the window decodes (a run of
