@@ -217,6 +217,13 @@ def build_fixture(src: Source, style: str, out: str, stamp: str, accuracy_level:
                                                skip_special_tokens=False)}
     else:
         prompts = [{"ids": p} for p in oracle.synthetic_prompts(cfg.vocab)]
+    from snugmodels import ref64
+    if ref64.int8_activations(os.path.join(tmp, "model.onnx")):
+        # int8 activations: judged by accuracy against float64 on enough positions
+        positions = oracle.ACCURACY_POSITIONS["trained" if src.gguf else "random"]
+        for ids in oracle.accuracy_prompts(cfg.vocab, [p["ids"] for p in prompts], positions):
+            prompts.append({"ids": ids, "about": f"random ids: the accuracy rule's top-1 agreement is "
+                                                 f"judged on {positions} positions"})
     t1 = time.time()
     oracle.write_oracle(tmp, prompts, chat, tolerance_for(style), {})
     t_oracle = time.time() - t1

@@ -2,12 +2,17 @@
  * (tests/models/README.md): teacher forcing — prefill the prompt, then feed
  * the oracle's greedy tokens one by one — and compare every position's
  * logits (|a - b| <= 1e-4 + 1e-3 |b|) and the greedy argmax at every step.
+ * Fixtures with int8 activations (MatMulNBits accuracy_level 4) are held to
+ * the accuracy rule against their float64 reference instead (ACC_RATIO).
  * Also: a prompt fed in two chunks, the context bound, and stories260K (no
  * mask, no positions) greedy against its golden ids. The driver pads the
  * past where the mask allows (optimum, onnxscript) and runs exact shapes
  * under GroupQueryAttention (genai): both are checked. The real SmolLM2-135M
  * (optimum) goes through the same checks at the fixtures' fp32 tolerance.
- * Fixtures missing (tests/models/fetch_and_build.sh builds them): SKIP. */
+ * A fixture missing (tests/models/fetch_and_build.sh builds them; CTest runs
+ * models.build first) is counted, and a run that missed any exits 77, which
+ * CTest reports as skipped (SKIP_RETURN_CODE): a check not made never reads
+ * as a pass. */
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -25,7 +30,7 @@
  * own fp32 bound, |d| <= 1e-3 + 1e-3 max|logit| (tests/models/README.md). */
 static double g_atol = ATOL, g_rtol = RTOL;
 
-static int g_fail;
+static int g_fail, g_missing;
 #define CHECK(c, ...)                                                  \
     do {                                                               \
         if (!(c)) {                                                    \
@@ -62,6 +67,40 @@ static int json_ints(const char **p, const char *key, int64_t *out, int cap) {
     }
     *p = s;
     return n;
+}
+
+/* The number after `"key":` at or after *p; advances *p past it. 0 when absent. */
+static int json_num(const char **p, const char *key, double *out) {
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\"", key);
+    const char *s = strstr(*p, pat);
+    if (!s || !(s = strchr(s, ':')))
+        return 0;
+    char *end;
+    *out = strtod(s + 1, &end);
+    if (end == s + 1)
+        return 0;
+    *p = end;
+    return 1;
+}
+
+/* Fixtures whose MatMulNBits quantize activations to int8 (accuracy_level 4)
+ * are held to the accuracy rule (docs/accuracy.md), not to ONNX Runtime's
+ * rounding: their oracle holds the float64 evaluation of the same quantized
+ * model, and snug's RMS logit error against it may be at most ACC_RATIO x
+ * ONNX Runtime's on the same positions (its top-1 agreement is judged by
+ * models.snug on >= 500 positions; here on ~80 it would be noise). */
+#define ACC_RATIO 1.1
+typedef struct acc_sum {
+    double sq, n;
+} acc_sum;
+
+static void acc_add(acc_sum *a, const float *got, const float *want, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        double d = (double)got[i] - want[i];
+        a->sq += d * d;
+    }
+    a->n += (double)n;
 }
 
 /* Compares rows [rows, vocab] of got with want; returns the number of bad values. */
@@ -127,6 +166,7 @@ static void check_fixture(const char *root, const char *preset, const char *styl
     struct stat st;
     if (stat(path, &st) != 0) {
         printf("SKIP %s/%s: %s missing (tests/models/fetch_and_build.sh builds it)\n", preset, style, path);
+        g_missing++;
         return;
     }
     sn_err err = {0};
@@ -158,6 +198,9 @@ static void check_fixture(const char *root, const char *preset, const char *styl
     const char *p = strstr(txt, "\"prompts\"");
     const sn_kvloop_info *info = sn_kvloop_get_info(l);
     int n_prompts = 0, n_steps = 0;
+    /* int8 activations: against float64, snug's error sums beside ONNX Runtime's */
+    const bool int8 = strstr(txt, "\"accuracy\"") != NULL;
+    acc_sum mine = {0, 0}, chunks = {0, 0}, tail = {0, 0}, ort = {0, 0};
     for (int k = 0; p && k < 3; k++) { /* p0..p2 (the real model's oracle also has a chat prompt, without .npy) */
         int64_t ids[256], greedy[64];
         int n = json_ints(&p, "ids", ids, 256);
@@ -170,9 +213,17 @@ static void check_fixture(const char *root, const char *preset, const char *styl
         sn_tensor tp, td;
         void *op = NULL, *od = NULL;
         char name[64];
-        snprintf(name, sizeof name, "oracle/p%d.prefill.npy", k);
+        if (int8) { /* this prompt's ONNX Runtime error against float64 */
+            double sq = -1, cnt = -1;
+            const char *q = p;
+            CHECK(json_num(&q, "sq_err", &sq) && json_num(&q, "n", &cnt) && sq >= 0 && cnt > 0,
+                  "%s/%s prompt %d: no ort_vs_f64 sums in oracle.json", preset, style, k);
+            ort.sq += sq > 0 ? sq : 0;
+            ort.n += cnt > 0 ? cnt : 0;
+        }
+        snprintf(name, sizeof name, int8 ? "oracle/p%d.prefill.f64.npy" : "oracle/p%d.prefill.npy", k);
         int e1 = load_npy(dir, name, &tp, &op);
-        snprintf(name, sizeof name, "oracle/p%d.decode.npy", k);
+        snprintf(name, sizeof name, int8 ? "oracle/p%d.decode.f64.npy" : "oracle/p%d.decode.npy", k);
         int e2 = load_npy(dir, name, &td, &od);
         if (e1 || e2) {
             sn_free(op);
@@ -191,10 +242,16 @@ static void check_fixture(const char *root, const char *preset, const char *styl
         if (rc == SNUG_OK) {
             CHECK(info->vocab == V, "vocab %lld vs oracle %lld", (long long)info->vocab, (long long)V);
             snprintf(what, sizeof what, "%s/%s prompt %d prefill", preset, style, k);
-            g_fail += compare(what, logits, tp.data, n * V) != 0;
-            int64_t am = sn_argmax_f32(logits + (n - 1) * V, V);
-            CHECK(am == greedy[0], "%s/%s prompt %d: greedy[0] %lld, oracle %lld", preset, style, k, (long long)am,
-                  (long long)greedy[0]);
+            if (int8) {
+                acc_add(&mine, logits, tp.data, n * V);
+                if (n >= 4) /* the positions the chunked prefill below computes again */
+                    acc_add(&tail, logits + n / 2 * V, (const float *)tp.data + n / 2 * V, (n - n / 2) * V);
+            } else {
+                g_fail += compare(what, logits, tp.data, n * V) != 0;
+                int64_t am = sn_argmax_f32(logits + (n - 1) * V, V);
+                CHECK(am == greedy[0], "%s/%s prompt %d: greedy[0] %lld, oracle %lld", preset, style, k,
+                      (long long)am, (long long)greedy[0]);
+            }
             CHECK(sn_kvloop_pos(l) == n, "pos after prefill");
         }
         for (int j = 0; rc == SNUG_OK && j + 1 < ng; j++) {
@@ -203,10 +260,14 @@ static void check_fixture(const char *root, const char *preset, const char *styl
             if (rc != SNUG_OK)
                 break;
             snprintf(what, sizeof what, "%s/%s prompt %d decode step %d", preset, style, k, j);
-            g_fail += compare(what, logits, (const float *)td.data + j * V, V) != 0;
-            int64_t am = sn_argmax_f32(logits, V);
-            CHECK(am == greedy[j + 1], "%s/%s prompt %d step %d: greedy %lld, oracle %lld", preset, style, k, j,
-                  (long long)am, (long long)greedy[j + 1]);
+            if (int8) {
+                acc_add(&mine, logits, (const float *)td.data + j * V, V);
+            } else {
+                g_fail += compare(what, logits, (const float *)td.data + j * V, V) != 0;
+                int64_t am = sn_argmax_f32(logits, V);
+                CHECK(am == greedy[j + 1], "%s/%s prompt %d step %d: greedy %lld, oracle %lld", preset, style, k,
+                      j, (long long)am, (long long)greedy[j + 1]);
+            }
             n_steps++;
         }
         /* The prompt in two chunks: the second runs after a (padded) past. */
@@ -219,7 +280,9 @@ static void check_fixture(const char *root, const char *preset, const char *styl
             CHECK(rc == SNUG_OK, "%s/%s prompt %d chunked prefill: %s", preset, style, k, err.msg);
             snprintf(what, sizeof what, "%s/%s prompt %d prefill in chunks %lld + %lld", preset, style, k, (long long)h,
                      (long long)(n - h));
-            if (rc == SNUG_OK)
+            if (rc == SNUG_OK && int8)
+                acc_add(&chunks, logits, (const float *)tp.data + h * V, (n - h) * V);
+            else if (rc == SNUG_OK)
                 g_fail += compare(what, logits, (const float *)tp.data + h * V, (n - h) * V) != 0;
         }
         sn_free(op);
@@ -228,6 +291,21 @@ static void check_fixture(const char *root, const char *preset, const char *styl
         rc = SNUG_OK;
     }
     CHECK(n_prompts == 3, "%s/%s: %d prompts checked, the oracle has 3", preset, style, n_prompts);
+    if (int8 && n_prompts == 3) {
+        double r_ort = ort.n > 0 ? sqrt(ort.sq / ort.n) : 0, r = mine.n > 0 ? sqrt(mine.sq / mine.n) : 0,
+               r_chunks = chunks.n > 0 ? sqrt(chunks.sq / chunks.n) : 0, r_tail = tail.n > 0 ? sqrt(tail.sq / tail.n) : 0;
+        CHECK(mine.n == ort.n && r_ort > 0, "%s/%s: %.0f logits checked, ONNX Runtime's sums cover %.0f", preset,
+              style, mine.n, ort.n);
+        CHECK(r <= ACC_RATIO * r_ort, "%s/%s: RMS logit error against float64 %.4g, ONNX Runtime's %.4g: above %.1fx",
+              preset, style, r, r_ort, ACC_RATIO);
+        /* the second chunk's positions, against the same positions prefilled at once */
+        CHECK(chunks.n == tail.n && r_chunks <= ACC_RATIO * r_tail,
+              "%s/%s: prompts in two chunks: RMS logit error against float64 %.4g, at once %.4g: above %.1fx", preset,
+              style, r_chunks, r_tail, ACC_RATIO);
+        printf("%s/%s (weights=%s): int8 activations, RMS logit error against float64 %.4g (ONNX Runtime's %.4g); "
+               "the second chunks %.4g (at once %.4g)\n",
+               preset, style, weights, r, r_ort, r_chunks, r_tail);
+    }
     /* Padded steps where the mask masks keys; exact shapes under GroupQueryAttention. */
     CHECK((info->bucket == 1) == (strstr(style, "genai") != NULL), "%s/%s: padding bucket %lld", preset, style,
           (long long)info->bucket);
@@ -271,6 +349,7 @@ static void check_stories(void) {
     FILE *f = fopen(STORIES "greedy_ids.txt", "r");
     if (!f) {
         printf("SKIP stories260K: " STORIES "greedy_ids.txt missing\n");
+        g_missing++;
         return;
     }
     int64_t prompt[64], gen[128];
@@ -388,6 +467,7 @@ static void check_groups(const char *root, const char *preset, const char *style
     struct stat st;
     if (stat(path, &st) != 0) {
         printf("SKIP groups %s/%s: %s missing\n", preset, style, path);
+        g_missing++;
         return;
     }
     sn_session *s[2] = {NULL, NULL};
@@ -462,6 +542,10 @@ int main(void) {
     if (g_fail) {
         fprintf(stderr, "%d failure(s)\n", g_fail);
         return 1;
+    }
+    if (g_missing) {
+        printf("%d check(s) skipped: their fixtures are missing\n", g_missing);
+        return 77;
     }
     printf("ok\n");
     return 0;

@@ -116,6 +116,7 @@ def write_oracle(model_dir: str, prompts: list[dict], chat: dict | None, tol: di
         e.update({"prefill_logits": f"oracle/p{i}.prefill.npy", "decode_logits": f"oracle/p{i}.decode.npy",
                   "greedy": toks})
         entries.append(e)
+    accuracy = reference_f64(model_dir, entries)
     manifest = {
         "about": "ONNX Runtime reference. For prompt i: prefill(ids) gives prefill_logits [S, V] "
                  "(every position); then decode step j feeds greedy[j] with the KV cache carried and "
@@ -134,10 +135,64 @@ def write_oracle(model_dir: str, prompts: list[dict], chat: dict | None, tol: di
         if chat.get("detok"):
             chat["greedy_text"] = chat.pop("detok")(toks)
         manifest["chat"] = chat
+    if accuracy is not None:
+        manifest["accuracy"] = accuracy
     manifest.update(extra)
     with open(os.path.join(out_dir, "oracle.json"), "w") as f:
         json.dump(manifest, f, indent=1, ensure_ascii=False)
     return manifest
+
+
+# Top-1 agreement is judged on at least this many positions: 500 for a trained model,
+# whose top-1 is mostly clear; a random-weight model's logits are near ties almost
+# everywhere, so two equally accurate roundings part on ~3% of positions each way and
+# it takes thousands to tell them apart (tiny/genai: 2880 positions split 43 / 41).
+ACCURACY_POSITIONS = {"trained": 500, "random": 2000}
+ACCURACY_PROMPT_MAX = 480  # + 16 decode steps within the smallest fixture's 512 positions
+
+
+def accuracy_prompts(vocab: int, prompts: list[list[int]], positions: int, seed: int = 11) -> list[list[int]]:
+    """Prompts of random ids that bring an int8-activation fixture's positions (every
+    prefill position and decode step, all prompts) to `positions`."""
+    rng = np.random.default_rng(seed)
+    have = sum(len(p) + DECODE_STEPS for p in prompts)
+    out = []
+    while have < positions:
+        n = min(max(positions - have - DECODE_STEPS, 16), ACCURACY_PROMPT_MAX)
+        out.append(rng.integers(3, vocab, n).tolist())
+        have += n + DECODE_STEPS
+    return out
+
+
+def reference_f64(model_dir: str, entries: list[dict]) -> dict | None:
+    """For a model whose MatMulNBits quantize activations to int8 (accuracy_level 4):
+    the float64 reference (snugmodels/ref64.py) along each prompt's teacher-forced path,
+    written as oracle/p{i}.{prefill,decode}.f64.npy (stored as float32), and ONNX
+    Runtime's error against it per prompt (sums: ref64.error_sums) and in all
+    (ref64.summarize). None for other models: their oracle is ONNX Runtime's float32."""
+    from snugmodels import ref64
+    path = os.path.join(model_dir, "model.onnx")
+    if not ref64.int8_activations(path):
+        return None
+    r = Runner(ref64.Ref64(path))
+    total = None
+    for i, e in enumerate(entries):
+        ort_pre = np.load(os.path.join(model_dir, e["prefill_logits"]))
+        ort_dec = np.load(os.path.join(model_dir, e["decode_logits"]))
+        pre, dec, _ = r.greedy(e["ids"], len(ort_dec), forced=e["greedy"])
+        for key, x in (("prefill", pre), ("decode", dec)):
+            np.save(os.path.join(model_dir, "oracle", f"p{i}.{key}.f64.npy"), x.astype(np.float32))
+        e["prefill_f64"], e["decode_f64"] = f"oracle/p{i}.prefill.f64.npy", f"oracle/p{i}.decode.f64.npy"
+        sums = ref64.add_sums(ref64.error_sums(pre, ort_pre), ref64.error_sums(dec, ort_dec))
+        e["ort_vs_f64"] = sums
+        total = ref64.add_sums(total, sums)
+    return {"about": "MatMulNBits accuracy_level 4 (int8 activations): the reference is the float64 "
+                     "evaluation of the same quantized model (tests/models/snugmodels/ref64.py: weights "
+                     "dequantized exactly, activations not quantized), prompt i's p{i}.*.f64.npy along the "
+                     "same teacher-forced path. A runtime must be at least as accurate as ONNX Runtime "
+                     "against it: ort is ONNX Runtime's error (rms and max logit error, mean KL of the "
+                     "softmax per position, top-1 agreement over positions), per prompt in ort_vs_f64.",
+            "ort": ref64.summarize(total)}
 
 
 def check_oracle(model_dir: str, threads: int | None = None, max_prompts: int | None = None):
