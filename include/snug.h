@@ -38,14 +38,18 @@ enum { SNUG_LOG_ERROR = 0, SNUG_LOG_WARN = 1, SNUG_LOG_INFO = 2, SNUG_LOG_DEBUG 
 typedef void (*snug_log_fn)(void *user, int level, const char *msg);
 
 /* Process-wide allocator, set before any other call (tests use it to count
- * allocations and inject failures). NULL members restore the default. */
+ * allocations and inject failures). All three functions or none: a table
+ * with every function NULL, or a NULL table, restores the default; a
+ * partial one (say malloc_fn without free_fn, which would pair the
+ * caller's malloc with libc's free) is refused with SNUG_ERR_INVALID_ARG
+ * and the allocator in force stays. */
 typedef struct snug_allocator {
     void *(*malloc_fn)(void *user, size_t n);
     void *(*realloc_fn)(void *user, void *p, size_t n);
     void (*free_fn)(void *user, void *p);
     void *user;
 } snug_allocator;
-void snug_set_allocator(const snug_allocator *a);
+int snug_set_allocator(const snug_allocator *a);
 /* Number of allocations made through the library allocator so far. */
 uint64_t snug_alloc_count(void);
 /* Bytes the library holds right now through the default allocator (-1 when

@@ -22,11 +22,15 @@ static void live_add(void *p, int sign) {
         ;
 }
 
-void snug_set_allocator(const snug_allocator *a) {
-    if (a)
+int snug_set_allocator(const snug_allocator *a) {
+    int set = a ? !!a->malloc_fn + !!a->realloc_fn + !!a->free_fn : 0;
+    if (set != 0 && set != 3)
+        return SNUG_ERR_INVALID_ARG;
+    if (set)
         g_alloc = *a;
     else
         memset(&g_alloc, 0, sizeof g_alloc);
+    return SNUG_OK;
 }
 
 uint64_t snug_alloc_count(void) { return __atomic_load_n(&g_count, __ATOMIC_RELAXED); }

@@ -39,9 +39,11 @@ set_tests_properties(models.memory PROPERTIES
 # models.vs_ort_nodes: bench/vs_ort --nodes, both runtimes' per-node times matched by name;
 # models.ab_builds_nodes: bench/ab_builds --nodes, per-node minima of two builds grouped by name;
 # models.mnb_cache: bench/mnb_cache on small chains;
-# models.oracle_f64: tests/models/oracle_f64.py, a float64 oracle for tiny/optimum, snug against it.
+# models.oracle_f64: tests/models/oracle_f64.py, a float64 oracle for tiny/optimum, snug against it, and the
+#   float64 evaluator of the quantized fixtures (snugmodels/ref64.py) against ONNX Runtime's float paths;
+# models.strict: the checkers fail on a requested fixture they cannot check (check_strict.py).
 foreach(pair "vs_ort_nodes:check_vs_ort_nodes.py" "ab_builds_nodes:check_ab_builds.py" "mnb_cache:check_mnb_cache.py"
-        "oracle_f64:check_oracle_f64.py")
+        "oracle_f64:check_oracle_f64.py" "strict:check_strict.py")
   string(REPLACE ":" ";" pair "${pair}")
   list(GET pair 0 name)
   list(GET pair 1 script)

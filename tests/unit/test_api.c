@@ -1,6 +1,7 @@
 /* The public API (include/snug.h) only: sessions, options, runs and the
  * errors a caller sees. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "snug.h"
@@ -15,6 +16,24 @@ static int fails;
     } while (0)
 
 #define MODEL "../shared/fixtures/stories260K/stories260K_kv.onnx"
+
+static int g_mallocs, g_reallocs, g_frees;
+static void *count_malloc(void *user, size_t n) {
+    (void)user;
+    g_mallocs++;
+    return malloc(n);
+}
+static void *count_realloc(void *user, void *p, size_t n) {
+    (void)user;
+    g_reallocs++;
+    return realloc(p, n);
+}
+static void count_free(void *user, void *p) {
+    (void)user;
+    if (p)
+        g_frees++;
+    free(p);
+}
 
 int main(void) {
     char err[512];
@@ -79,6 +98,27 @@ int main(void) {
     CHECK(strstr(snug_session_error(s), "Gather") != NULL);
     snug_session_free(s);
     snug_session_free(NULL);
+
+    /* The allocator: all three functions or none. A partial table would pair
+     * the caller's malloc with libc's free; it is refused and the allocator
+     * in force stays (the default here: it counts live bytes, a caller's
+     * allocator reports -1). */
+    snug_allocator part = {.malloc_fn = count_malloc};
+    CHECK(snug_set_allocator(&part) == SNUG_ERR_INVALID_ARG);
+    part.realloc_fn = count_realloc;
+    CHECK(snug_set_allocator(&part) == SNUG_ERR_INVALID_ARG);
+    snug_allocator only_free = {.free_fn = count_free};
+    CHECK(snug_set_allocator(&only_free) == SNUG_ERR_INVALID_ARG);
+    CHECK(snug_alloc_live_bytes() >= 0);
+    snug_allocator full = {count_malloc, count_realloc, count_free, NULL};
+    CHECK(snug_set_allocator(&full) == SNUG_OK && snug_alloc_live_bytes() == -1);
+    o = snug_options_new(); /* through the caller's table, freed by it */
+    CHECK(o && snug_options_set(o, "snug.threads", "1") == SNUG_OK);
+    snug_options_free(o);
+    CHECK(g_mallocs > 0 && g_mallocs + g_reallocs >= g_frees && g_frees > 0);
+    CHECK(snug_set_allocator(NULL) == SNUG_OK && snug_alloc_live_bytes() >= 0);
+    snug_allocator none = {0};
+    CHECK(snug_set_allocator(&none) == SNUG_OK);
     if (fails) {
         fprintf(stderr, "test_api: %d check(s) failed\n", fails);
         return 1;
