@@ -73,6 +73,8 @@ struct sn_exec {
     bool weights_load;       /* snug.weights=load: every weight a kernel reads is read from the file
                               * into owned memory, nothing of the file is mapped (sn_exec_set_weights_load) */
     int prep_node;           /* node being prepared (release_cb) */
+    bool dry;                /* sn_exec_estimate_bounds: plan without preparing, allocating or releasing */
+    size_t dry_state;        /* its sum of the prepared state kernels would hold */
     const sn_tensor **argin; /* owned scratch for kernel arguments */
     sn_tensor **argout;
     int arg_cap;
@@ -442,6 +444,47 @@ static int fold_node(sn_exec *ex, const sn_node *n, sn_err *err) {
     return SNUG_OK;
 }
 
+/* An estimate (ex->dry) does not compute a folded constant larger than
+ * this (a weight transposed or cast: reading weights is what an estimate
+ * avoids); see fold_stand_in. */
+#define SN_DRY_FOLD_MAX ((size_t)4 << 10)
+
+/* For an estimate: node n's outputs, constants a plan would fold, take the
+ * bytes of its largest constant input in their place, uncomputed: enough
+ * for their shapes and for what a dry prepare decides from them (that an
+ * input is constant); no infer reads the contents of a tensor that large.
+ * False when no input is as large as every output: it is computed. */
+static bool fold_stand_in(sn_exec *ex, const sn_node *n) {
+    int src = -1;
+    size_t best = 0;
+    bool dep = false;
+    for (int j = 0; j < n->n_in; j++) {
+        int v = n->in[j];
+        if (v < 0)
+            continue;
+        if (ex->vkind[v] == VK_FOLDED ? ex->vdep[v] != 0 : ex->vkind[v] != VK_CONST)
+            dep = true;
+        if ((ex->vkind[v] == VK_CONST || ex->vkind[v] == VK_FOLDED) && ex->vals[v].data &&
+            sn_tensor_nbytes(&ex->vals[v]) > best)
+            best = sn_tensor_nbytes(&ex->vals[v]), src = v;
+    }
+    for (int j = 0; j < n->n_out; j++)
+        if (n->out[j] >= 0 && sn_tensor_nbytes(&ex->vals[n->out[j]]) > best)
+            return false;
+    if (src < 0)
+        return false;
+    for (int j = 0; j < n->n_out; j++) {
+        int v = n->out[j];
+        if (v < 0)
+            continue;
+        ex->vcap[v] = sn_tensor_nbytes(&ex->vals[v]);
+        ex->vdep[v] = dep;
+        ex->vals[v].data = ex->vals[src].data;
+        ex->vkind[v] = VK_FOLDED;
+    }
+    return true;
+}
+
 /* Most kernels size element loops with sn_dtype_size, which would overrun
  * sub-byte packed tensors: only ops flagged SN_OP_PACKED_OK may see them. */
 static int check_packed(const sn_node *n, const sn_tensor *const *t, int count, sn_err *err) {
@@ -516,14 +559,16 @@ static void drop_unread_inputs(sn_exec *ex, const sn_node *n, int i) {
             continue;
         size_t nb = sn_tensor_nbytes(&ex->vals[v]);
         if (ex->vkind[v] == VK_FOLDED) {
-            for (int b = 0; b < ex->n_folded; b++)
-                if (ex->folded[b] == ex->vals[v].data) {
+            bool found = false;
+            for (int b = 0; b < ex->n_folded && !found; b++)
+                if ((found = ex->folded[b] == ex->vals[v].data)) {
                     sn_free(ex->folded[b]);
                     ex->folded[b] = NULL;
-                    ex->stats.folded_bytes -= nb;
                     ex->vals[v].data = NULL;
-                    break;
                 }
+            if (found || ex->dry) /* an estimate's stand-ins (fold_stand_in) have no block */
+                ex->stats.folded_bytes -= nb;
+        } else if (ex->dry && ex->init_copy[v]) { /* an estimate frees no copy a plan made */
         } else if (ex->init_copy[v]) {
             copy_free(ex, v);
             ex->copy_dropped[v] = 1;
@@ -547,6 +592,8 @@ static void drop_unread_inputs(sn_exec *ex, const sn_node *n, int i) {
  * constants, sources of aligned copies) are released once more. */
 static void sweep_released(sn_exec *ex) {
     const sn_graph *g = ex->g;
+    if (ex->dry)
+        return;
     if (ex->weights_load) { /* nothing of the files is read through the map */
         sn_model_release_all(g->model);
         return;
@@ -632,7 +679,7 @@ static int make_plan(sn_exec *ex, sn_err *err) {
     sn_block *blocks = NULL;
     int *bval = NULL, *last = NULL, *share = NULL;
     plan_release(ex);
-    for (int v = 0; v < g->n_values; v++) {
+    for (int v = 0; v < g->n_values && !ex->dry; v++) { /* an estimate reads no weight */
         if (ex->copy_released[v]) { /* partly handed back by a plan that failed after packing it */
             copy_free(ex, v);
             ex->copy_dropped[v] = 1;
@@ -710,7 +757,7 @@ static int make_plan(sn_exec *ex, sn_err *err) {
         if (concrete && node_inputs_const(ex, n) && !(n->op->flags & SN_OP_NONDETERMINISTIC) &&
             out_bytes <= SN_FOLD_LIMIT && n->n_sub == 0) {
             ex->nmode[i] = NM_FOLDED;
-            rc = fold_node(ex, n, err);
+            rc = ex->dry && out_bytes > SN_DRY_FOLD_MAX && fold_stand_in(ex, n) ? SNUG_OK : fold_node(ex, n, err);
             ex->stats.n_folded++;
             ex->stats.folded_bytes += out_bytes;
             if (rc == SNUG_OK)
@@ -751,8 +798,15 @@ static int make_plan(sn_exec *ex, sn_err *err) {
                 pc.release_ctx = ex;
                 ex->prep_node = i;
                 pc.long_lived = ex->planning_bounds;
+                pc.dry = ex->dry;
                 if ((rc = n->op->prepare(&pc)) != SNUG_OK)
                     break;
+                if (ex->dry) { /* the state it would build is counted, not kept */
+                    if (pc.state && n->op->free_state)
+                        n->op->free_state(pc.state);
+                    pc.state = NULL;
+                    ex->dry_state += pc.state_bytes;
+                }
                 ex->nstate[i] = pc.state;
                 ex->nws[i] = pc.workspace;
                 ex->stats.kernel_state_bytes += pc.state_bytes;
@@ -841,6 +895,11 @@ static int make_plan(sn_exec *ex, sn_err *err) {
     size_t total, lower;
     if ((rc = sn_memplan_place(blocks, nb, &total, &lower, err)) != SNUG_OK)
         goto done;
+    if (ex->dry) {
+        ex->stats.arena_bytes = total;
+        ex->stats.lower_bound = lower;
+        goto done;
+    }
     if (total > ex->arena_cap) {
         uint8_t *a = ex->backend.ops->buffer_alloc(ex->backend.ctx, total, err);
         if (!a) {
@@ -1082,6 +1141,42 @@ static int run_in_bounds(sn_exec *ex, sn_err *err) {
     int rc = run_nodes_in_bounds(ex, err);
     if (ex->node_time)
         time_mark(ex, -1);
+    return rc;
+}
+
+int sn_exec_estimate_bounds(sn_exec *ex, const sn_tensor *bounds, sn_exec_estimate *e, uint8_t *gone,
+                            sn_err *err) {
+    const sn_graph *g = ex->g;
+    memset(e, 0, sizeof *e);
+    sn_exec_stats saved = ex->stats;
+    sn_tensor *in = sn_calloc((size_t)g->n_inputs + 1, sizeof *in);
+    if (!in)
+        return sn_errf(err, SNUG_ERR_OOM, "out of memory");
+    for (int i = 0; i < g->n_inputs; i++) {
+        in[i] = bounds[i];
+        in[i].data = NULL;
+    }
+    ex->dry = true;
+    ex->dry_state = 0;
+    ex->planning_bounds = true;
+    int rc = sn_exec_plan(ex, in, err);
+    ex->planning_bounds = false;
+    ex->dry = false;
+    if (rc == SNUG_OK) {
+        e->arena = ex->stats.arena_bytes;
+        e->lower_bound = ex->stats.lower_bound;
+        e->folded = ex->stats.folded_bytes;
+        e->state = ex->dry_state;
+        e->n_static = ex->stats.n_static;
+        e->n_dynamic = ex->stats.n_dynamic;
+        if (gone)
+            memcpy(gone, ex->vreleased, (size_t)g->n_values);
+    }
+    plan_release(ex); /* nothing prepared; the folded blocks go */
+    ex->stats = saved;
+    sn_free(in);
+    if (ex->weights_load) /* what folding read through the map */
+        sn_model_release_all(g->model);
     return rc;
 }
 

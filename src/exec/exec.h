@@ -26,6 +26,16 @@ typedef struct sn_exec_stats {
     size_t released_bytes;   /* constants no run reads, released or freed (drop_unread_inputs) */
 } sn_exec_stats;
 
+/* What a plan at input bounds will hold, found before any weight is packed
+ * or read (sn_exec_estimate_bounds). */
+typedef struct sn_exec_estimate {
+    size_t arena;        /* the activation arena (workspace inside), placed as the plan will */
+    size_t lower_bound;  /* largest total of planned tensors alive at one step */
+    size_t folded;       /* constants computed at plan time */
+    size_t state;        /* prepared kernels' state: packed weights, each replacing its source */
+    int n_static, n_dynamic;
+} sn_exec_estimate;
+
 /* pool and log are borrowed and may be NULL. */
 int sn_exec_new(const sn_graph *g, sn_pool *pool, const sn_logger *log, sn_exec **out, sn_err *err);
 void sn_exec_free(sn_exec *ex); /* accepts NULL */
@@ -63,6 +73,16 @@ int sn_exec_threads(const sn_exec *ex);
  * with the same shapes. */
 int sn_exec_plan(sn_exec *ex, const sn_tensor *inputs, sn_err *err);
 
+/* The plan sn_exec_set_bounds(bounds) would make, as an estimate, before
+ * any weight is read or packed: shapes inferred and constants folded as the
+ * plan does, every kernel's prepare run dry (sn_prep_ctx.dry: the workspace
+ * it declares and the state it would build, built not), the arena placed but
+ * not allocated, nothing released. gone (n_values, may be NULL) gets 1 for
+ * each constant no run of that plan would read (folded away, or replaced by
+ * a kernel's packed state): its file pages would be released. Discards the
+ * current plan (call it before planning). */
+int sn_exec_estimate_bounds(sn_exec *ex, const sn_tensor *bounds, sn_exec_estimate *e, uint8_t *gone,
+                            sn_err *err);
 /* Plans once for input bounds (bounds[i]: kind, dtype and the largest shape
  * of graph input i). Later runs take any inputs whose dims are within the
  * bounds: each node is inferred again for the actual shapes and computes into

@@ -43,6 +43,8 @@ struct sn_kvloop {
     int64_t bucket;         /* P is a multiple of this (1: exact shapes) */
     int64_t mask_cap;       /* elements of mask */
     int64_t heap_planned;   /* snug_alloc_peak_bytes() once planned */
+    sn_kvloop_mem est;      /* the estimate made before planning (estimate_at_bounds) */
+    bool has_est;
 };
 
 /* A plan costs ~10 ms on SmolLM2-135M, a padded slot ~40 us per step: the
@@ -92,6 +94,43 @@ static void set_tensor(sn_tensor *t, sn_dtype dtype, int rank, const int64_t *di
     t->data = data;
 }
 
+static uint64_t fault_windows(uintptr_t (*r)[2], int nr, uintptr_t w);
+static void weights_figures(const sn_kvloop *l, const uint8_t *gone, uint64_t *mapped, uint64_t *gathered,
+                            uint64_t *owned);
+
+/* The estimate of sn_kvloop_memory's figures made before planning: the plan
+ * at the bounds run dry (sn_exec_estimate_bounds: nothing read, packed or
+ * allocated), the weights from the graph and what that plan would release,
+ * and the library's heap as it is now (graph, KV cache, the loop). */
+static void estimate_at_bounds(sn_kvloop *l, const sn_tensor *b) {
+    const sn_graph *g = l->s->graph;
+    sn_kvloop_mem *m = &l->est;
+    memset(m, 0, sizeof *m);
+    uint8_t *gone = sn_calloc((size_t)g->n_values + 1, 1);
+    sn_exec_estimate e;
+    sn_err err = {0};
+    int64_t heap = snug_alloc_live_bytes();
+    if (!gone || sn_exec_estimate_bounds(l->s->exec, b, &e, gone, &err) != SNUG_OK) {
+        if (gone)
+            sn_log(&l->s->log, SNUG_LOG_INFO, "kvloop: no memory estimate before planning: %s", err.msg);
+        sn_free(gone);
+        return;
+    }
+    weights_figures(l, gone, &m->weights_read, &m->weights_gathered, &m->weights_copied);
+    sn_free(gone);
+    m->packed = e.state;
+    m->arena = e.arena;
+    m->lower_bound = e.lower_bound;
+    m->folded = e.folded;
+    m->kv = l->info.kv_bytes;
+    m->driver = (uint64_t)(2 * l->info.max_ctx + l->mask_cap) * sizeof(int64_t);
+    /* the heap now holds the KV cache; the rest of it is the graph and the loop */
+    m->other_heap = heap > 0 && (uint64_t)heap > m->kv ? (uint64_t)heap - m->kv : 0;
+    m->total = m->weights_read + m->weights_gathered + m->weights_copied + m->packed + m->arena + m->kv +
+               m->folded + m->driver + m->other_heap;
+    l->has_est = true;
+}
+
 /* Plans the session once for the largest step the loop can make (a prompt of
  * max_ctx tokens, a KV cache of cap positions), so steps of any length run
  * in that plan without re-planning or allocating. A model that cannot be
@@ -126,6 +165,9 @@ static void plan_at_bounds(sn_kvloop *l, int64_t cap) {
         }
     }
     sn_err err = {0};
+    /* The estimate first, before planning reads or packs any weight. */
+    if (ok)
+        estimate_at_bounds(l, b);
     if (ok && sn_exec_set_bounds(l->s->exec, b, &err) != SNUG_OK)
         sn_log(&l->s->log, SNUG_LOG_INFO, "kvloop: planning per step (cannot plan at the bounds: %s)", err.msg);
     sn_free(b);
@@ -431,23 +473,42 @@ static int cmp_range(const void *a, const void *b) {
     return x[0] < y[0] ? -1 : x[0] > y[0];
 }
 
-void sn_kvloop_memory(const sn_kvloop *l, sn_kvloop_mem *m) {
+/* The union of the aligned w-byte windows covering ranges r[0..nr) (sorted here). */
+static uint64_t fault_windows(uintptr_t (*r)[2], int nr, uintptr_t w) {
+    for (int k = 0; k < nr; k++) {
+        r[k][0] = r[k][0] / w * w;
+        r[k][1] = (r[k][1] + w - 1) / w * w;
+    }
+    qsort(r, (size_t)nr, sizeof *r, cmp_range);
+    uint64_t total = 0;
+    uintptr_t end = 0;
+    for (int k = 0; k < nr; k++) {
+        uintptr_t b = r[k][0] > end ? r[k][0] : end;
+        if (r[k][1] > b)
+            total += r[k][1] - b;
+        end = r[k][1] > end ? r[k][1] : end;
+    }
+    return total;
+}
+
+/* The weights a plan holds resident, given gone[v] (1: no run reads constant
+ * v, its pages released). Mapped weights a kernel reads whole: a read fault
+ * maps the aligned fault-around window around it, so the resident set is the
+ * union of the windows covering those tensors (the neighbours' bytes in them
+ * included). Gathered-only tables: a row per token, one window each, at most
+ * the table. owned: weights in memory of the library's own, which an
+ * estimate counts here (copies of misaligned weights; under
+ * snug.weights=load every weight read whole, nothing of the files mapped,
+ * gathered rows read into the arena). */
+static void weights_figures(const sn_kvloop *l, const uint8_t *gone, uint64_t *mapped, uint64_t *gathered,
+                            uint64_t *owned) {
     const sn_graph *g = l->s->graph;
-    const sn_exec_stats *xs = sn_exec_get_stats(l->s->exec);
-    memset(m, 0, sizeof *m);
-    /* Mapped weights a kernel reads whole: a read fault maps the aligned
-     * fault-around window around it, so the resident set is the union of
-     * the windows covering those tensors (the neighbours' bytes in them
-     * included, even the released sources of aligned copies). Weights not
-     * in a file map (decoded at load, copies) are heap, counted below. */
     const uintptr_t W = SN_FAULT_AROUND;
-    /* Under snug.weights=load nothing of the files is mapped: weights read
-     * are owned copies (weights_copied), gathered rows are read from the
-     * file into the arena. */
-    bool mapped = !sn_exec_weights_load(l->s->exec);
-    uintptr_t(*r)[2] = mapped ? sn_malloc(sizeof *r * ((size_t)g->n_values + 1)) : NULL;
+    bool load = sn_exec_weights_load(l->s->exec);
+    *mapped = *gathered = *owned = 0;
+    uintptr_t(*r)[2] = load ? NULL : sn_malloc(sizeof *r * ((size_t)g->n_values + 1));
     int nr = 0;
-    for (int v = 0; v < g->n_values && mapped; v++) {
+    for (int v = 0; v < g->n_values; v++) {
         const sn_value *val = &g->values[v];
         if (!(val->flags & SN_VAL_INIT) || !val->n_cons)
             continue;
@@ -456,28 +517,40 @@ void sn_kvloop_memory(const sn_kvloop *l, sn_kvloop_mem *m) {
         if (!t->data || !bytes || !sn_model_maps(g->model, t->data, bytes))
             continue;
         if (sn_value_gathered_only(g, v)) {
-            /* a row per token: one window each, at most the table */
+            if (load)
+                continue;
             uint64_t rows = t->rank >= 1 && t->dims[0] > 0 ? (uint64_t)t->dims[0] : 1;
             uint64_t per = (bytes / rows + W - 1) / W * W;
             uint64_t touched = (uint64_t)l->info.max_ctx * per;
-            m->weights_gathered += touched < bytes ? touched : bytes;
-        } else if (!sn_init_misaligned(val->init) && !sn_exec_value_released(l->s->exec, v) && r) {
-            uintptr_t a = (uintptr_t)t->data;
-            r[nr][0] = a / W * W;
-            r[nr][1] = (a + bytes + W - 1) / W * W;
+            *gathered += touched < bytes ? touched : bytes;
+        } else if (gone[v]) {
+            continue;
+        } else if (load || sn_init_misaligned(val->init)) {
+            *owned += bytes >= ((uint64_t)4 << 10) ? sn_pages_size(bytes) : bytes;
+        } else if (r) {
+            r[nr][0] = (uintptr_t)t->data;
+            r[nr][1] = (uintptr_t)t->data + bytes;
             nr++;
         }
     }
     if (r) {
-        qsort(r, (size_t)nr, sizeof *r, cmp_range);
-        uintptr_t end = 0;
-        for (int k = 0; k < nr; k++) {
-            uintptr_t b = r[k][0] > end ? r[k][0] : end;
-            if (r[k][1] > b)
-                m->weights_read += r[k][1] - b;
-            end = r[k][1] > end ? r[k][1] : end;
-        }
+        *mapped = fault_windows(r, nr, W);
         sn_free(r);
+    }
+}
+
+void sn_kvloop_memory(const sn_kvloop *l, sn_kvloop_mem *m) {
+    const sn_graph *g = l->s->graph;
+    const sn_exec_stats *xs = sn_exec_get_stats(l->s->exec);
+    memset(m, 0, sizeof *m);
+    uint8_t *gone = sn_calloc((size_t)g->n_values + 1, 1);
+    if (gone) {
+        uint64_t owned;
+        for (int v = 0; v < g->n_values; v++)
+            gone[v] = sn_exec_value_released(l->s->exec, v) ||
+                      ((g->values[v].flags & SN_VAL_INIT) && g->values[v].init && sn_init_misaligned(g->values[v].init));
+        weights_figures(l, gone, &m->weights_read, &m->weights_gathered, &owned);
+        sn_free(gone);
     }
     m->weights_copied = xs->copied_init_bytes;
     m->arena = xs->arena_bytes;
@@ -485,7 +558,13 @@ void sn_kvloop_memory(const sn_kvloop *l, sn_kvloop_mem *m) {
     m->kv = xs->persistent_bytes;
     m->folded = xs->folded_bytes;
     m->driver = (uint64_t)(2 * l->info.max_ctx + l->mask_cap) * sizeof(int64_t);
-    uint64_t listed = m->weights_copied + m->arena + m->kv + m->folded + m->driver;
+    m->packed = xs->kernel_state_bytes;
+    uint64_t listed = m->weights_copied + m->packed + m->arena + m->kv + m->folded + m->driver;
     m->other_heap = l->heap_planned > 0 && (uint64_t)l->heap_planned > listed ? (uint64_t)l->heap_planned - listed : 0;
     m->total = m->weights_read + m->weights_gathered + listed + m->other_heap;
+}
+
+bool sn_kvloop_estimate(const sn_kvloop *l, sn_kvloop_mem *m) {
+    *m = l->est;
+    return l->has_est;
 }

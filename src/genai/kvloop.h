@@ -59,34 +59,50 @@ void sn_kvloop_reset(sn_kvloop *l);
 int64_t sn_kvloop_pos(const sn_kvloop *l);
 const sn_kvloop_info *sn_kvloop_get_info(const sn_kvloop *l);
 
-/* What a loop holds resident at its peak, predicted from the plan before
- * any step runs (every figure in bytes). Weights are mapped from the file,
- * so only the pages a step touches become resident: every initializer a
- * kernel reads whole, and of a table that is only gathered (an embedding)
- * the pages of the rows max_ctx tokens can select. A page fault on a file
- * mapping maps the whole aligned fault-around window (64 KiB by default on
- * Linux) when the file is in the page cache, so each such row is counted
- * as one window (at most the table). */
+/* What a loop holds resident at its peak, in bytes, in two figures named
+ * for what they are (docs/executor.md):
+ *
+ * - the estimate (sn_kvloop_estimate), made before planning: the plan at the
+ *   bounds run dry (sn_exec_estimate_bounds: workspace and packed state as
+ *   the kernels' prepare declares them, nothing read, packed or allocated),
+ *   the weights from the graph, and the library's heap as it stands then;
+ *   placement and streaming decide from this one;
+ * - the accounting (sn_kvloop_memory), after planning: the same figures from
+ *   what the plan made, with the allocator's high-water mark for the rest of
+ *   the heap. It checks that residency is tracked; it predicts nothing.
+ *
+ * Weights are mapped from the file, so only the pages a step touches become
+ * resident: every initializer a kernel reads whole, and of a table that is
+ * only gathered (an embedding) the pages of the rows max_ctx tokens can
+ * select. A page fault on a file mapping maps the whole aligned
+ * fault-around window (64 KiB by default on Linux) when the file is in the
+ * page cache, so each such row is counted as one window (at most the
+ * table). */
 typedef struct sn_kvloop_mem {
     uint64_t weights_read;   /* mapped initializers read whole by some kernel: the fault-around
                               * windows covering them */
     uint64_t weights_gathered; /* pages of gathered-only tables, bound for max_ctx tokens */
     uint64_t weights_copied; /* aligned copies of misaligned initializers; under snug.weights=load
                               * every weight read whole (read from the file, nothing mapped) */
+    uint64_t packed;         /* prepared kernels' state: packed weights, each replacing its source */
     uint64_t arena;          /* the planned activation arena (workspace inside) */
     uint64_t lower_bound;    /* largest total of planned tensors alive at one step */
     uint64_t kv;             /* the KV cache (persistent region) */
     uint64_t folded;         /* constants computed at plan time */
     uint64_t driver;         /* the loop's own buffers (ids, mask, positions) */
-    uint64_t other_heap;     /* the rest of the library's heap at its high-water mark once planned:
-                              * graph, plans, kernel state, planning scratch (process-wide, through
-                              * the default allocator; 0 if unknown) */
+    uint64_t other_heap;     /* the rest of the library's heap: in the accounting its high-water
+                              * mark once planned (graph, plans, kernel state, planning scratch);
+                              * in the estimate what it held before planning (graph, loop), less
+                              * the KV cache (0 if unknown: a caller's allocator) */
     uint64_t total;          /* all of the above but lower_bound */
 } sn_kvloop_mem;
 
-/* Valid once the loop planned at its bounds (after sn_kvloop_new; a model
- * that plans per step reports its current plan). */
+/* The accounting: valid once the loop planned at its bounds (after
+ * sn_kvloop_new; a model that plans per step reports its current plan). */
 void sn_kvloop_memory(const sn_kvloop *l, sn_kvloop_mem *m);
+/* The estimate made before planning; false when there is none (a model
+ * that cannot be planned at its bounds). */
+bool sn_kvloop_estimate(const sn_kvloop *l, sn_kvloop_mem *m);
 
 /* Index of the largest of n floats (the first on ties). */
 int64_t sn_argmax_f32(const float *x, int64_t n);

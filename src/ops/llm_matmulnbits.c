@@ -249,8 +249,11 @@ int llm_mnb_prepare(sn_prep_ctx *c) {
     c->state = b_const ? (void *)&mnb_const_b : NULL;
     mnb_state *st;
     sn_rebuild r;
-    if (b_const && g.ort4 && c->long_lived && !g.empty && g.kb <= LLM_MNB4_TILE_MAX_KB &&
-        (st = sn_calloc(1, sizeof *st))) { /* without memory: the original layout, as is */
+    if (b_const && g.ort4 && c->long_lived && !g.empty && g.kb <= LLM_MNB4_TILE_MAX_KB && c->dry) {
+        c->state_bytes = llm_mnb4_tiled_bytes(g.N, g.kb); /* the tiles would replace B */
+        c->replaces = 1u << 1;
+    } else if (b_const && g.ort4 && c->long_lived && !g.empty && g.kb <= LLM_MNB4_TILE_MAX_KB &&
+               (st = sn_calloc(1, sizeof *st))) { /* without memory: the original layout, as is */
         size_t src = (size_t)(g.N * g.kb * 16);
         if (!sn_rebuild_begin(&r, c, llm_mnb4_tiled_bytes(g.N, g.kb), src)) {
             sn_free(st);

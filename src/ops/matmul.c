@@ -180,9 +180,14 @@ static int matmul_prepare(sn_prep_ctx *c) {
     int64_t M = mm_fold_batch(&p) ? p.M * p.n_batch : p.M;
     c->workspace = mm_workspace(&p, c->n_threads);
     if (mm_fold_batch(&p) && mm_prepack_worth(c, &p, c->in[1], M)) {
+        size_t nb = sn_sgemm_pack_b_bytes(SN_GEMM_ISA_BEST, p.N, p.K);
+        if (c->dry) { /* what the packed copy would hold, and that it replaces B */
+            c->state_bytes = nb;
+            c->replaces = 1u << 1;
+            return SNUG_OK;
+        }
         mm_packed *st = sn_calloc(1, sizeof *st);
         sn_rebuild r;
-        size_t nb = sn_sgemm_pack_b_bytes(SN_GEMM_ISA_BEST, p.N, p.K);
         if (!st || !sn_rebuild_begin(&r, c, nb, (size_t)p.K * (size_t)p.N * sizeof(float))) {
             sn_free(st); /* the unpacked path needs no state: run without */
             return SNUG_OK;

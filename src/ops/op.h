@@ -49,6 +49,10 @@ typedef struct sn_prep_ctx {
      * session.max_shape_override): state that costs a pass over a weight to
      * build (prepacking) pays off. False for a plan that may serve one run. */
     bool long_lived;
+    /* An estimate only (sn_exec_estimate_bounds): declare the workspace, and
+     * in state_bytes / replaces the state a real prepare would build, but
+     * build nothing and read no weight (state may stay NULL). */
+    bool dry;
 } sn_prep_ctx;
 
 /* prepare building state that replaces a constant input (a weight packed

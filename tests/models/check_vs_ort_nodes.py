@@ -41,7 +41,19 @@ def main() -> int:
         pr = d.get("paired_ratio", {}).get(k, {})
         if not pr or abs(pr["median"] - d["ratio"][k]) > 1e-9 * abs(d["ratio"][k]) or pr["min"] != pr["max"]:
             fails.append(f"paired_ratio {k}: {pr} against the ratio of medians {d['ratio'][k]}")
+    # load figures defined alike: snug's covers its set-up up to the first token's readiness
+    # (open, then planning and packing, which its old figure left out), and both sides'
+    # cold start adds the first prefill
+    sj = d["snug"]
+    if not 0 < sj.get("open_s", -1) < sj["load_s"]:
+        fails.append(f"snug load_s {sj['load_s']} does not cover open_s {sj.get('open_s')} plus planning")
+    for side in ("snug", "ort"):
+        x = d[side]
+        if not x.get("cold_s", 0) > x["load_s"] > 0:
+            fails.append(f"{side}: load+1st prefill {x.get('cold_s')} against load {x['load_s']}")
     p = subprocess.run(base, capture_output=True, text=True)
+    if "load+1st prefill s" not in p.stdout or "InferenceSession creation" not in p.stdout:
+        fails.append("no definition of the load figures in the table")
     if "snug/ORT within each round" not in p.stdout:
         fails.append("no per-round ratio line")
     # the rows between the column heads and the total (a long name is shown
