@@ -857,7 +857,18 @@ static void byte_map(sn_tokenizer *t) {
     }
 }
 
-static int added_cmp_len(const void *a, const void *b, void *ctx);
+/* Whether added token a sorts before b in a matcher: by first byte, then
+ * longer first, then file order. */
+static bool added_before(const sn_tokenizer *t, int32_t a, int32_t b) {
+    const tk_added *x = &t->added[a], *y = &t->added[b];
+    const char *sx = x->normalized ? x->norm : x->content, *sy = y->normalized ? y->norm : y->content;
+    size_t nx = x->normalized ? x->norm_len : x->len, ny = y->normalized ? y->norm_len : y->len;
+    if ((unsigned char)sx[0] != (unsigned char)sy[0])
+        return (unsigned char)sx[0] < (unsigned char)sy[0];
+    if (nx != ny)
+        return nx > ny;
+    return a < b;
+}
 
 /* The matcher over tokens with the given normalized flag: by first byte,
  * longest first, so the first hit at a position is the leftmost-longest. */
@@ -876,7 +887,7 @@ static int build_matcher(tk_load *L, bool normalized, tk_matcher *m) {
     for (size_t i = 1; i < m->n; i++) {
         int32_t x = m->order[i];
         size_t j = i;
-        while (j > 0 && added_cmp_len(&m->order[j - 1], &x, t) > 0) {
+        while (j > 0 && added_before(t, x, m->order[j - 1])) {
             m->order[j] = m->order[j - 1];
             j--;
         }
@@ -894,18 +905,6 @@ static int build_matcher(tk_load *L, bool normalized, tk_matcher *m) {
         m->first[b] = (uint32_t)k;
     }
     return SNUG_OK;
-}
-
-static int added_cmp_len(const void *a, const void *b, void *ctx) {
-    const sn_tokenizer *t = ctx;
-    const tk_added *x = &t->added[*(const int32_t *)a], *y = &t->added[*(const int32_t *)b];
-    const char *sx = x->normalized ? x->norm : x->content, *sy = y->normalized ? y->norm : y->content;
-    size_t nx = x->normalized ? x->norm_len : x->len, ny = y->normalized ? y->norm_len : y->len;
-    if ((unsigned char)sx[0] != (unsigned char)sy[0])
-        return (unsigned char)sx[0] < (unsigned char)sy[0] ? -1 : 1;
-    if (nx != ny)
-        return nx > ny ? -1 : 1;
-    return *(const int32_t *)a < *(const int32_t *)b ? -1 : 1;
 }
 
 /* Token text by id for decoding, and the added-token marks. A normalized
