@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The whole test suite: installs dependencies, builds snug twice (optimized,
-# and with AddressSanitizer + UndefinedBehaviorSanitizer), runs every CTest
-# test on the first build and all but the Python model-fixture tests on the
-# second. Exit status 0 only if everything passed.
+# The whole test suite: installs dependencies, builds snug three times
+# (optimized with debug info, Release, and with AddressSanitizer +
+# UndefinedBehaviorSanitizer), runs every CTest test on the first build, the
+# unit tests on the second and all but the Python model-fixture tests on the
+# third. Exit status 0 only if everything passed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -13,6 +14,13 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$jobs"
 echo "== tests"
 (cd build && ctest --output-on-failure -j"$jobs")
+
+# A user's first build is often a plain Release one (-O3 brings warnings -O2
+# does not, and warnings are errors): it must build, and its unit tests pass.
+echo "== build (Release) and its unit tests"
+cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build-release -j"$jobs"
+(cd build-release && ctest --output-on-failure -j"$jobs" -L unit)
 
 echo "== build (ASan + UBSan)"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSNUG_SANITIZE=ON >/dev/null

@@ -418,7 +418,7 @@ static int load_scheme(tk_load *L, const cJSON *o, tk_prepend *out, const char *
     SN_TRY(jstr(L, o, "prepend_scheme", false, &s, path));
     if (!s) {
         /* files before tokenizers 0.15 say add_prefix_space instead */
-        bool aps;
+        bool aps = false;
         SN_TRY(jbool(L, o, "add_prefix_space", true, &aps, path));
         *out = aps ? TK_PREPEND_ALWAYS : TK_PREPEND_NEVER;
     } else if (strcmp(s, "always") == 0) {
@@ -472,7 +472,7 @@ static int load_pre(tk_load *L, const cJSON *o, size_t *cap, const char *path) {
         SN_TRY(jbool(L, o, "invert", false, &p->invert, path));
     } else if (strcmp(type, "ByteLevel") == 0) {
         p->kind = TK_PRE_BYTELEVEL;
-        bool use_regex;
+        bool use_regex = false;
         SN_TRY(jbool(L, o, "add_prefix_space", true, &p->add_prefix_space, path));
         SN_TRY(jbool(L, o, "use_regex", true, &use_regex, path));
         if (use_regex)
@@ -528,7 +528,7 @@ static int load_decoder(tk_load *L, const cJSON *o, size_t *cap, const char *pat
     } else if (strcmp(type, "Strip") == 0) {
         d->kind = TK_DEC_STRIP;
         SN_TRY(jchar(L, o, "content", " ", &d->ch, path));
-        int64_t v;
+        int64_t v = 0;
         const cJSON *s = jget(o, "start"), *e = jget(o, "stop");
         SN_TRY(jint(L, s, INT32_MAX, &v, path));
         d->start = (size_t)v;
@@ -592,7 +592,7 @@ static int load_post(tk_load *L, const cJSON *o, const char *path) {
                 return sn_errf(L->err, SNUG_ERR_OOM, "out of memory");
             size_t k = 0;
             cJSON_ArrayForEach(x, ids) {
-                int64_t v;
+                int64_t v = 0;
                 SN_TRY(jint(L, x, INT32_MAX, &v, sub));
                 m->ids[k++] = (int32_t)v;
             }
@@ -761,7 +761,7 @@ static int load_vocab(tk_load *L, const cJSON *model, const cJSON *added) {
     size_t count = 0, bytes = 0;
     int64_t max_id = -1;
     cJSON_ArrayForEach(it, vocab) {
-        int64_t id;
+        int64_t id = 0;
         char path[64];
         snprintf(path, sizeof path, "model.vocab[%zu]", count);
         SN_TRY(jint(L, it, INT32_MAX - 1, &id, path));

@@ -297,7 +297,7 @@ static int ld_attr(sn_ld *c, sn_pb *r, sn_attr *a) {
             SN_TRY(sn_pb_get_varints(r, &f, (uint64_t *)(void *)a->ints, (size_t)ni, &ki));
             break;
         case AT_STRINGS: {
-            const char *s;
+            const char *s = NULL;
             SN_TRY(get_str(c, r, &f, "strings", &s));
             a->strings[ks].ptr = s;
             a->strings[ks++].len = f.len;
@@ -659,7 +659,7 @@ static int parse(sn_model *m, const void *buf, size_t len, const char *dir, sn_e
 
 int sn_model_load_buffer(const void *buf, size_t len, const char *dir, sn_model **out,
                          sn_err *err) {
-    sn_model *m;
+    sn_model *m = NULL;
     *out = NULL;
     SN_TRY(model_new(&m, err));
     if (dir && !(m->dir = sn_arena_strn(&m->priv->arena, dir, strlen(dir)))) {
@@ -677,7 +677,7 @@ int sn_model_load_buffer(const void *buf, size_t len, const char *dir, sn_model 
 }
 
 int sn_model_load(const char *path, sn_model **out, sn_err *err) {
-    sn_model *m;
+    sn_model *m = NULL;
     *out = NULL;
     SN_TRY(model_new(&m, err));
     struct sn_model_priv *pv = m->priv;

@@ -162,7 +162,10 @@ tail_avx2(const int R, const int P, int64_t kc, const float *restrict a, const f
                 r[i][h] = _mm256_fmadd_ps(x, bv[h], r[i][h]);
         }
     }
-    float acc[4][32];
+    /* zeroed: gcc 12 at -O3 cannot see that n <= 16 * P, so that UKR_STORE
+     * reads only what was stored (a false maybe-uninitialized, an error
+     * with -Werror); 512 bytes once per short panel */
+    float acc[4][32] = {{0}};
     _Pragma("GCC unroll 4") for (int i = 0; i < R; i++)
         _Pragma("GCC unroll 4") for (int h = 0; h < 2 * P; h++)
             _mm256_storeu_ps(acc[i] + 8 * h, r[i][h]);

@@ -38,7 +38,7 @@ static int loss_infer(sn_infer_ctx *c) {
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "missing input");
     const sn_tensor *t = sn_red_has(c, 1) ? c->in[1] : NULL;
     const sn_tensor *w = sn_red_has(c, 2) ? c->in[2] : NULL;
-    loss_red red;
+    loss_red red = LOSS_NONE;
     SN_TRY(loss_reduction(n, &red, c->err));
     if (!sn_red_is_real(x->dtype))
         return sn_kfail(c->err, n, SNUG_ERR_TYPE, "unsupported input type %s",
@@ -103,7 +103,7 @@ static int loss_run(sn_kctx *c) {
     const sn_tensor *w = sn_red_khas(c, 2) ? c->in[2] : NULL;
     sn_tensor *y = c->out[0];
     sn_tensor *lp = sce && c->n_out > 1 ? c->out[1] : NULL;
-    loss_red red;
+    loss_red red = LOSS_NONE;
     SN_TRY(loss_reduction(n, &red, c->err));
     bool has_ii = sn_attr_get(n, "ignore_index") != NULL;
     int64_t ii = sn_attr_int(n, "ignore_index", 0);

@@ -312,7 +312,7 @@ static int gemm_infer(sn_infer_ctx *c) {
         gk_set_out(c->out[0], a->dtype, 2, d);
         return SNUG_OK;
     }
-    gemm_dims g;
+    gemm_dims g = {0};
     SN_TRY(gemm_shape(c->node, c->err, a, b, cc, &g));
     int64_t d[2] = {g.M, g.N};
     gk_set_out(c->out[0], a->dtype, 2, d);
@@ -322,7 +322,7 @@ static int gemm_infer(sn_infer_ctx *c) {
 static int gemm_prepare(sn_prep_ctx *c) {
     if (c->in[0]->dtype != SN_F32)
         return SNUG_OK;
-    gemm_dims g;
+    gemm_dims g = {0};
     SN_TRY(gemm_shape(c->node, c->err, c->in[0], c->in[1], gk_in(c->in, c->n_in, 2), &g));
     c->workspace = sn_sgemm_workspace(g.M, g.N, g.K, c->n_threads);
     return SNUG_OK;
@@ -332,7 +332,7 @@ static size_t gemm_estimate(const sn_infer_ctx *c) {
     if (c->n_in < 2 || !c->in[0] || !c->in[1] || c->in[0]->dtype != SN_F32 ||
         !sn_tensor_shape_known(c->in[0]) || !sn_tensor_shape_known(c->in[1]))
         return 0;
-    gemm_dims g;
+    gemm_dims g = {0};
     if (gemm_shape(c->node, NULL, c->in[0], c->in[1], gk_in(c->in, c->n_in, 2), &g) != SNUG_OK)
         return 0;
     return sn_sgemm_workspace(g.M, g.N, g.K, sn_gemm_threads(c->n_threads));
@@ -341,7 +341,7 @@ static size_t gemm_estimate(const sn_infer_ctx *c) {
 static int gemm_run(sn_kctx *c) {
     const sn_tensor *a = c->in[0], *b = c->in[1], *cc = gk_in(c->in, c->n_in, 2);
     sn_tensor *y = c->out[0];
-    gemm_dims g;
+    gemm_dims g = {0};
     SN_TRY(gemm_shape(c->node, c->err, a, b, cc, &g));
     float alpha = sn_attr_float(c->node, "alpha", 1.0f);
     float beta = sn_attr_float(c->node, "beta", 1.0f);

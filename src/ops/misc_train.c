@@ -72,8 +72,8 @@ static int train_scalars(sn_kctx *c, double *r, int64_t *t) {
 static sn_tensor *out_at(sn_kctx *c, int o) { return o < c->n_out ? c->out[o] : NULL; }
 
 int sn_adagrad_run(sn_kctx *c) {
-    double r;
-    int64_t t;
+    double r = 0;
+    int64_t t = 0;
     SN_TRY(train_scalars(c, &r, &t));
     const double decay = sn_attr_float(c->node, "decay_factor", 0.0f);
     const double eps = sn_attr_float(c->node, "epsilon", 1e-6f);
@@ -97,8 +97,8 @@ int sn_adagrad_run(sn_kctx *c) {
 }
 
 int sn_adam_run(sn_kctx *c) {
-    double r;
-    int64_t t;
+    double r = 0;
+    int64_t t = 0;
     SN_TRY(train_scalars(c, &r, &t));
     const double alpha = sn_attr_float(c->node, "alpha", 0.9f);
     const double beta = sn_attr_float(c->node, "beta", 0.999f);
@@ -128,8 +128,8 @@ int sn_adam_run(sn_kctx *c) {
 }
 
 int sn_momentum_run(sn_kctx *c) {
-    double r;
-    int64_t t;
+    double r = 0;
+    int64_t t = 0;
     SN_TRY(train_scalars(c, &r, &t));
     const double alpha = sn_attr_float(c->node, "alpha", 0.0f);
     const double beta = sn_attr_float(c->node, "beta", 0.0f);

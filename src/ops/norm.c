@@ -770,7 +770,7 @@ static int ln_infer(sn_infer_ctx *c) {
             }
         return SNUG_OK;
     }
-    int axis;
+    int axis = 0;
     SN_TRY(ln_geom(n, x, &axis, c->err));
     SN_TRY(ln_check_bcast(n, x, axis, c->in[1], "Scale", c->err));
     if (sn_red_has(c, 2))
@@ -810,7 +810,7 @@ static int ln_run(sn_kctx *c) {
     const sn_tensor *bt = sn_red_khas(c, 2) ? c->in[2] : NULL;
     sn_tensor *y = c->out[0];
     sn_tensor *mo = c->n_out > 1 ? c->out[1] : NULL, *so = c->n_out > 2 ? c->out[2] : NULL;
-    int axis;
+    int axis = 0;
     SN_TRY(ln_geom(n, x, &axis, c->err));
     int64_t R = sn_red_prod(x->dims, 0, axis), D = sn_red_prod(x->dims, axis, x->rank);
     double eps = sn_attr_float(n, "epsilon", 1e-5f);

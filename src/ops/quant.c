@@ -319,7 +319,7 @@ static int qlmm21_run(sn_kctx *c) {
     sn_tensor *y = c->out[0];
     gk_mm p;
     SN_TRY(gk_mm_plan(c->node, c->err, a, b, &p));
-    int64_t mas, maz, mbs, mbz;
+    int64_t mas = 0, maz = 0, mbs = 0, mbz = 0;
     SN_TRY(qlmm_param(c, as, p.M, p.na, "a_scale", &mas));
     SN_TRY(qlmm_param(c, az, p.M, p.na, "a_zero_point", &maz));
     SN_TRY(qlmm_param(c, bs, p.N, p.nbm, "b_scale", &mbs));

@@ -65,7 +65,7 @@ static int insert_run(sn_kctx *c) {
     if (s->n_items && t->dtype != s->dtype)
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "tensor type %s differs from the sequence's %s",
                         sn_dtype_name(t->dtype), sn_dtype_name(s->dtype));
-    int64_t pos;
+    int64_t pos = 0;
     SN_TRY(seq_pos(c, 2, s->n_items, s->n_items, true, &pos));
     sn_tensor *items = sn_kctx_alloc_sequence(c, 0, t->dtype, s->n_items + 1);
     if (!items)
@@ -83,7 +83,7 @@ static int insert_run(sn_kctx *c) {
 static int erase_run(sn_kctx *c) {
     SN_TRY(need_seq(c, 0));
     const sn_tensor *s = c->in[0];
-    int64_t pos;
+    int64_t pos = 0;
     SN_TRY(seq_pos(c, 1, s->n_items, s->n_items - 1, false, &pos));
     sn_tensor *items = sn_kctx_alloc_sequence(c, 0, s->dtype, s->n_items - 1);
     if (!items)
@@ -103,7 +103,7 @@ static int at_infer(sn_infer_ctx *c) {
 }
 static int at_run(sn_kctx *c) {
     SN_TRY(need_seq(c, 0));
-    int64_t pos;
+    int64_t pos = 0;
     SN_TRY(seq_pos(c, 1, c->in[0]->n_items, 0, false, &pos));
     return sn_value_emit(c, 0, &((const sn_tensor *)c->in[0]->data)[pos]);
 }

@@ -385,7 +385,7 @@ static int out_dtype_attr(const sn_node *n, sn_dtype *dt, sn_err *err) {
 }
 
 static int window_infer(sn_infer_ctx *c) {
-    sn_dtype dt;
+    sn_dtype dt = SN_F32;
     SN_TRY(out_dtype_attr(c->node, &dt, c->err));
     const sn_tensor *s = c->in[0];
     if (!sn_dtype_is_int(s->dtype))
@@ -427,7 +427,7 @@ static int blackman_run(sn_kctx *c) { return window_run(c, WIN_BLACKMAN); }
 /* ---- MelWeightMatrix ------------------------------------------------------------ */
 
 static int mel_infer(sn_infer_ctx *c) {
-    sn_dtype dt;
+    sn_dtype dt = SN_F32;
     SN_TRY(out_dtype_attr(c->node, &dt, c->err));
     if (c->n_in < 5 || !c->in[0] || !c->in[1] || !c->in[2] || !c->in[3] || !c->in[4])
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "all five inputs are required");
