@@ -353,63 +353,38 @@ static void layer_name(int l, int L, char *buf, size_t cap) {
         snprintf(buf, cap, "%d", l);
 }
 
-/* The arena over time: each planned value a bar from its producer to its
- * last reader at its offset, each workspace a one-step bar. Lifetimes
- * mirror the executor's (a view keeps what it aliases alive); workspace
- * offsets come from placing the same blocks again with the same planner. */
-static int write_svg(const char *path, const sn_graph *g, const sn_exec *ex, int L, sn_err *err) {
+/* The arena over time, drawn from the plan value: each arena slot a bar
+ * over the steps it is held at its offset (an in-place output shares its
+ * input's slot: one bar), each workspace slot a bar over its node's group.
+ * Nothing is replayed. */
+static int write_svg(const char *path, const sn_graph *g, const sn_plan *pl, int L, sn_err *err) {
     int nn = g->n_nodes, nv = g->n_values, rc = SNUG_OK;
-    int *last = calloc((size_t)nv + 1, sizeof *last);
     sn_block *bl = calloc((size_t)nv + (size_t)nn + 1, sizeof *bl);
     int *bv = calloc((size_t)nv + (size_t)nn + 1, sizeof *bv);
     FILE *f = NULL;
-    if (!last || !bl || !bv) {
+    if (!bl || !bv) {
         rc = sn_errf(err, SNUG_ERR_OOM, "out of memory");
         goto done;
     }
-    for (int v = 0; v < nv; v++) {
-        const sn_value *val = &g->values[v];
-        int l = val->producer;
-        for (int c = 0; c < val->n_cons; c++)
-            l = val->cons[c] > l ? val->cons[c] : l;
-        if (val->flags & SN_VAL_OUTPUT)
-            l = nn;
-        last[v] = l;
-    }
-    for (int v = 0; v < nv; v++) { /* views extend what they alias */
-        if (sn_exec_value_storage(ex, v, NULL) != SN_STORE_VIEW)
-            continue;
-        int r = v, guard = 0;
-        while (r >= 0 && sn_exec_value_storage(ex, r, NULL) == SN_STORE_VIEW && g->values[r].producer >= 0 &&
-               guard++ < nv)
-            r = g->nodes[g->values[r].producer].n_in ? g->nodes[g->values[r].producer].in[0] : -1;
-        if (r >= 0 && last[v] > last[r])
-            last[r] = last[v];
-    }
     int nb = 0;
-    for (int v = 0; v < nv; v++)
-        if (sn_exec_value_storage(ex, v, NULL) == SN_STORE_ARENA) {
-            bl[nb] = (sn_block){sn_tensor_nbytes(sn_exec_value_info(ex, v)), g->values[v].producer, last[v], 0};
-            bv[nb++] = v;
-        }
+    for (int v = 0; v < nv; v++) {
+        const sn_plan_value *pv = &pl->values[v];
+        if (pv->storage != SN_STORE_ARENA)
+            continue;
+        bool shared = false; /* the slot of an earlier value (in place) */
+        for (int k = 0; k < nb && !shared; k++)
+            shared = bl[k].offset == pv->offset && bl[k].start == pv->first && bl[k].end == pv->last;
+        if (shared)
+            continue;
+        bl[nb] = (sn_block){pv->size, pv->first, pv->last, pv->offset};
+        bv[nb++] = v;
+    }
     for (int i = 0; i < nn; i++)
-        if (sn_exec_node_workspace(ex, i)) {
-            bl[nb] = (sn_block){sn_exec_node_workspace(ex, i), i, i, 0};
+        if (pl->nodes[i].workspace) {
+            bl[nb] = (sn_block){pl->nodes[i].workspace, pl->nodes[i].group, i, pl->nodes[i].ws_offset};
             bv[nb++] = -1 - i;
         }
-    size_t total = 0, lower = 0;
-    if ((rc = sn_memplan_place(bl, nb, &total, &lower, err)) != SNUG_OK)
-        goto done;
-    /* Where the replay disagrees with the executor, use the executor's
-     * offsets and leave workspace out (it cannot be placed reliably). */
-    bool same = true;
-    for (int k = 0; k < nb && same; k++) {
-        size_t off;
-        if (bv[k] >= 0 && (sn_exec_value_storage(ex, bv[k], &off), off != bl[k].offset))
-            same = false;
-    }
-    const sn_exec_stats *st = sn_exec_get_stats(ex);
-    size_t arena = st->arena_bytes ? st->arena_bytes : 1;
+    size_t arena = pl->buffers[0].size ? pl->buffers[0].size : 1;
     if (!(f = fopen(path, "w"))) {
         rc = sn_errf(err, SNUG_ERR_IO, "cannot write %s: %s", path, strerror(errno));
         goto done;
@@ -417,8 +392,8 @@ static int write_svg(const char *path, const sn_graph *g, const sn_exec *ex, int
     const double W = 1200, H = 640, x0 = 70, y0 = 40, pw = W - x0 - 20, ph = H - y0 - 50;
     double sx = pw / (nn > 0 ? nn + 1 : 1), sy = ph / (double)arena;
     char ab[64], lb[64];
-    hb(st->arena_bytes, ab, sizeof ab);
-    hb(st->lower_bound, lb, sizeof lb);
+    hb(pl->buffers[0].size, ab, sizeof ab);
+    hb(pl->buffers[0].lower_bound, lb, sizeof lb);
     fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     fprintf(f,
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
@@ -431,11 +406,7 @@ static int write_svg(const char *path, const sn_graph *g, const sn_exec *ex, int
     fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#888\"/>\n", x0,
             y0, pw, ph);
     for (int k = 0; k < nb; k++) {
-        if (bv[k] < 0 && !same)
-            continue;
         size_t off = bl[k].offset;
-        if (bv[k] >= 0)
-            sn_exec_value_storage(ex, bv[k], &off);
         int layer = bv[k] >= 0 ? (g->values[bv[k]].producer >= 0 ? g->nodes[g->values[bv[k]].producer].layer : -1)
                                : g->nodes[-1 - bv[k]].layer;
         double x = x0 + sx * bl[k].start, w = sx * (bl[k].end - bl[k].start + 1);
@@ -477,7 +448,6 @@ static int write_svg(const char *path, const sn_graph *g, const sn_exec *ex, int
 done:
     if (f && fclose(f) != 0 && rc == SNUG_OK)
         rc = sn_errf(err, SNUG_ERR_IO, "cannot write %s: %s", path, strerror(errno));
-    free(last);
     free(bl);
     free(bv);
     return rc;
@@ -525,13 +495,17 @@ int snug_cmd_plan(int argc, char **argv) {
     int *node_row = NULL, unmatched = 0, missing = 0;
     sn_estimate est = {0};
     lrow *rows = NULL;
+    sn_plan *pl = NULL;
     sn_err err = {0};
     if (status)
         goto done;
     const sn_graph *g = p.s->graph;
-    const sn_exec *ex = p.s->exec;
     int nn = g->n_nodes, L = p.li.n_layers;
     status = 1;
+    if (sn_exec_plan_value(p.s->exec, &pl, &err) != SNUG_OK) {
+        fprintf(stderr, "snug plan: %s\n", err.msg);
+        goto done;
+    }
     if (o.stats) {
         FILE *probe = fopen(o.stats, "r");
         const char *dir = probe ? NULL : p.s->model->dir; /* as given, else next to the model */
@@ -558,7 +532,7 @@ int snug_cmd_plan(int argc, char **argv) {
     int n_logged = 0;
     sn_logger lg = {log_stderr, &n_logged, SNUG_LOG_WARN};
     sn_estimate_opts eo = {NULL, 1, stats, node_row, o.strict, &lg};
-    if (sn_estimate_nodes(g, ex, &eo, &est, &err) != SNUG_OK) {
+    if (sn_estimate_nodes(g, pl, &eo, &est, &err) != SNUG_OK) {
         fprintf(stderr, "snug plan: %s\n", err.msg);
         goto done;
     }
@@ -587,12 +561,10 @@ int snug_cmd_plan(int argc, char **argv) {
     }
     for (int i = 0; i < g->n_outputs; i++)
         if (!strncmp(g->values[g->outputs[i]].name, "present", 7))
-            present += sn_exec_value_storage(ex, g->outputs[i], NULL) == SN_STORE_ARENA
-                           ? sn_tensor_nbytes(sn_exec_value_info(ex, g->outputs[i]))
-                           : 0;
-    const sn_exec_stats *xs = sn_exec_get_stats(ex);
-    uint64_t total = est.weights_total + p.kv_total + xs->arena_bytes + folded;
-    if (o.svg && write_svg(o.svg, g, ex, L, &err) != SNUG_OK) {
+            present += pl->values[g->outputs[i]].storage == SN_STORE_ARENA ? pl->values[g->outputs[i]].size : 0;
+    const size_t arena_bytes = pl->buffers[0].size, lower_bound = pl->buffers[0].lower_bound;
+    uint64_t total = est.weights_total + p.kv_total + arena_bytes + folded;
+    if (o.svg && write_svg(o.svg, g, pl, L, &err) != SNUG_OK) {
         fprintf(stderr, "snug plan: --svg: %s\n", err.msg);
         goto done;
     }
@@ -623,7 +595,7 @@ int snug_cmd_plan(int argc, char **argv) {
                 ", \"weights\": %" PRIu64 ", \"kv\": %" PRIu64 ", \"activations\": %zu, \"lower_bound\": %zu, "
                 "\"workspace_max\": %" PRIu64 ", \"folded\": %" PRIu64 ", \"present_in_arena\": %" PRIu64
                 ", \"total\": %" PRIu64 ", \"fits\": %s}],\n",
-                est.weights_total, p.kv_total, xs->arena_bytes, xs->lower_bound, ws_max, folded, present, total,
+                est.weights_total, p.kv_total, arena_bytes, lower_bound, ws_max, folded, present, total,
                 !o.have_budget ? "null" : total <= o.budget ? "true" : "false");
         fprintf(f, "  \"per_layer\": [\n");
         for (int r = 0; r < L + 2; r++) {
@@ -665,7 +637,9 @@ int snug_cmd_plan(int argc, char **argv) {
                     g->nodes[i].layer, ne->weights, ne->outputs, ne->folded, ne->ws, ne->ws_l1, ne->ws_l2,
                     sn_ws_source_name(ne->src), i + 1 < nn ? "," : "");
         }
-        fprintf(f, "  ]\n}\n");
+        fprintf(f, "  ],\n  \"plan\": ");
+        sn_plan_write_json(pl, g, f);
+        fprintf(f, "\n}\n");
     } else {
         char a[64], b2[64], c[64], d[64], e[64];
         printf("model      %s\n", o.path);
@@ -697,11 +671,11 @@ int snug_cmd_plan(int argc, char **argv) {
         hb(p.kv_total, a, sizeof a);
         printf("  KV cache     %14" PRIu64 "  %s (%lld tokens x batch %lld)\n", p.kv_total, a, (long long)o.ctx,
                (long long)o.batch);
-        hb(xs->arena_bytes, a, sizeof a);
-        hb(xs->lower_bound, b2, sizeof b2);
+        hb(arena_bytes, a, sizeof a);
+        hb(lower_bound, b2, sizeof b2);
         hb(present, c, sizeof c);
         printf("  activations  %14zu  %s arena incl. workspace (lower bound %s; present.* outputs %s)\n",
-               xs->arena_bytes, a, b2, c);
+               arena_bytes, a, b2, c);
         hb(ws_max, a, sizeof a);
         printf("  workspace    %14" PRIu64 "  %s largest node (inside the arena)\n", ws_max, a);
         if (folded) {
@@ -745,6 +719,7 @@ done:
     free(rows);
     free(node_row);
     sn_estimate_free(&est);
+    sn_plan_free(pl);
     sn_stats_free(stats);
     planned_free(&p);
     return status;
@@ -801,7 +776,12 @@ int snug_cmd_profile(int argc, char **argv) {
         fprintf(stderr, "snug profile: %s\n", err.msg);
         goto done;
     }
-    if (sn_stats_from_exec(g, p.s->exec, st, &err) != SNUG_OK) {
+    sn_plan *pl = NULL;
+    int rs = sn_exec_plan_value(p.s->exec, &pl, &err);
+    if (rs == SNUG_OK)
+        rs = sn_stats_from_plan(g, pl, st, &err);
+    sn_plan_free(pl);
+    if (rs != SNUG_OK) {
         fprintf(stderr, "snug profile: %s\n", err.msg);
         goto done;
     }

@@ -66,6 +66,8 @@ struct sn_exec {
     uint8_t *vreleased;      /* owned [n_values]: constant no run reads (drop_unread_inputs): pages
                               * released, copy or folded block freed */
     uint32_t *nreplaces;     /* owned [n_nodes]: prepare's replaces mask (sn_prep_ctx) */
+    size_t *nstate_bytes;    /* owned [n_nodes]: prepare's state_bytes */
+    int (*vspan)[2];         /* owned [n_values]: VK_ARENA slot's first and last step (sn_plan_value) */
     uint8_t *copy_dropped;   /* owned [n_values]: aligned copy freed (every reader replaced it); made
                               * again by the next plan */
     size_t *copy_released;   /* owned [n_values]: bytes of that block handed back while packing */
@@ -142,6 +144,8 @@ static void plan_release(sn_exec *ex) {
         memset(ex->vreleased, 0, (size_t)g->n_values);
     if (ex->nreplaces)
         memset(ex->nreplaces, 0, sizeof *ex->nreplaces * (size_t)g->n_nodes);
+    if (ex->nstate_bytes)
+        memset(ex->nstate_bytes, 0, sizeof *ex->nstate_bytes * (size_t)g->n_nodes);
 }
 
 /* Copies of a page or more are whole pages of their own: a kernel packing
@@ -278,13 +282,16 @@ int sn_exec_new(const sn_graph *g, sn_pool *pool, const sn_logger *log, sn_exec 
     ex->vreleased = sn_calloc(nv, 1);
     ex->vstate = sn_malloc(nv * sizeof *ex->vstate);
     ex->nreplaces = sn_calloc(nn, sizeof *ex->nreplaces);
+    ex->nstate_bytes = sn_calloc(nn, sizeof *ex->nstate_bytes);
+    ex->vspan = sn_calloc(nv, sizeof *ex->vspan);
     ex->copy_dropped = sn_calloc(nv, 1);
     ex->copy_released = sn_calloc(nv, sizeof *ex->copy_released);
     ex->bounds = sn_calloc((size_t)g->n_inputs + 1, sizeof *ex->bounds);
     if (!ex->vals || !ex->vkind || !ex->voff || !ex->valias || !ex->nmode || !ex->nstate || !ex->nws ||
         !ex->nws_off || !ex->sub_base || !ex->sub || !ex->argin || !ex->argout || !ex->sig || !ex->init_copy ||
         !ex->vdep || !ex->vcap || !ex->bounds || !ex->vreleased || !ex->copy_dropped || !ex->vstate ||
-        !ex->nreplaces || !ex->copy_released || !ex->glead || !ex->glen || !ex->gin || !ex->gout) {
+        !ex->nreplaces || !ex->copy_released || !ex->glead || !ex->glen || !ex->gin || !ex->gout ||
+        !ex->nstate_bytes || !ex->vspan) {
         sn_exec_free(ex);
         return sn_errf(err, SNUG_ERR_OOM, "out of memory");
     }
@@ -349,6 +356,8 @@ void sn_exec_free(sn_exec *ex) {
     sn_free(ex->vreleased);
     sn_free(ex->vstate);
     sn_free(ex->nreplaces);
+    sn_free(ex->nstate_bytes);
+    sn_free(ex->vspan);
     sn_free(ex->copy_dropped);
     sn_free(ex->bounds);
     if (ex->arena)
@@ -809,6 +818,7 @@ static int make_plan(sn_exec *ex, sn_err *err) {
                 }
                 ex->nstate[i] = pc.state;
                 ex->nws[i] = pc.workspace;
+                ex->nstate_bytes[i] = pc.state_bytes;
                 ex->stats.kernel_state_bytes += pc.state_bytes;
                 ex->nreplaces[i] = pc.replaces;
             }
@@ -885,6 +895,8 @@ static int make_plan(sn_exec *ex, sn_err *err) {
             from = ex->glead[from];
         blocks[nb] = (sn_block){sn_tensor_nbytes(&ex->vals[v]), from, last[v], 0};
         bval[nb++] = v;
+        ex->vspan[v][0] = from;
+        ex->vspan[v][1] = last[v];
     }
     for (int i = 0; i < g->n_nodes; i++) {
         if (ex->nmode[i] != NM_STATIC || !ex->nws[i])
@@ -925,6 +937,8 @@ static int make_plan(sn_exec *ex, sn_err *err) {
     for (int v = 0; v < g->n_values; v++)
         if (ex->vkind[v] == VK_ARENA) {
             ex->voff[v] = ex->voff[share[v]];
+            ex->vspan[v][0] = ex->vspan[share[v]][0];
+            ex->vspan[v][1] = ex->vspan[share[v]][1];
             ex->vals[v].data = ex->arena + ex->voff[v];
             ex->vcap[v] = sn_tensor_nbytes(&ex->vals[v]);
         }
@@ -1417,6 +1431,77 @@ sn_storage sn_exec_value_storage(const sn_exec *ex, int v, size_t *offset) {
 }
 
 bool sn_exec_value_released(const sn_exec *ex, int v) { return ex->vreleased[v] != 0; }
+
+int sn_exec_plan_value(const sn_exec *ex, sn_plan **out, sn_err *err) {
+    static const char *const devices[] = {"cpu"};
+    const sn_graph *g = ex->g;
+    *out = NULL;
+    if (!ex->planned)
+        return sn_errf(err, SNUG_ERR_INVALID_ARG, "no plan: plan the executor first");
+    sn_plan *p = sn_calloc(1, sizeof *p);
+    if (!p)
+        return sn_errf(err, SNUG_ERR_OOM, "out of memory");
+    p->n_values = g->n_values;
+    p->n_nodes = g->n_nodes;
+    p->n_inputs = g->n_inputs;
+    p->n_buffers = 1;
+    p->n_devices = 1;
+    p->devices = devices;
+    p->values = sn_calloc((size_t)g->n_values + 1, sizeof *p->values);
+    p->nodes = sn_calloc((size_t)g->n_nodes + 1, sizeof *p->nodes);
+    p->buffers = sn_calloc(1, sizeof *p->buffers);
+    p->shapes = sn_calloc((size_t)g->n_inputs + 1, sizeof *p->shapes);
+    if (!p->values || !p->nodes || !p->buffers || !p->shapes) {
+        sn_plan_free(p);
+        return sn_errf(err, SNUG_ERR_OOM, "out of memory");
+    }
+    p->buffers[0] = (sn_plan_buffer){0, ex->stats.arena_bytes, ex->stats.lower_bound};
+    for (int v = 0; v < g->n_values; v++) {
+        sn_plan_value *pv = &p->values[v];
+        size_t off;
+        pv->storage = sn_exec_value_storage(ex, v, &off);
+        pv->info = ex->vals[v];
+        if (pv->storage != SN_STORE_CONST && pv->storage != SN_STORE_FOLDED)
+            pv->info.data = NULL; /* arena bytes no run has written, or none */
+        pv->size = pv->storage == SN_STORE_DYNAMIC || pv->info.kind != SN_KIND_TENSOR ||
+                           !sn_tensor_shape_known(&pv->info) || !sn_dtype_valid(pv->info.dtype)
+                       ? 0
+                       : sn_tensor_nbytes(&pv->info);
+        pv->buffer = pv->storage == SN_STORE_ARENA ? 0 : -1;
+        pv->offset = off;
+        pv->alias = pv->storage == SN_STORE_VIEW ? ex->valias[v] : -1;
+        pv->first = pv->storage == SN_STORE_ARENA ? ex->vspan[v][0] : -1;
+        pv->last = pv->storage == SN_STORE_ARENA ? ex->vspan[v][1] : -1;
+        pv->released = ex->vreleased[v] != 0;
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        sn_plan_node *pn = &p->nodes[i];
+        pn->mode = ex->nmode[i] == NM_FOLDED ? SN_MODE_FOLDED : ex->nmode[i] == NM_DYNAMIC ? SN_MODE_DYNAMIC
+                                                                                          : SN_MODE_STATIC;
+        pn->group = ex->glead[i];
+        pn->workspace = sn_exec_node_workspace(ex, i);
+        pn->ws_buffer = pn->workspace ? 0 : -1;
+        pn->ws_offset = pn->workspace ? ex->nws_off[i] : 0;
+        pn->state_bytes = ex->nstate_bytes[i];
+    }
+    const sn_tensor *shapes = ex->bounded ? ex->bounds : NULL;
+    for (int i = 0; i < g->n_inputs; i++) {
+        p->shapes[i] = shapes ? shapes[i] : ex->vals[g->inputs[i]];
+        p->shapes[i].data = NULL;
+    }
+    p->at_bounds = ex->bounded;
+    p->threads = sn_pool_size(ex->pool);
+    p->folded_bytes = ex->stats.folded_bytes;
+    p->persistent_bytes = ex->stats.persistent_bytes;
+    p->state_bytes = ex->stats.kernel_state_bytes;
+    p->n_static = ex->stats.n_static;
+    p->n_dynamic = ex->stats.n_dynamic;
+    p->n_folded = ex->stats.n_folded;
+    p->n_inplace = ex->stats.n_inplace;
+    p->n_grouped = ex->stats.n_grouped;
+    *out = p;
+    return SNUG_OK;
+}
 
 size_t sn_exec_node_workspace(const sn_exec *ex, int i) { return ex->nmode[i] == NM_STATIC ? ex->nws[i] : 0; }
 bool sn_exec_node_folded(const sn_exec *ex, int i) { return ex->nmode[i] == NM_FOLDED; }

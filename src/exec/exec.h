@@ -9,6 +9,7 @@
 #include "core/core.h"
 #include "graph/graph.h"
 #include "ops/op.h"
+#include "plan/plan.h"
 
 typedef struct sn_exec sn_exec;
 
@@ -106,22 +107,15 @@ bool sn_exec_state_shareable(const sn_exec *ex, int input, int output);
 /* The state buffer of graph input `input`, or NULL when it is not state. */
 void *sn_exec_state_data(const sn_exec *ex, int input);
 
-/* How a value is stored in the current plan. */
-typedef enum sn_storage {
-    SN_STORE_NONE = 0,
-    SN_STORE_CONST,   /* initializer (in the model file) */
-    SN_STORE_FOLDED,  /* computed at plan time */
-    SN_STORE_INPUT,   /* graph input or outer-scope value */
-    SN_STORE_ARENA,   /* planned slot in the arena */
-    SN_STORE_VIEW,    /* alias of another value's bytes */
-    SN_STORE_DYNAMIC, /* shape known only at run time */
-    SN_STORE_STATE,   /* output computed into a persistent state buffer */
-} sn_storage;
-
 /* The planned info (kind, dtype, shape) of value v, its storage, and for
  * SN_STORE_ARENA its offset. */
 const sn_tensor *sn_exec_value_info(const sn_exec *ex, int v);
 sn_storage sn_exec_value_storage(const sn_exec *ex, int v, size_t *offset);
+/* The current plan as a value (src/plan/plan.h), a copy the caller frees
+ * with sn_plan_free: every value's storage, buffer, offset, lifetime and
+ * planned info, every node's mode, group and workspace slot. An error when
+ * the executor has no plan. */
+int sn_exec_plan_value(const sn_exec *ex, sn_plan **out, sn_err *err);
 /* True when no run of the current plan reads constant v (its readers are
  * folded, or hold it in another form): its mapped pages were released, or
  * its aligned copy or folded block freed. */

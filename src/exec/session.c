@@ -274,7 +274,11 @@ int sn_session_run(sn_session *s, const sn_tensor *in, sn_tensor *out, sn_err *e
     SN_TRY(sn_exec_run(s->exec, in, out, err));
     if (s->stats_path) {
         const sn_graph *g = s->graph;
-        SN_TRY(sn_stats_from_exec(g, s->exec, s->stats_run, err));
+        sn_plan *pl;
+        SN_TRY(sn_exec_plan_value(s->exec, &pl, err));
+        int rs = sn_stats_from_plan(g, pl, s->stats_run, err);
+        sn_plan_free(pl);
+        SN_TRY(rs);
         for (int i = 0; i < g->n_nodes; i++)
             sn_node_stats_max(&s->stats_max[i], &s->stats_run[i]);
         int rc = sn_stats_write(s->stats_path, g->n_nodes, s->stats_keys, s->stats_max, err);

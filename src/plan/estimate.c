@@ -58,9 +58,9 @@ static const est_entry k_table[] = {
 /* Value v's planned info as an estimator may see it: data only where it is
  * known before any run (initializers, folded values). The plan's other
  * pointers lead to arena bytes no run has written yet. */
-static const sn_tensor *known_info(const sn_exec *ex, int v, sn_tensor *copy) {
-    *copy = *sn_exec_value_info(ex, v);
-    sn_storage st = sn_exec_value_storage(ex, v, NULL);
+static const sn_tensor *known_info(const sn_plan *p, int v, sn_tensor *copy) {
+    *copy = p->values[v].info;
+    sn_storage st = p->values[v].storage;
     if (st != SN_STORE_CONST && st != SN_STORE_FOLDED)
         copy->data = NULL;
     return copy;
@@ -127,7 +127,7 @@ static void charge(const sn_graph *g, int v, int dev, uint32_t *charged, sn_node
     ne->weights += b;
 }
 
-int sn_estimate_nodes(const sn_graph *g, const sn_exec *ex, const sn_estimate_opts *o, sn_estimate *out,
+int sn_estimate_nodes(const sn_graph *g, const sn_plan *p, const sn_estimate_opts *o, sn_estimate *out,
                       sn_err *err) {
     memset(out, 0, sizeof *out);
     int nn = g->n_nodes, rc = SNUG_OK;
@@ -153,11 +153,11 @@ int sn_estimate_nodes(const sn_graph *g, const sn_exec *ex, const sn_estimate_op
         const sn_node *n = &g->nodes[i];
         sn_node_est *ne = &out->nodes[i];
         ne->device = o && o->device ? o->device[i] : 0;
-        ne->dynamic = sn_exec_node_dynamic(ex, i);
-        bool folded = sn_exec_node_folded(ex, i);
+        ne->dynamic = p->nodes[i].mode == SN_MODE_DYNAMIC;
+        bool folded = p->nodes[i].mode == SN_MODE_FOLDED;
         for (int k = 0; k < n->n_in; k++) {
             int v = n->in[k];
-            in[k] = v >= 0 ? known_info(ex, v, &inc[k]) : NULL;
+            in[k] = v >= 0 ? known_info(p, v, &inc[k]) : NULL;
             if (v < 0)
                 continue;
             if (g->values[v].flags & SN_VAL_INIT) {
@@ -172,10 +172,10 @@ int sn_estimate_nodes(const sn_graph *g, const sn_exec *ex, const sn_estimate_op
                 charge(g, n->impl[k], ne->device, charged, ne);
         for (int k = 0; k < n->n_out; k++) {
             int v = n->out[k];
-            op[k] = v >= 0 ? known_info(ex, v, &opc[k]) : NULL;
+            op[k] = v >= 0 ? known_info(p, v, &opc[k]) : NULL;
             if (v < 0)
                 continue;
-            sn_storage st = sn_exec_value_storage(ex, v, NULL);
+            sn_storage st = p->values[v].storage;
             if (st == SN_STORE_FOLDED)
                 ne->folded += info_bytes(op[k]);
             else if (st == SN_STORE_ARENA || st == SN_STORE_DYNAMIC)
@@ -186,11 +186,11 @@ int sn_estimate_nodes(const sn_graph *g, const sn_exec *ex, const sn_estimate_op
         } else {
             size_t l1 = 0;
             bool tab = false;
-            ne->has_l1 = sn_estimate_level1(n, in, op, sn_exec_threads(ex), &l1, &tab);
+            ne->has_l1 = sn_estimate_level1(n, in, op, p->threads, &l1, &tab);
             ne->ws_l1 = l1;
             out->n_l1_table += ne->has_l1 && tab;
         }
-        ne->ws_l2 = sn_exec_node_workspace(ex, i);
+        ne->ws_l2 = p->nodes[i].workspace;
         int row = o && o->stats && o->node_row ? o->node_row[i] : -1;
         if (row >= 0) {
             ne->has_profile = true;

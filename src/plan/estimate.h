@@ -1,6 +1,6 @@
 /* Per-node memory estimates for placement and `snug plan`.
  *
- * For every node of a planned executor (sn_exec_plan at the planning shapes):
+ * For every node of a plan at the planning shapes (the plan value, plan/plan.h):
  *   weights  initializer bytes charged to the node: an initializer read by
  *            several nodes on one device counts once there (at its first
  *            reader), so a tied embedding / lm_head counts once;
@@ -23,7 +23,7 @@
 #define SN_PLAN_ESTIMATE_H
 
 #include "core/core.h"
-#include "exec/exec.h"
+#include "plan/plan.h"
 #include "graph/graph.h"
 #include "plan/stats.h"
 
@@ -70,8 +70,8 @@ typedef struct sn_estimate {
     uint64_t weights_total; /* all devices */
 } sn_estimate;
 
-/* Estimates every node of g from ex's current plan (sn_exec_plan first). */
-int sn_estimate_nodes(const sn_graph *g, const sn_exec *ex, const sn_estimate_opts *o, sn_estimate *out,
+/* Estimates every node of g from plan p (made for g at the planning shapes). */
+int sn_estimate_nodes(const sn_graph *g, const sn_plan *p, const sn_estimate_opts *o, sn_estimate *out,
                       sn_err *err);
 void sn_estimate_free(sn_estimate *e); /* accepts NULL; frees the arrays */
 

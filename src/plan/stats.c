@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "core/strmap.h"
-#include "exec/exec.h"
 #include "plan/murmur3.h"
 
 uint64_t sn_stats_node_hash(const sn_pnode *p) {
@@ -222,7 +221,7 @@ static uint64_t value_bytes(const sn_tensor *t) {
     return b == SIZE_MAX ? 0 : (uint64_t)b;
 }
 
-int sn_stats_from_exec(const sn_graph *g, const sn_exec *ex, sn_node_stats *st, sn_err *err) {
+int sn_stats_from_plan(const sn_graph *g, const sn_plan *p, sn_node_stats *st, sn_err *err) {
     unsigned char *seen = sn_calloc((size_t)g->n_values + 1, 1);
     if (!seen)
         return sn_errf(err, SNUG_ERR_OOM, "out of memory");
@@ -238,18 +237,18 @@ int sn_stats_from_exec(const sn_graph *g, const sn_exec *ex, sn_node_stats *st, 
             if (val->flags & SN_VAL_INIT)
                 s.init += val->init && val->init->nbytes ? val->init->nbytes : value_bytes(&val->info);
             else
-                s.input += value_bytes(sn_exec_value_info(ex, v));
+                s.input += value_bytes(&p->values[v].info);
         }
         for (int k = 0; k < n->n_out; k++) {
             int v = n->out[k];
             if (v < 0 || seen[v])
                 continue;
             seen[v] = 1;
-            sn_storage sto = sn_exec_value_storage(ex, v, NULL);
+            sn_storage sto = p->values[v].storage;
             if (sto == SN_STORE_ARENA || sto == SN_STORE_DYNAMIC || sto == SN_STORE_FOLDED)
-                s.dynamic += value_bytes(sn_exec_value_info(ex, v));
+                s.dynamic += value_bytes(&p->values[v].info);
         }
-        s.temp = sn_exec_node_workspace(ex, i);
+        s.temp = p->nodes[i].workspace;
         st[i] = s;
     }
     sn_free(seen);

@@ -15,6 +15,7 @@
 
 #include "core/core.h"
 #include "graph/graph.h"
+#include "plan/plan.h"
 
 typedef struct sn_node_stats {
     uint64_t input;   /* input_sizes: non-initializer inputs */
@@ -61,15 +62,14 @@ void sn_stats_free(sn_stats *s); /* accepts NULL */
 int sn_stats_match(sn_stats *s, const sn_graph *g, int *node_row, int *unmatched_rows,
                    int *missing_nodes, sn_err *err);
 
-struct sn_exec;
-/* The figures of each node of g in ex's current plan (after sn_exec_plan, or
- * after a run for the run-time sizes of dynamic nodes), as ONNX Runtime's
- * recorder counts them: a value is counted once, at the first node that
- * reads (input, init) or makes (dynamic) it; input = non-initializer inputs,
- * init = initializers, dynamic = outputs given memory (arena, run-time or
+/* The figures of each node of g in plan p (plan/plan.h; a plan taken after a
+ * run has the run-time sizes of dynamic nodes), as ONNX Runtime's recorder
+ * counts them: a value is counted once, at the first node that reads (input,
+ * init) or makes (dynamic) it; input = non-initializer inputs, init =
+ * initializers, dynamic = outputs given memory (arena, run-time or
  * plan-time folded; views excluded), temp = the workspace prepare declared.
  * st has g->n_nodes entries. */
-int sn_stats_from_exec(const sn_graph *g, const struct sn_exec *ex, sn_node_stats *st, sn_err *err);
+int sn_stats_from_plan(const sn_graph *g, const sn_plan *p, sn_node_stats *st, sn_err *err);
 /* Per-field maximum (ORT's UpdateIfGreater, for stats over several runs). */
 void sn_node_stats_max(sn_node_stats *acc, const sn_node_stats *s);
 

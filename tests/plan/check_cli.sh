@@ -24,10 +24,26 @@ assert sum(r["kv"] for r in p["per_layer"]) == d["kv"]
 assert sum(r["weights"] for r in p["per_layer"]) == d["weights"]
 cov = p["coverage"]
 assert cov["estimator"] + cov["profile"] + cov["max"] + cov["fallback"] == len(p["nodes"])
+# the plan value: arena slots inside the buffer and its activations figure, slots alive at
+# one step never overlapping (an in-place output shares its input's slot), and the SVG
+# drawing one bar per slot from it (a frame and a background besides)
+pl = p["plan"]
+buf = pl["buffers"][0]
+assert buf["size"] == d["activations"] and buf["lower_bound"] <= buf["size"], buf
+assert len(pl["values"]) > 0 and len(pl["nodes"]) == len(p["nodes"])
+slots = {(v["offset"], v["first"], v["last"]): v["size"] for v in pl["values"] if v["storage"] == "arena"}
+slots.update({(n["ws_offset"], n["group"], i): n["workspace"] for i, n in enumerate(pl["nodes"]) if n["workspace"]})
+assert all(o + sz <= buf["size"] for (o, _, _), sz in slots.items())
+items = sorted(slots.items())
+for i, ((o1, f1, l1), s1) in enumerate(items):
+    for (o2, f2, l2), s2 in items[i + 1:]:
+        if o2 >= o1 + s1:
+            break
+        assert not (s1 and s2 and f1 <= l2 and f2 <= l1), ((o1, f1, l1, s1), (o2, f2, l2, s2))
 svg = xml.dom.minidom.parse(sys.argv[2])
 assert svg.documentElement.tagName == "svg"
-assert len(svg.getElementsByTagName("rect")) > 10
-print("plan --json / --svg ok")
+assert len(svg.getElementsByTagName("rect")) == len(slots) + 2, (len(svg.getElementsByTagName("rect")), len(slots))
+print("plan --json / --svg ok: %d slots in %d bytes" % (len(slots), buf["size"]))
 PYEOF
 
 "$SNUG" profile "$M" --ctx 8 --out "$T/stats.csv" >/dev/null

@@ -13,6 +13,59 @@
 
 #define FIX "../shared/fixtures/stories260K/"
 
+/* The plan value on its own: every arena slot and workspace slot inside the
+ * buffer, no two slots alive at one step overlapping (an in-place output
+ * shares its input's slot: same offset and lifetime), the buffer at least
+ * its lower bound and the largest total of slots alive at one step at most
+ * it, views aliasing a value, every node's group leader at or before it. */
+static void check_plan_value(const sn_graph *g, const sn_plan *p) {
+    CHECK(p->n_values == g->n_values && p->n_nodes == g->n_nodes && p->n_buffers == 1);
+    const sn_plan_buffer *b = &p->buffers[0];
+    CHECK(b->size >= b->lower_bound && b->size > 0);
+    typedef struct { size_t off, size; int first, last; } slot;
+    slot *sl = calloc((size_t)(p->n_values + p->n_nodes) + 1, sizeof *sl);
+    int ns = 0;
+    for (int v = 0; v < p->n_values; v++) {
+        const sn_plan_value *pv = &p->values[v];
+        if (pv->storage == SN_STORE_VIEW)
+            CHECK(pv->alias >= 0 && pv->alias < p->n_values);
+        if (pv->storage != SN_STORE_ARENA)
+            continue;
+        CHECK(pv->buffer == 0 && pv->offset + pv->size <= b->size && pv->first <= pv->last);
+        bool shared = false;
+        for (int k = 0; k < ns && !shared; k++)
+            shared = sl[k].off == pv->offset && sl[k].first == pv->first && sl[k].last == pv->last;
+        if (!shared)
+            sl[ns++] = (slot){pv->offset, pv->size, pv->first, pv->last};
+    }
+    for (int i = 0; i < p->n_nodes; i++) {
+        const sn_plan_node *pn = &p->nodes[i];
+        CHECK(pn->group >= 0 && pn->group <= i);
+        if (pn->workspace) {
+            CHECK(pn->ws_buffer == 0 && pn->ws_offset + pn->workspace <= b->size);
+            sl[ns++] = (slot){pn->ws_offset, pn->workspace, pn->group, i};
+        }
+    }
+    size_t peak = 0;
+    for (int t = 0; t <= p->n_nodes; t++) {
+        size_t live = 0;
+        for (int k = 0; k < ns; k++)
+            if (sl[k].first <= t && t <= sl[k].last)
+                live += sl[k].size;
+        peak = live > peak ? live : peak;
+    }
+    CHECK(peak <= b->size);
+    int overlaps = 0;
+    for (int i = 0; i < ns; i++)
+        for (int j = i + 1; j < ns; j++) {
+            bool time = !(sl[i].last < sl[j].first || sl[j].last < sl[i].first);
+            bool mem = sl[i].off < sl[j].off + sl[j].size && sl[j].off < sl[i].off + sl[i].size;
+            overlaps += time && mem && sl[i].size && sl[j].size;
+        }
+    CHECK(overlaps == 0);
+    free(sl);
+}
+
 int main(void) {
     snug_options *o = snug_options_new();
     snug_options_set(o, "snug.threads", "2");
@@ -70,9 +123,14 @@ int main(void) {
     /* Estimates without a profile: every initializer once, every node's
      * workspace from an estimator (no op here lacks one), and Level 2 never
      * above Level 1 for the ops this model uses. */
+    sn_plan *pl = NULL;
+    CHECK_RC(sn_exec_plan_value(s->exec, &pl, &err), 0, err, NULL);
+    if (!pl)
+        return test_done("test_plan_stories");
+    check_plan_value(g, pl);
     sn_estimate est = {0};
     sn_estimate_opts eo = {NULL, 1, NULL, NULL, true, NULL};
-    CHECK_RC(sn_estimate_nodes(g, s->exec, &eo, &est, &err), 0, err, NULL);
+    CHECK_RC(sn_estimate_nodes(g, pl, &eo, &est, &err), 0, err, NULL);
     CHECK(est.weights_total == s->model->weight_bytes);
     int total_src = 0;
     for (int k = 0; k < SN_WS_SOURCE_COUNT; k++)
@@ -96,7 +154,7 @@ int main(void) {
 
     /* With ORT's profile every node has both figures: max(profile, L1). */
     sn_estimate_opts ep = {NULL, 1, ort, row, false, NULL};
-    CHECK_RC(sn_estimate_nodes(g, s->exec, &ep, &est, &err), 0, err, NULL);
+    CHECK_RC(sn_estimate_nodes(g, pl, &ep, &est, &err), 0, err, NULL);
     CHECK(est.n_by_src[SN_WS_MAX] == nn);
     sn_estimate_free(&est);
 
@@ -104,7 +162,7 @@ int main(void) {
      * written reads back to the same figures. */
     sn_node_stats *st = calloc((size_t)nn, sizeof *st);
     char **keys = calloc((size_t)nn, sizeof *keys);
-    CHECK_RC(sn_stats_from_exec(g, s->exec, st, &err), 0, err, NULL);
+    CHECK_RC(sn_stats_from_plan(g, pl, st, &err), 0, err, NULL);
     uint64_t init_sum = 0;
     for (int i = 0; i < nn; i++) {
         keys[i] = sn_stats_node_key_dup(g->nodes[i].p);
@@ -133,6 +191,7 @@ int main(void) {
     free(st);
     free(row);
     sn_stats_free(ort);
+    sn_plan_free(pl);
     sn_session_close(s);
     return test_done("test_plan_stories");
 }

@@ -1,0 +1,112 @@
+#include "plan/plan.h"
+
+#include "graph/graph.h"
+
+const char *sn_storage_name(sn_storage s) {
+    static const char *const names[SN_STORE_COUNT] = {
+        [SN_STORE_NONE] = "none",   [SN_STORE_CONST] = "const", [SN_STORE_FOLDED] = "folded",
+        [SN_STORE_INPUT] = "input", [SN_STORE_ARENA] = "arena", [SN_STORE_VIEW] = "view",
+        [SN_STORE_DYNAMIC] = "dynamic", [SN_STORE_STATE] = "state",
+    };
+    return s >= 0 && s < SN_STORE_COUNT ? names[s] : "?";
+}
+
+const char *sn_node_mode_name(sn_node_mode m) {
+    switch (m) {
+    case SN_MODE_STATIC: return "static";
+    case SN_MODE_DYNAMIC: return "dynamic";
+    case SN_MODE_FOLDED: return "folded";
+    }
+    return "?";
+}
+
+void sn_plan_free(sn_plan *p) {
+    if (!p)
+        return;
+    sn_free(p->values);
+    sn_free(p->nodes);
+    sn_free(p->buffers);
+    sn_free(p->shapes);
+    sn_free(p);
+}
+
+static void json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; s && *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static void json_shape(FILE *f, const sn_tensor *t) {
+    fputc('[', f);
+    for (int k = 0; t->kind == SN_KIND_TENSOR && k < t->rank; k++)
+        fprintf(f, "%s%lld", k ? ", " : "", (long long)t->dims[k]);
+    fputc(']', f);
+}
+
+void sn_plan_write_json(const sn_plan *p, const struct sn_graph *g, FILE *f) {
+    fprintf(f, "{\"devices\": [");
+    for (int d = 0; d < p->n_devices; d++) {
+        fputs(d ? ", " : "", f);
+        json_str(f, p->devices[d]);
+    }
+    fprintf(f, "], \"at_bounds\": %s, \"threads\": %d, \"folded_bytes\": %zu, \"persistent_bytes\": %zu, "
+               "\"state_bytes\": %zu, \"n_static\": %d, \"n_dynamic\": %d, \"n_folded\": %d, \"n_inplace\": %d, "
+               "\"n_grouped\": %d,\n \"inputs\": [",
+            p->at_bounds ? "true" : "false", p->threads, p->folded_bytes, p->persistent_bytes, p->state_bytes,
+            p->n_static, p->n_dynamic, p->n_folded, p->n_inplace, p->n_grouped);
+    for (int i = 0; i < p->n_inputs && i < g->n_inputs; i++) {
+        fprintf(f, "%s{\"name\": ", i ? ", " : "");
+        json_str(f, g->values[g->inputs[i]].name);
+        fprintf(f, ", \"shape\": ");
+        json_shape(f, &p->shapes[i]);
+        fputc('}', f);
+    }
+    fprintf(f, "],\n \"buffers\": [");
+    for (int b = 0; b < p->n_buffers; b++)
+        fprintf(f, "%s{\"device\": %d, \"size\": %zu, \"lower_bound\": %zu}", b ? ", " : "", p->buffers[b].device,
+                p->buffers[b].size, p->buffers[b].lower_bound);
+    fprintf(f, "],\n \"values\": [");
+    for (int v = 0; v < p->n_values; v++) {
+        const sn_plan_value *pv = &p->values[v];
+        fprintf(f, "%s\n  {\"name\": ", v ? "," : "");
+        json_str(f, g->values[v].name);
+        fprintf(f, ", \"storage\": \"%s\", \"size\": %zu", sn_storage_name(pv->storage), pv->size);
+        if (pv->info.kind == SN_KIND_TENSOR && sn_dtype_valid(pv->info.dtype)) {
+            fprintf(f, ", \"dtype\": \"%s\", \"shape\": ", sn_dtype_name(pv->info.dtype));
+            json_shape(f, &pv->info);
+        }
+        if (pv->storage == SN_STORE_ARENA)
+            fprintf(f, ", \"buffer\": %d, \"offset\": %zu, \"first\": %d, \"last\": %d", pv->buffer, pv->offset,
+                    pv->first, pv->last);
+        if (pv->alias >= 0)
+            fprintf(f, ", \"alias\": %d", pv->alias);
+        if (pv->released)
+            fprintf(f, ", \"released\": true");
+        fputc('}', f);
+    }
+    fprintf(f, "],\n \"nodes\": [");
+    for (int i = 0; i < p->n_nodes; i++) {
+        const sn_plan_node *pn = &p->nodes[i];
+        const sn_node *n = &g->nodes[i];
+        fprintf(f, "%s\n  {\"name\": ", i ? "," : "");
+        json_str(f, n->p->name);
+        fprintf(f, ", \"op\": ");
+        json_str(f, n->p->op_type);
+        fprintf(f, ", \"layer\": %d, \"device\": %d, \"mode\": \"%s\", \"group\": %d, \"workspace\": %zu", n->layer,
+                pn->device, sn_node_mode_name(pn->mode), pn->group, pn->workspace);
+        if (pn->ws_buffer >= 0)
+            fprintf(f, ", \"ws_buffer\": %d, \"ws_offset\": %zu", pn->ws_buffer, pn->ws_offset);
+        if (pn->state_bytes)
+            fprintf(f, ", \"state_bytes\": %zu", pn->state_bytes);
+        fputc('}', f);
+    }
+    fprintf(f, "]}");
+}

@@ -1,0 +1,93 @@
+/* The plan as a value: what a plan decided, in plain data, for every reader
+ * of it (estimates, node stats, `snug plan --json` and `--svg`, and later
+ * the placer and the prefetcher), so that none of them replays planning or
+ * reaches into an executor.
+ *
+ * Today the executor (src/exec/) makes the plan and exports it with
+ * sn_exec_plan_value; DESIGN.md's pipeline moves the making into src/plan/
+ * as pure functions, with this struct as their output. This header includes
+ * nothing from src/exec/. */
+#ifndef SN_PLAN_PLAN_H
+#define SN_PLAN_PLAN_H
+
+#include <stdio.h>
+
+#include "core/core.h"
+
+/* How a value is stored. */
+typedef enum sn_storage {
+    SN_STORE_NONE = 0,
+    SN_STORE_CONST,   /* initializer (in the model file) */
+    SN_STORE_FOLDED,  /* computed at plan time */
+    SN_STORE_INPUT,   /* graph input or outer-scope value */
+    SN_STORE_ARENA,   /* planned slot in a buffer (the arena) */
+    SN_STORE_VIEW,    /* alias of another value's bytes */
+    SN_STORE_DYNAMIC, /* shape known only at run time: allocated by the run */
+    SN_STORE_STATE,   /* computed into a persistent state buffer (a KV cache) */
+    SN_STORE_COUNT
+} sn_storage;
+
+const char *sn_storage_name(sn_storage s); /* "const", "folded", "input", "arena", ... */
+
+/* How a node runs. */
+typedef enum sn_node_mode {
+    SN_MODE_STATIC = 0, /* shapes known at plan time: outputs and workspace planned */
+    SN_MODE_DYNAMIC,    /* run-time shapes: outputs allocated by the run */
+    SN_MODE_FOLDED,     /* computed at plan time (a constant) */
+} sn_node_mode;
+
+const char *sn_node_mode_name(sn_node_mode m); /* "static", "dynamic", "folded" */
+
+typedef struct sn_plan_value {
+    sn_storage storage;
+    int buffer;      /* SN_STORE_ARENA: index into sn_plan.buffers; else -1 */
+    size_t offset;   /* SN_STORE_ARENA: byte offset in that buffer */
+    size_t size;     /* bytes at the planning shapes (0 when dynamic) */
+    int alias;       /* SN_STORE_VIEW: the value whose bytes it views; else -1 */
+    int first, last; /* SN_STORE_ARENA: steps (node indices) its slot is held, inclusive; a
+                      * graph output to n_nodes; an in-place output shares its input's slot */
+    bool released;   /* a constant no run reads (folded away or replaced by a packed form) */
+    sn_tensor info;  /* kind, dtype, shape at the planning shapes; data only for a constant
+                      * (SN_STORE_CONST, SN_STORE_FOLDED): its bytes, borrowed from the model or
+                      * the executor that made the plan, valid while that plan stands */
+} sn_plan_value;
+
+typedef struct sn_plan_node {
+    int device;         /* index into sn_plan.devices */
+    sn_node_mode mode;
+    int group;          /* the node leading its group (itself when alone) */
+    size_t workspace;   /* bytes its kernel declared when prepared (Level 2); 0 if none */
+    int ws_buffer;      /* the buffer of its workspace slot, or -1 */
+    size_t ws_offset;
+    size_t state_bytes; /* what its prepared kernel holds (a packed weight) */
+} sn_plan_node;
+
+typedef struct sn_plan_buffer {
+    int device;
+    size_t size;        /* bytes */
+    size_t lower_bound; /* the largest total of its slots alive at one step */
+} sn_plan_buffer;
+
+typedef struct sn_plan {
+    int n_values, n_nodes, n_buffers, n_devices, n_inputs;
+    sn_plan_value *values;   /* owned [n_values], by graph value index */
+    sn_plan_node *nodes;     /* owned [n_nodes], in execution order */
+    sn_plan_buffer *buffers; /* owned [n_buffers] */
+    const char *const *devices; /* [n_devices] names (static strings) */
+    sn_tensor *shapes;       /* owned [n_inputs]: the input shapes (or bounds) planned for */
+    bool at_bounds;          /* planned once for input bounds (runs within them re-infer) */
+    int threads;             /* the kernels' thread count */
+    size_t folded_bytes;     /* constants computed at plan time and kept */
+    size_t persistent_bytes; /* state buffers (the KV cache) */
+    size_t state_bytes;      /* prepared kernels' state (packed weights) */
+    int n_static, n_dynamic, n_folded, n_inplace, n_grouped;
+} sn_plan;
+
+void sn_plan_free(sn_plan *p); /* accepts NULL */
+
+/* Prints p as one JSON object ({"devices", "buffers", "values", "nodes", ...}),
+ * names from g (the graph it was planned for). */
+struct sn_graph;
+void sn_plan_write_json(const sn_plan *p, const struct sn_graph *g, FILE *f);
+
+#endif
