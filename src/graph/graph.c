@@ -194,11 +194,11 @@ static int build_graph(const sn_model *m, const sn_pgraph *pg, sn_graph *parent,
         g->values[id].declared = &pg->inputs[i].type;
         g->inputs[g->n_inputs++] = id;
     }
-    g->n_nodes = pg->n_node;
     tmp = sn_calloc((size_t)pg->n_node + 1, sizeof *tmp);
     node_of = NULL;
     if (!tmp)
         goto oom;
+    g->n_nodes = pg->n_node; /* not before: the failure path would walk a NULL g->nodes */
     for (int i = 0; i < pg->n_node; i++) {
         const sn_pnode *p = &pg->nodes[i];
         sn_node *n = &tmp[i];
