@@ -690,13 +690,19 @@ int sn_model_load(const char *path, sn_model **out, sn_err *err) {
         rc = sn_errf(err, SNUG_ERR_OOM, "out of memory");
         goto fail;
     }
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = sn_io_open(path);
     if (fd < 0) {
         rc = sn_errf(err, SNUG_ERR_IO, "cannot open model '%s': %s", path, strerror(errno));
         goto fail;
     }
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (sn_io_fstat(fd, path, &st) != 0) {
+        int e = errno;
+        close(fd);
+        rc = sn_errf(err, SNUG_ERR_IO, "cannot stat model '%s': %s", path, strerror(e));
+        goto fail;
+    }
+    if (!S_ISREG(st.st_mode)) {
         close(fd);
         rc = sn_errf(err, SNUG_ERR_IO, "model '%s' is not a regular file", path);
         goto fail;
@@ -706,7 +712,7 @@ int sn_model_load(const char *path, sn_model **out, sn_err *err) {
         rc = sn_errf(err, SNUG_ERR_PARSE, "model '%s' is an empty file", path);
         goto fail;
     }
-    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    void *map = sn_io_mmap(fd, path, (size_t)st.st_size);
     int e = errno;
     if (map == MAP_FAILED) {
         close(fd);

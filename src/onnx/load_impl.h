@@ -24,6 +24,7 @@ void sn_arena_free(sn_arena *a);
 
 typedef struct sn_ext_map {
     char *location;  /* owned (arena): as written in the model */
+    char *path;      /* owned (arena): the model's folder joined with location, for messages */
     void *map;       /* owned: mmap of the whole file (NULL when empty) */
     uint64_t size;
     int fd;          /* owned: the open file, for reads that bypass the map (sn_model_read) */

@@ -10,6 +10,8 @@
 #ifndef SN_ONNX_MODEL_H
 #define SN_ONNX_MODEL_H
 
+#include <sys/types.h>
+
 #include "core/core.h"
 
 typedef enum sn_attr_type {
@@ -168,6 +170,10 @@ int sn_model_read(const sn_model *m, void *dst, const void *src, size_t n);
 /* Drops every mapped page of the model's files from this process (read
  * again from the file if touched). */
 void sn_model_release_all(const sn_model *m);
+/* The path of the file behind [p, p+n) (the model's, or an external data
+ * file's as resolved at load), or NULL when it is no file of m: for
+ * messages about a failed sn_model_read. */
+const char *sn_model_file_of(const sn_model *m, const void *p, size_t n);
 /* Same, from a buffer the caller keeps alive (dir used for external data;
  * may be NULL, then external data is an error). */
 int sn_model_load_buffer(const void *buf, size_t len, const char *dir,
@@ -212,5 +218,30 @@ int sn_npy_read(const char *path, sn_tensor *t, void **owner, sn_err *err);
 int sn_npy_write(const char *path, const sn_tensor *t, sn_err *err);
 /* Reads a whole file into a new buffer. */
 int sn_file_read(const char *path, void **buf, size_t *len, sn_err *err);
+
+/* ---- file calls, with a fault hook for the tests (io.c) ---------------- */
+
+/* Every file call of the loader and of sn_model_read goes through these.
+ * A test sets a hook (SQLite's fault injection, for I/O): each call asks
+ * it first, passing what the call is and the file's path, and a nonzero
+ * return is the errno the call then fails with, without being made. Set
+ * it before sessions exist and clear it (NULL) after; not in the public
+ * API. */
+typedef enum sn_io_op {
+    SN_IO_RESOLVE, /* realpath */
+    SN_IO_OPEN,
+    SN_IO_STAT,    /* fstat of the opened file */
+    SN_IO_MAP,     /* mmap of the whole file */
+    SN_IO_READ,    /* one pread of sn_model_read */
+} sn_io_op;
+typedef int (*sn_io_fault_fn)(void *user, sn_io_op op, const char *path);
+void sn_io_set_fault(sn_io_fault_fn fn, void *user);
+
+struct stat;
+char *sn_io_realpath(const char *path); /* malloc'd (libc's free), NULL with errno */
+int sn_io_open(const char *path);       /* read-only, close-on-exec */
+int sn_io_fstat(int fd, const char *path, struct stat *st);
+void *sn_io_mmap(int fd, const char *path, size_t n); /* read-only private map, MAP_FAILED */
+ssize_t sn_io_pread(int fd, const char *path, void *dst, size_t n, uint64_t off);
 
 #endif

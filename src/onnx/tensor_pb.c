@@ -53,33 +53,42 @@ bool sn_model_maps(const sn_model *m, const void *ptr, size_t n) {
     return in_map;
 }
 
-/* The open file behind [p, p+n) and its offset there, or -1. */
-static int file_of(const sn_model *m, const void *ptr, size_t n, uint64_t *off) {
+/* The open file behind [p, p+n), its offset there and its path, or -1. */
+static int file_of(const sn_model *m, const void *ptr, size_t n, uint64_t *off, const char **path) {
     const struct sn_model_priv *mp = m->priv;
     const uint8_t *p = ptr;
     if (mp->map && p >= (const uint8_t *)mp->map && p + n <= (const uint8_t *)mp->map + mp->map_len) {
         *off = (uint64_t)(p - (const uint8_t *)mp->map);
+        *path = m->path;
         return mp->fd;
     }
     for (int i = 0; i < mp->n_ext; i++)
         if (mp->ext[i].map && p >= (const uint8_t *)mp->ext[i].map &&
             p + n <= (const uint8_t *)mp->ext[i].map + mp->ext[i].size) {
             *off = (uint64_t)(p - (const uint8_t *)mp->ext[i].map);
+            *path = mp->ext[i].path;
             return mp->ext[i].fd;
         }
     return -1;
 }
 
+const char *sn_model_file_of(const sn_model *m, const void *p, size_t n) {
+    uint64_t off;
+    const char *path = NULL;
+    return file_of(m, p, n, &off, &path) < 0 ? NULL : path;
+}
+
 int sn_model_read(const sn_model *m, void *dst, const void *src, size_t n) {
     uint64_t off;
-    int fd = file_of(m, src, n, &off);
+    const char *path = NULL;
+    int fd = file_of(m, src, n, &off, &path);
     if (fd < 0) {
         memcpy(dst, src, n);
         return 0;
     }
     uint8_t *d = dst;
     while (n > 0) {
-        ssize_t r = pread(fd, d, n, (off_t)off);
+        ssize_t r = sn_io_pread(fd, path, d, n, off);
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0)
@@ -171,7 +180,7 @@ static int ext_open(sn_ld *c, const char *tname, const char *loc, sn_ext_map **o
         }
     }
     if (!pv->real_dir) {
-        char *rd = realpath(c->dir, NULL);
+        char *rd = sn_io_realpath(c->dir);
         if (!rd)
             return sn_errf(c->err, SNUG_ERR_IO, "tensor '%s': cannot resolve model folder '%s': %s",
                            tname, c->dir, strerror(errno));
@@ -185,7 +194,7 @@ static int ext_open(sn_ld *c, const char *tname, const char *loc, sn_ext_map **o
     if (!path)
         return sn_ld_oom(c);
     snprintf(path, plen, "%s/%s", c->dir, loc);
-    char *rp = realpath(path, NULL);
+    char *rp = sn_io_realpath(path);
     if (!rp) {
         int e = errno;
         sn_free(path);
@@ -203,24 +212,33 @@ static int ext_open(sn_ld *c, const char *tname, const char *loc, sn_ext_map **o
         sn_free(path);
         return SNUG_ERR_INVALID_ARG;
     }
-    int fd = open(rp, O_RDONLY | O_CLOEXEC);
+    int fd = sn_io_open(rp);
+    int e = errno;
     free(rp);
-    sn_free(path);
-    if (fd < 0)
+    if (fd < 0) {
+        sn_free(path);
         return sn_errf(c->err, SNUG_ERR_IO, "tensor '%s': cannot open external data file '%s': %s",
-                       tname, loc, strerror(errno));
+                       tname, loc, strerror(e));
+    }
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    int st_rc = sn_io_fstat(fd, path, &st);
+    if (st_rc != 0 || !S_ISREG(st.st_mode)) {
+        e = errno;
         close(fd);
+        sn_free(path);
+        if (st_rc != 0)
+            return sn_errf(c->err, SNUG_ERR_IO, "tensor '%s': cannot stat external data '%s': %s", tname,
+                           loc, strerror(e));
         return sn_errf(c->err, SNUG_ERR_IO, "tensor '%s': external data '%s' is not a regular file",
                        tname, loc);
     }
     void *map = NULL;
     if (st.st_size > 0) {
-        map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        map = sn_io_mmap(fd, path, (size_t)st.st_size);
         if (map == MAP_FAILED) {
-            int e = errno;
+            e = errno;
             close(fd);
+            sn_free(path);
             return sn_errf(c->err, SNUG_ERR_IO, "tensor '%s': cannot map external data '%s': %s",
                            tname, loc, strerror(e));
         }
@@ -231,30 +249,30 @@ static int ext_open(sn_ld *c, const char *tname, const char *loc, sn_ext_map **o
     }
     if (pv->n_ext == pv->cap_ext) {
         int cap = pv->cap_ext ? pv->cap_ext * 2 : 4;
-        sn_ext_map *e = sn_realloc(pv->ext, (size_t)cap * sizeof *e);
-        if (!e) {
-            if (map)
-                munmap(map, (size_t)st.st_size);
-            close(fd);
-            return sn_ld_oom(c);
-        }
-        pv->ext = e;
+        sn_ext_map *x = sn_realloc(pv->ext, (size_t)cap * sizeof *x);
+        if (!x)
+            goto oom;
+        pv->ext = x;
         pv->cap_ext = cap;
     }
-    sn_ext_map *e = &pv->ext[pv->n_ext];
-    e->location = sn_arena_strn(c->a, loc, strlen(loc));
-    if (!e->location) {
-        if (map)
-            munmap(map, (size_t)st.st_size);
-        close(fd);
-        return sn_ld_oom(c);
-    }
-    e->map = map;
-    e->size = (uint64_t)st.st_size;
-    e->fd = fd;
+    sn_ext_map *x = &pv->ext[pv->n_ext];
+    x->location = sn_arena_strn(c->a, loc, strlen(loc));
+    x->path = sn_arena_strn(c->a, path, strlen(path));
+    if (!x->location || !x->path)
+        goto oom;
+    sn_free(path);
+    x->map = map;
+    x->size = (uint64_t)st.st_size;
+    x->fd = fd;
     pv->n_ext++;
-    *out = e;
+    *out = x;
     return SNUG_OK;
+oom:
+    if (map)
+        munmap(map, (size_t)st.st_size);
+    close(fd);
+    sn_free(path);
+    return sn_ld_oom(c);
 }
 
 static int parse_u64(const char *s, uint64_t *v) {
