@@ -171,8 +171,9 @@ static int copy_init(sn_exec *ex, int v, sn_err *err) {
         int e = sn_model_read(ex->g->model, d, in->t.data, nb);
         if (e) {
             pages ? sn_pages_free(d, nb, 0) : sn_free(d);
+            const char *file = sn_model_file_of(ex->g->model, in->t.data, nb);
             return sn_errf(err, SNUG_ERR_IO, "cannot read weight '%s' (%zu bytes) from '%s': %s", in->name, nb,
-                           ex->g->model->path, strerror(e));
+                           file ? file : ex->g->model->path, strerror(e));
         }
     } else {
         const size_t chunk = (size_t)4 << 20;
@@ -232,9 +233,11 @@ bool sn_exec_reads_file(const sn_exec *ex, const sn_tensor *t) {
 
 int sn_exec_read_const(const sn_exec *ex, void *dst, const void *src, size_t n, sn_err *err) {
     int e = sn_model_read(ex->g->model, dst, src, n);
-    if (e)
-        return sn_errf(err, SNUG_ERR_IO, "cannot read %zu bytes of a weight from '%s': %s", n, ex->g->model->path,
-                       strerror(e));
+    if (e) {
+        const char *file = sn_model_file_of(ex->g->model, src, n);
+        return sn_errf(err, SNUG_ERR_IO, "cannot read %zu bytes of a weight from '%s': %s", n,
+                       file ? file : ex->g->model->path, strerror(e));
+    }
     return SNUG_OK;
 }
 

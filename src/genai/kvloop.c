@@ -39,6 +39,7 @@ struct sn_kvloop {
     sn_tensor *in;          /* owned [n_in]: the inputs of a step */
     sn_tensor *out;         /* owned [n_out]: views of the executor's outputs */
     int64_t past;           /* tokens in the cache */
+    int64_t max_step;       /* the most tokens one step takes (the plan's bound on input_ids) */
     int64_t pad;            /* P: the past length fed to the model (>= past), the row stride of kv */
     int64_t bucket;         /* P is a multiple of this (1: exact shapes) */
     int64_t mask_cap;       /* elements of mask */
@@ -102,7 +103,7 @@ static void weights_figures(const sn_kvloop *l, const uint8_t *gone, uint64_t *m
  * at the bounds run dry (sn_exec_estimate_bounds: nothing read, packed or
  * allocated), the weights from the graph and what that plan would release,
  * and the library's heap as it is now (graph, KV cache, the loop). */
-static void estimate_at_bounds(sn_kvloop *l, const sn_tensor *b) {
+static int estimate_at_bounds(sn_kvloop *l, const sn_tensor *b, sn_err *out_err) {
     const sn_graph *g = l->s->graph;
     sn_kvloop_mem *m = &l->est;
     memset(m, 0, sizeof *m);
@@ -110,11 +111,16 @@ static void estimate_at_bounds(sn_kvloop *l, const sn_tensor *b) {
     sn_exec_estimate e;
     sn_err err = {0};
     int64_t heap = snug_alloc_live_bytes();
-    if (!gone || sn_exec_estimate_bounds(l->s->exec, b, &e, gone, &err) != SNUG_OK) {
-        if (gone)
-            sn_log(&l->s->log, SNUG_LOG_INFO, "kvloop: no memory estimate before planning: %s", err.msg);
+    int rc = gone ? sn_exec_estimate_bounds(l->s->exec, b, &e, gone, &err)
+                  : sn_errf(&err, SNUG_ERR_OOM, "out of memory");
+    if (rc != SNUG_OK) {
         sn_free(gone);
-        return;
+        if (rc == SNUG_ERR_OOM || rc == SNUG_ERR_IO) { /* as the plan itself would fail */
+            *out_err = err;
+            return rc;
+        }
+        sn_log(&l->s->log, SNUG_LOG_INFO, "kvloop: no memory estimate before planning: %s", err.msg);
+        return SNUG_OK;
     }
     weights_figures(l, gone, &m->weights_read, &m->weights_gathered, &m->weights_copied);
     sn_free(gone);
@@ -129,17 +135,18 @@ static void estimate_at_bounds(sn_kvloop *l, const sn_tensor *b) {
     m->total = m->weights_read + m->weights_gathered + m->weights_copied + m->packed + m->arena + m->kv +
                m->folded + m->driver + m->other_heap;
     l->has_est = true;
+    return SNUG_OK;
 }
 
 /* Plans the session once for the largest step the loop can make (a prompt of
  * max_ctx tokens, a KV cache of cap positions), so steps of any length run
  * in that plan without re-planning or allocating. A model that cannot be
  * planned at its bounds keeps planning per shape: slower, equally correct. */
-static void plan_at_bounds(sn_kvloop *l, int64_t cap) {
+static int plan_at_bounds(sn_kvloop *l, int64_t cap, sn_err *out_err) {
     const sn_graph *g = l->s->graph;
     sn_tensor *b = sn_calloc((size_t)g->n_inputs + 1, sizeof *b);
     if (!b)
-        return;
+        return sn_errf(out_err, SNUG_ERR_OOM, "out of memory");
     bool ok = true;
     for (int i = 0; i < g->n_inputs && ok; i++) {
         const sn_tensor *d = &g->values[g->inputs[i]].info;
@@ -157,7 +164,7 @@ static void plan_at_bounds(sn_kvloop *l, int64_t cap) {
             else if (i == l->i_mask)
                 b[i].dims[k] = l->mask_cap;
             else if (i == l->i_ids || i == l->i_pos)
-                b[i].dims[k] = l->info.max_ctx;
+                b[i].dims[k] = l->max_step;
             else if (k == 2)
                 b[i].dims[k] = cap; /* past length */
             else
@@ -166,11 +173,19 @@ static void plan_at_bounds(sn_kvloop *l, int64_t cap) {
     }
     sn_err err = {0};
     /* The estimate first, before planning reads or packs any weight. */
-    if (ok)
-        estimate_at_bounds(l, b);
-    if (ok && sn_exec_set_bounds(l->s->exec, b, &err) != SNUG_OK)
-        sn_log(&l->s->log, SNUG_LOG_INFO, "kvloop: planning per step (cannot plan at the bounds: %s)", err.msg);
+    int rc = ok ? estimate_at_bounds(l, b, &err) : SNUG_OK;
+    if (rc == SNUG_OK && ok)
+        rc = sn_exec_set_bounds(l->s->exec, b, &err);
     sn_free(b);
+    /* A model whose shapes cannot be bounded plans per step; memory or a
+     * failed read is an error, not a reason to plan (and allocate) in runs. */
+    if (rc == SNUG_ERR_OOM || rc == SNUG_ERR_IO) {
+        *out_err = err;
+        return rc;
+    }
+    if (rc != SNUG_OK)
+        sn_log(&l->s->log, SNUG_LOG_INFO, "kvloop: planning per step (cannot plan at the bounds: %s)", err.msg);
+    return SNUG_OK;
 }
 
 /* Linux's default fault-around window: a read fault on a file map maps the
@@ -180,11 +195,18 @@ static void plan_at_bounds(sn_kvloop *l, int64_t cap) {
 #define SN_FAULT_AROUND ((uint64_t)64 << 10)
 
 int sn_kvloop_new(sn_session *s, int64_t max_ctx, sn_kvloop **out, sn_err *err) {
+    return sn_kvloop_new_chunked(s, max_ctx, max_ctx, out, err);
+}
+
+int sn_kvloop_new_chunked(sn_session *s, int64_t max_ctx, int64_t max_step, sn_kvloop **out, sn_err *err) {
     *out = NULL;
     const sn_graph *g = s->graph;
     int rc = SNUG_OK;
     if (max_ctx < 1)
         return sn_errf(err, SNUG_ERR_INVALID_ARG, "kvloop: max_ctx must be at least 1, got %lld", (long long)max_ctx);
+    if (max_step < 1 || max_step > max_ctx)
+        return sn_errf(err, SNUG_ERR_INVALID_ARG, "kvloop: a step of at most %lld tokens: not within 1..%lld (the context)",
+                       (long long)max_step, (long long)max_ctx);
     sn_kvloop *l = sn_calloc(1, sizeof *l);
     if (!l)
         return sn_errf(err, SNUG_ERR_OOM, "out of memory");
@@ -193,6 +215,7 @@ int sn_kvloop_new(sn_session *s, int64_t max_ctx, sn_kvloop **out, sn_err *err) 
     l->n_out = g->n_outputs;
     l->i_ids = l->i_mask = l->i_pos = l->o_logits = -1;
     l->info.max_ctx = max_ctx;
+    l->max_step = max_step;
 
     /* Layers: the largest N among past inputs. */
     int n_layers = 0;
@@ -306,7 +329,7 @@ int sn_kvloop_new(sn_session *s, int64_t max_ctx, sn_kvloop **out, sn_err *err) 
             l->bucket = 1;
     l->info.bucket = l->bucket;
     int64_t cap = l->cap = (max_ctx + l->bucket - 1) / l->bucket * l->bucket; /* largest P */
-    l->mask_cap = l->bucket > 1 ? cap + max_ctx : max_ctx; /* P + n, or past + n */
+    l->mask_cap = l->bucket > 1 ? cap + max_step : max_ctx; /* P + n, or past + n */
     size_t per = 0;
     if (n_layers && (!sn_mul_ok((size_t)l->info.kv_heads * (size_t)l->info.head_dim, (size_t)cap, &per) ||
                      !sn_mul_ok(per, l->kv_esize, &per))) {
@@ -331,7 +354,8 @@ int sn_kvloop_new(sn_session *s, int64_t max_ctx, sn_kvloop **out, sn_err *err) 
     l->info.kv_bytes = per * 2 * (size_t)n_layers;
     l->info.shared_kv = l->shared;
     l->info.has_position_ids = l->i_pos >= 0;
-    plan_at_bounds(l, cap);
+    if ((rc = plan_at_bounds(l, cap, err)) != SNUG_OK)
+        goto fail;
     l->ids = sn_malloc((size_t)max_ctx * sizeof(int64_t));
     l->mask = sn_malloc((size_t)l->mask_cap * sizeof(int64_t));
     l->pos = sn_malloc((size_t)max_ctx * sizeof(int64_t));
@@ -365,6 +389,21 @@ void sn_kvloop_free(sn_kvloop *l) {
 }
 
 void sn_kvloop_reset(sn_kvloop *l) { l->past = l->pad = 0; }
+
+static void kv_restride(sn_kvloop *l, int k, int64_t n, int64_t from, int64_t to);
+
+int sn_kvloop_rewind(sn_kvloop *l, int64_t pos, sn_err *err) {
+    if (pos < 0 || pos > l->past)
+        return sn_errf(err, SNUG_ERR_RANGE, "kvloop: cannot rewind to position %lld of %lld cached", (long long)pos,
+                       (long long)l->past);
+    int64_t P2 = (pos + l->bucket - 1) / l->bucket * l->bucket;
+    for (int k = 0; k < 2 * l->info.n_layers && !l->shared; k++) /* the kept rows at the new stride */
+        if (P2 != l->pad)
+            kv_restride(l, k, pos, l->pad, P2);
+    l->past = pos;
+    l->pad = P2;
+    return SNUG_OK;
+}
 int64_t sn_kvloop_pos(const sn_kvloop *l) { return l->past; }
 const sn_kvloop_info *sn_kvloop_get_info(const sn_kvloop *l) { return &l->info; }
 
@@ -387,6 +426,9 @@ static int kvloop_step(sn_kvloop *l, const int64_t *ids, int64_t n, const float 
     if (n > l->info.max_ctx - l->past)
         return sn_errf(err, SNUG_ERR_RANGE, "kvloop: %lld + %lld tokens exceed the context of %lld", (long long)l->past,
                        (long long)n, (long long)l->info.max_ctx);
+    if (n > l->max_step)
+        return sn_errf(err, SNUG_ERR_RANGE, "kvloop: a step of %lld tokens is longer than the %lld planned for",
+                       (long long)n, (long long)l->max_step);
     int64_t past = l->past, P = l->pad, total = past + n;
     for (int64_t i = 0; i < n; i++) {
         store_index(l->ids_dtype, l->ids, i, ids[i]);

@@ -41,6 +41,10 @@ typedef struct sn_kvloop_info {
  * convention (missing input_ids or logits, an unknown input, a past input
  * without a matching present output, KV dims that are not concrete). */
 int sn_kvloop_new(sn_session *s, int64_t max_ctx, sn_kvloop **out, sn_err *err);
+/* The same, planned for steps of at most max_step tokens (a prompt goes in
+ * chunks of it), so the activation arena is sized for the chunk and not for
+ * the whole context. A longer step is an error. */
+int sn_kvloop_new_chunked(sn_session *s, int64_t max_ctx, int64_t max_step, sn_kvloop **out, sn_err *err);
 void sn_kvloop_free(sn_kvloop *l); /* accepts NULL */
 
 /* Runs the n prompt tokens ids[0..n) after what is already in the cache.
@@ -54,6 +58,9 @@ int sn_kvloop_decode(sn_kvloop *l, int64_t id, const float **logits, sn_err *err
 
 /* Forgets the cached tokens (the buffers stay). */
 void sn_kvloop_reset(sn_kvloop *l);
+/* Keeps the first pos cached tokens and forgets the rest (a conversation
+ * that goes on from a common prefix prefills only what differs). */
+int sn_kvloop_rewind(sn_kvloop *l, int64_t pos, sn_err *err);
 
 /* Tokens in the cache. */
 int64_t sn_kvloop_pos(const sn_kvloop *l);

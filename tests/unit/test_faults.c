@@ -390,12 +390,11 @@ static void tally(why_tally *t, const char *log) {
     }
 }
 
-/* A weight read (pread) that fails is reported by src/exec/exec.c
- * (copy_init, sn_exec_read_const) as a read "from" the model's path even
- * when the bytes are in an external data file. Until those messages name
- * the file read (sn_model_file_of), such a message is counted and printed,
- * not failed; 1 makes it a failure. */
-#define STRICT_READ_NAMES 0
+/* A weight read (pread) that fails must name the file read, the external
+ * data file where the bytes are there (src/exec/exec.c's copy_init and
+ * sn_exec_read_const ask sn_model_file_of); 0 would only count messages
+ * that name the model instead. */
+#define STRICT_READ_NAMES 1
 
 typedef struct sweep_res {
     why_tally why;     /* the absorbed failures' logged fallbacks */
