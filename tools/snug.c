@@ -577,6 +577,7 @@ static const char k_help[] =
     "                  KV, activations, workspace and their sources; --json, --svg\n"
     "  profile MODEL   per-node memory of one run, in ONNX Runtime's node-stats format\n"
     "  bench MODEL     LLM prefill and decode tokens/s, time to first token, peak RSS\n"
+    "  generate DIR    text generation with an LLM folder: -p TEXT, or an interactive chat\n"
     "  ops             the operators this build implements\n";
 
 static int cmd_ops(int argc, char **argv) {
@@ -612,6 +613,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "profile"))
         return snug_cmd_profile(argc - 2, argv + 2);
     if (!strcmp(argv[1], "bench")) { int cmd_bench(int, char **); return cmd_bench(argc - 2, argv + 2); }
+    if (!strcmp(argv[1], "generate")) { int cmd_generate(int, char **); return cmd_generate(argc - 2, argv + 2); }
     fprintf(stderr, "snug: unknown command '%s'\n\n%s", argv[1], k_help);
     return 2;
 }

@@ -1,0 +1,98 @@
+/* Text generation from a model folder: the tokenizer, the chat template,
+ * the step driver (kvloop.h) with its KV cache planned once for the
+ * context, and the sampler, as a loop as plain as llama2.c's:
+ * prefill the prompt in chunks, then one token at a time until a stop.
+ *
+ * Folders as onnxruntime-genai writes them (genai_config.json: the decoder's
+ * file name, eos/bos ids, context length, search defaults) and as Optimum
+ * does (model.onnx beside config.json and generation_config.json), with
+ * tokenizer.json and tokenizer_config.json (or chat_template.jinja).
+ *
+ * A conversation stays in the KV cache: a prompt that starts with the ids
+ * already cached (the previous turns, as the template renders them again)
+ * prefills only what follows them. */
+#ifndef SN_GENAI_GENERATE_H
+#define SN_GENAI_GENERATE_H
+
+#include "core/core.h"
+#include "genai/sampler.h"
+#include "genai/template.h"
+
+typedef struct sn_generator sn_generator;
+
+typedef struct sn_gen_config {
+    int64_t ctx;     /* context in tokens (the KV cache); 0: min(the model's, 4096) */
+    int64_t batch;   /* prompt tokens per prefill step (the plan's bound); 0: 512 */
+    int threads;     /* 0: all cores */
+    bool weights_load; /* snug.weights=load instead of the file map */
+    const char *chat_template_path; /* a template file to use instead of the model's, or NULL */
+} sn_gen_config;
+
+int sn_generator_open(const char *dir, const sn_gen_config *cfg, sn_generator **out, sn_err *err);
+void sn_generator_free(sn_generator *g); /* accepts NULL */
+
+/* What the folder said: the model file, the context, whether a chat template is there. */
+typedef struct sn_gen_info {
+    const char *model_path;
+    const char *style;     /* "genai" (genai_config.json) or "optimum" (config.json) */
+    int64_t ctx;           /* the context planned */
+    int64_t model_ctx;     /* the model's own (genai context_length, max_position_embeddings), 0 unknown */
+    int64_t vocab;
+    int n_eos;
+    const int32_t *eos;    /* [n_eos] */
+    bool has_template;
+    const char *template_source;
+} sn_gen_info;
+const sn_gen_info *sn_generator_info(const sn_generator *g);
+
+/* The prompt of a conversation: msgs rendered by the chat template with the
+ * generation prompt added, and tokenized as apply_chat_template does (no
+ * special tokens added: the template writes them). Without a template: an
+ * error saying so (the caller may send raw text instead). *ids: sn_free. */
+int sn_generator_chat_ids(sn_generator *g, const sn_chat_msg *msgs, int n, int32_t **ids, size_t *n_ids,
+                          sn_err *err);
+/* Raw text, tokenized with the tokenizer's special tokens (BOS) as
+ * tokenizer(text) does. */
+int sn_generator_text_ids(sn_generator *g, const char *text, int32_t **ids, size_t *n_ids, sn_err *err);
+
+typedef enum sn_gen_stop {
+    SN_GEN_STOP_EOS = 0,   /* the model ended its answer */
+    SN_GEN_STOP_LENGTH,    /* max_tokens reached */
+    SN_GEN_STOP_STRING,    /* a stop string appeared (it is not part of the text) */
+    SN_GEN_STOP_CONTEXT,   /* the context is full */
+    SN_GEN_STOP_CANCELLED, /* the callback asked to stop */
+} sn_gen_stop;
+const char *sn_gen_stop_name(sn_gen_stop s); /* "eos", "length", "stop string", "context full", "cancelled" */
+
+typedef struct sn_gen_params {
+    sn_sampler_params sampling;
+    int64_t max_tokens;       /* <= 0: until the context is full */
+    const char *const *stop;  /* [n_stop] stop strings, or NULL */
+    int n_stop;
+} sn_gen_params;
+
+typedef struct sn_gen_result {
+    sn_gen_stop stop;
+    int64_t prompt_tokens;    /* in the prompt */
+    int64_t prefilled;        /* of those, fed to the model (the rest were cached) */
+    int64_t generated;        /* tokens generated (the EOS included) */
+    double prefill_s;         /* time to the first token's logits */
+    double decode_s;          /* the decode steps */
+    double ttft_s;            /* from the call to the first token's text */
+} sn_gen_result;
+
+/* Called with each piece of text as it completes (a token inside a UTF-8
+ * character gives nothing until the character is whole; text that may be
+ * the start of a stop string is held back until it is not); return nonzero
+ * to stop. */
+typedef int (*sn_gen_text_fn)(void *user, const char *text, size_t len);
+
+/* Generates after the n prompt ids. On success res says why it stopped;
+ * the prompt and the answer stay in the cache for the next turn. A prompt
+ * that does not fit the context is an error (SNUG_ERR_RANGE) naming both. */
+int sn_generator_run(sn_generator *g, const int32_t *ids, size_t n, const sn_gen_params *p, sn_gen_text_fn cb,
+                     void *user, sn_gen_result *res, sn_err *err);
+/* Forgets the cached conversation. */
+void sn_generator_reset(sn_generator *g);
+
+#endif

@@ -1,0 +1,378 @@
+/* snug generate DIR -p TEXT: text in, text out, like `ollama run` or
+ * llama.cpp's llama-cli (src/genai/generate.h does the work). */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "core/core.h"
+
+#ifdef SNUG_HAVE_TOKENIZER
+#include "genai/generate.h"
+#endif
+
+static const char k_gen_help[] =
+    "usage: snug generate MODEL_DIR [-p TEXT] [options]\n\n"
+    "Generates text with the LLM in MODEL_DIR, a folder as onnxruntime-genai writes it\n"
+    "(genai_config.json, model.onnx, tokenizer.json, tokenizer_config.json) or as\n"
+    "Optimum does (config.json, generation_config.json, model.onnx, tokenizer files).\n"
+    "With -p the answer to TEXT streams to stdout, then one line of figures to stderr.\n"
+    "Without -p: an interactive chat that keeps the conversation in the KV cache\n"
+    "(only the new turn is prefilled); /bye or end of input quits, Ctrl-C stops the\n"
+    "current answer.\n\n"
+    "  -p, --prompt TEXT   the prompt ('-': read it from stdin)\n"
+    "  --system TEXT       a system message before the prompt\n"
+    "  --no-chat           send the prompt as raw text (no chat template; the\n"
+    "                      tokenizer's BOS as tokenizer(text) adds it)\n"
+    "  --chat-template F   a Jinja chat template file instead of the model's\n"
+    "  -n, --max-tokens N  stop after N tokens (default: until EOS or the context)\n"
+    "  --ctx N             context in tokens: the KV cache (default: the model's, at\n"
+    "                      most 4096)\n"
+    "  --batch N           prompt tokens per prefill step (default 512)\n"
+    "  --temp T            temperature (default 0.8; 0: greedy, the most likely token)\n"
+    "  --top-k K           keep the K most likely tokens (default 40; 0: all)\n"
+    "  --top-p P           keep the smallest set reaching probability P (default 0.95)\n"
+    "  --min-p P           drop tokens below P x the most likely's (default 0.05)\n"
+    "  --repeat-penalty R  penalize the last 64 tokens (default 1.0: off)\n"
+    "  --seed S            seed of the sampler (default 0; the same seed, the same text)\n"
+    "  --stop TEXT         stop when TEXT appears (repeatable; TEXT is not printed)\n"
+    "  --threads N         worker threads (default: all cores)\n"
+    "  --weights MODE      map (default) or load (read into owned memory)\n"
+    "  -q, --quiet         no figures line\n";
+
+#ifdef SNUG_HAVE_TOKENIZER
+
+static volatile sig_atomic_t g_interrupted;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    g_interrupted = 1;
+}
+
+static int print_piece(void *user, const char *text, size_t len) {
+    (void)user;
+    fwrite(text, 1, len, stdout);
+    fflush(stdout);
+    return g_interrupted ? 1 : 0;
+}
+
+static long parse_long(const char *opt, const char *v, long lo, long hi) {
+    char *end;
+    errno = 0;
+    long x = v ? strtol(v, &end, 10) : 0;
+    if (!v || !*v || *end || errno || x < lo || x > hi) {
+        char m[160];
+        snprintf(m, sizeof m, "%s wants an integer from %ld to %ld, got '%s'", opt, lo, hi, v ? v : "");
+        cli_die_usage("generate", m);
+    }
+    return x;
+}
+
+static float parse_float(const char *opt, const char *v, float lo, float hi) {
+    char *end;
+    float x = v ? strtof(v, &end) : 0;
+    if (!v || !*v || *end || !(x >= lo && x <= hi)) {
+        char m[160];
+        snprintf(m, sizeof m, "%s wants a number from %g to %g, got '%s'", opt, (double)lo, (double)hi, v ? v : "");
+        cli_die_usage("generate", m);
+    }
+    return x;
+}
+
+/* All of stdin (a prompt given as -p -). */
+static char *read_stdin(void) {
+    size_t cap = 4096, n = 0;
+    char *b = malloc(cap);
+    for (size_t r; b && (r = fread(b + n, 1, cap - n - 1, stdin)) > 0;) {
+        n += r;
+        if (cap - n < 2) {
+            char *nb = realloc(b, cap *= 2);
+            if (!nb) {
+                free(b);
+                return NULL;
+            }
+            b = nb;
+        }
+    }
+    if (b)
+        b[n] = 0;
+    return b;
+}
+
+static void print_figures(const sn_gen_result *r) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    char rss[64];
+    cli_human_bytes((double)ru.ru_maxrss * 1024.0, rss, sizeof rss);
+    double dec = r->generated > 1 && r->decode_s > 0 ? (double)(r->generated - 1) / r->decode_s : 0;
+    fprintf(stderr,
+            "\n[prompt %lld tokens (%lld prefilled) %.1f tok/s | generated %lld tokens %.1f tok/s | first token "
+            "%.0f ms | peak RSS %s | stop: %s]\n",
+            (long long)r->prompt_tokens, (long long)r->prefilled,
+            r->prefill_s > 0 ? (double)r->prefilled / r->prefill_s : 0.0, (long long)r->generated, dec,
+            r->ttft_s * 1e3, rss, sn_gen_stop_name(r->stop));
+}
+
+typedef struct conv {
+    sn_chat_msg *m;
+    char **own; /* owned copies of the texts */
+    int n, cap;
+} conv;
+
+static int conv_add(conv *c, const char *role, const char *text, size_t len) {
+    if (c->n == c->cap) {
+        int cap = c->cap ? 2 * c->cap : 8;
+        sn_chat_msg *m = realloc(c->m, sizeof *m * (size_t)cap);
+        char **o = realloc(c->own, sizeof *o * (size_t)cap);
+        if (m)
+            c->m = m;
+        if (o)
+            c->own = o;
+        if (!m || !o)
+            return -1;
+        c->cap = cap;
+    }
+    char *t = malloc(len + 1);
+    if (!t)
+        return -1;
+    memcpy(t, text, len);
+    t[len] = 0;
+    c->own[c->n] = t;
+    c->m[c->n] = (sn_chat_msg){role, t};
+    c->n++;
+    return 0;
+}
+
+static void conv_free(conv *c) {
+    for (int i = 0; i < c->n; i++)
+        free(c->own[i]);
+    free(c->m);
+    free(c->own);
+}
+
+/* The answer as text, for the conversation's next turn. */
+typedef struct answer {
+    char *b;
+    size_t n, cap;
+} answer;
+
+static int collect_piece(void *user, const char *text, size_t len) {
+    answer *a = user;
+    if (a->n + len + 1 > a->cap) {
+        size_t cap = (a->n + len + 1) * 2;
+        char *nb = realloc(a->b, cap);
+        if (nb) {
+            a->b = nb;
+            a->cap = cap;
+        }
+    }
+    if (a->n + len + 1 <= a->cap) {
+        memcpy(a->b + a->n, text, len);
+        a->n += len;
+        a->b[a->n] = 0;
+    }
+    return print_piece(NULL, text, len);
+}
+
+/* One turn: the conversation (or raw text) to ids, then generate. */
+static int turn(sn_generator *g, const conv *c, const char *raw, const sn_gen_params *gp, answer *ans,
+                sn_gen_result *res, sn_err *err) {
+    int32_t *ids = NULL;
+    size_t n = 0;
+    int rc = raw ? sn_generator_text_ids(g, raw, &ids, &n, err) : sn_generator_chat_ids(g, c->m, c->n, &ids, &n, err);
+    if (rc == SNUG_OK)
+        rc = sn_generator_run(g, ids, n, gp, ans ? collect_piece : print_piece, ans, res, err);
+    sn_free(ids);
+    return rc;
+}
+
+int cmd_generate(int argc, char **argv) {
+    const char *dir = NULL, *prompt = NULL, *system = NULL;
+    const char *stops[16];
+    int n_stop = 0;
+    bool chat = true, quiet = false;
+    sn_gen_config cfg = {0};
+    sn_gen_params gp = {sn_sampler_defaults(), 0, stops, 0};
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(k_gen_help, stdout);
+            return 0;
+        }
+        bool takes = true;
+        if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
+            if (!v)
+                cli_die_usage("generate", "-p needs the prompt text ('-' for stdin)");
+            prompt = v;
+        } else if (!strcmp(a, "--system")) {
+            if (!v)
+                cli_die_usage("generate", "--system needs a text");
+            system = v;
+        } else if (!strcmp(a, "--chat-template")) {
+            if (!v)
+                cli_die_usage("generate", "--chat-template needs a file");
+            cfg.chat_template_path = v;
+        } else if (!strcmp(a, "--stop")) {
+            if (!v || !*v)
+                cli_die_usage("generate", "--stop needs a non-empty text");
+            if (n_stop == 16)
+                cli_die_usage("generate", "at most 16 --stop strings");
+            stops[n_stop++] = v;
+        } else if (!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) {
+            gp.max_tokens = parse_long(a, v, 1, 1L << 30);
+        } else if (!strcmp(a, "--ctx")) {
+            cfg.ctx = parse_long(a, v, 2, 1L << 24);
+        } else if (!strcmp(a, "--batch")) {
+            cfg.batch = parse_long(a, v, 1, 1L << 20);
+        } else if (!strcmp(a, "--threads")) {
+            cfg.threads = (int)parse_long(a, v, 1, 1024);
+        } else if (!strcmp(a, "--temp")) {
+            gp.sampling.temperature = parse_float(a, v, 0, 100);
+        } else if (!strcmp(a, "--top-k")) {
+            gp.sampling.top_k = (int)parse_long(a, v, 0, 1L << 24);
+        } else if (!strcmp(a, "--top-p")) {
+            gp.sampling.top_p = parse_float(a, v, 0, 1);
+        } else if (!strcmp(a, "--min-p")) {
+            gp.sampling.min_p = parse_float(a, v, 0, 1);
+        } else if (!strcmp(a, "--repeat-penalty")) {
+            gp.sampling.repeat_penalty = parse_float(a, v, 0.01f, 100);
+        } else if (!strcmp(a, "--seed")) {
+            gp.sampling.seed = (uint64_t)parse_long(a, v, 0, 0x7fffffffL);
+        } else if (!strcmp(a, "--weights")) {
+            if (!v || (strcmp(v, "map") && strcmp(v, "load")))
+                cli_die_usage("generate", "--weights is map or load");
+            cfg.weights_load = !strcmp(v, "load");
+        } else {
+            takes = false;
+            if (!strcmp(a, "--no-chat"))
+                chat = false;
+            else if (!strcmp(a, "-q") || !strcmp(a, "--quiet"))
+                quiet = true;
+            else if (a[0] == '-' && a[1]) {
+                char m[160];
+                snprintf(m, sizeof m, "unknown option '%s'", a);
+                cli_die_usage("generate", m);
+            } else if (dir) {
+                cli_die_usage("generate", "one model folder only");
+            } else {
+                dir = a;
+            }
+        }
+        if (takes)
+            i++;
+    }
+    gp.n_stop = n_stop;
+    if (!dir)
+        cli_die_usage("generate", "no model folder given");
+    char *stdin_prompt = NULL;
+    if (prompt && !strcmp(prompt, "-")) {
+        if (!(stdin_prompt = read_stdin())) {
+            fprintf(stderr, "snug generate: cannot read the prompt from stdin\n");
+            return 1;
+        }
+        prompt = stdin_prompt;
+    }
+    sn_err err = {0};
+    sn_generator *g = NULL;
+    if (sn_generator_open(dir, &cfg, &g, &err) != SNUG_OK) {
+        fprintf(stderr, "snug generate: %s\n", err.msg);
+        free(stdin_prompt);
+        return 1;
+    }
+    if (chat && !sn_generator_info(g)->has_template) {
+        fprintf(stderr, "snug generate: %s has no chat template: the prompt goes as raw text (--chat-template FILE "
+                        "gives one)\n", dir);
+        chat = false;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigaction(SIGINT, &sa, NULL);
+    conv c = {0};
+    int status = 0;
+    if (system && chat && conv_add(&c, "system", system, strlen(system)) != 0)
+        status = 1;
+    if (prompt && !status) { /* one answer */
+        sn_gen_result res;
+        if (chat && conv_add(&c, "user", prompt, strlen(prompt)) != 0) {
+            fprintf(stderr, "snug generate: out of memory\n");
+            status = 1;
+        } else if (turn(g, &c, chat ? NULL : prompt, &gp, NULL, &res, &err) != SNUG_OK) {
+            fprintf(stderr, "\nsnug generate: %s\n", err.msg);
+            status = 1;
+        } else {
+            fputc('\n', stdout);
+            if (!quiet)
+                print_figures(&res);
+        }
+    } else if (!status) { /* a chat */
+        bool tty = isatty(0);
+        char line[65536];
+        for (;;) {
+            if (tty)
+                fputs("\n>>> ", stdout), fflush(stdout);
+            g_interrupted = 0;
+            if (!fgets(line, sizeof line, stdin))
+                break;
+            size_t len = strlen(line);
+            while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+                line[--len] = 0;
+            if (!len)
+                continue;
+            if (!strcmp(line, "/bye") || !strcmp(line, "/exit"))
+                break;
+            answer ans = {0};
+            sn_gen_result res;
+            if (chat && conv_add(&c, "user", line, len) != 0) {
+                status = 1;
+                break;
+            }
+            int rc = turn(g, &c, chat ? NULL : line, &gp, &ans, &res, &err);
+            if (rc != SNUG_OK) {
+                fprintf(stderr, "\nsnug generate: %s\n", err.msg);
+                free(ans.b);
+                if (rc == SNUG_ERR_RANGE) { /* the conversation outgrew the context: start over */
+                    fprintf(stderr, "(the conversation is forgotten: it no longer fits the context)\n");
+                    sn_generator_reset(g);
+                    conv_free(&c);
+                    memset(&c, 0, sizeof c);
+                    if (system && chat)
+                        conv_add(&c, "system", system, strlen(system));
+                    continue;
+                }
+                status = 1;
+                break;
+            }
+            fputc('\n', stdout);
+            if (!quiet)
+                print_figures(&res);
+            if (chat && conv_add(&c, "assistant", ans.b ? ans.b : "", ans.n) != 0)
+                status = 1;
+            free(ans.b);
+            if (status)
+                break;
+        }
+    }
+    conv_free(&c);
+    sn_generator_free(g);
+    free(stdin_prompt);
+    return status;
+}
+
+#else
+
+int cmd_generate(int argc, char **argv) {
+    if (argc > 0 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) {
+        fputs(k_gen_help, stdout);
+        return 0;
+    }
+    fprintf(stderr, "snug generate: this build has no tokenizer (PCRE2, utf8proc and cJSON were not found when it "
+                    "was configured: scripts/deps.sh installs them)\n");
+    return 1;
+}
+
+#endif
