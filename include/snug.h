@@ -108,6 +108,77 @@ const char *snug_session_output_name(const snug_session *s, int i);
 int snug_session_run(snug_session *s, const snug_tensor *inputs, int n_inputs,
                      snug_tensor *outputs, int n_outputs);
 
+/* ---- text generation ------------------------------------------------------ */
+
+/* An LLM folder as onnxruntime-genai writes it (genai_config.json) or as
+ * Optimum does (config.json, generation_config.json), with tokenizer.json and
+ * tokenizer_config.json (or chat_template.jinja); see docs/generate.md. A
+ * conversation stays in the KV cache between calls: a prompt that starts with
+ * what is cached prefills only the rest. A build without the tokenizer's
+ * libraries (PCRE2, utf8proc, cJSON) returns SNUG_ERR_UNSUPPORTED. */
+typedef struct snug_generator snug_generator;
+
+typedef struct snug_generator_config {
+    int64_t ctx;      /* context in tokens (the KV cache); 0: the model's, at most 4096 */
+    int64_t batch;    /* prompt tokens per prefill step; 0: 512 */
+    int threads;      /* 0: all cores */
+    int weights_load; /* nonzero: snug.weights=load (weights read into owned memory) */
+    const char *chat_template_path; /* a Jinja template file instead of the model's, or NULL */
+} snug_generator_config;
+
+/* cfg may be NULL (defaults). On failure *out is NULL and err (if not NULL)
+ * receives the message. */
+int snug_generator_create(const char *model_dir, const snug_generator_config *cfg, snug_generator **out,
+                          char *err, size_t err_cap);
+void snug_generator_free(snug_generator *g); /* accepts NULL */
+/* The message of the last failed call on g. */
+const char *snug_generator_error(const snug_generator *g);
+/* Nonzero when the model (or cfg->chat_template_path) gives a chat template. */
+int snug_generator_has_chat_template(const snug_generator *g);
+
+typedef struct snug_message {
+    const char *role;    /* "system", "user", "assistant" */
+    const char *content; /* UTF-8 */
+} snug_message;
+
+typedef struct snug_sampling {
+    float temperature;    /* <= 0: greedy */
+    int top_k;            /* <= 0: all */
+    float top_p;          /* >= 1: all */
+    float min_p;          /* <= 0: none */
+    float repeat_penalty; /* 1: off */
+    uint64_t seed;
+    int64_t max_tokens;   /* <= 0: until EOS or a full context */
+    const char *const *stop; /* [n_stop] stop strings (not part of the text), or NULL */
+    int n_stop;
+} snug_sampling;
+
+/* llama.cpp's defaults: temperature 0.8, top-k 40, top-p 0.95, min-p 0.05. */
+void snug_sampling_defaults(snug_sampling *s);
+
+enum { SNUG_STOP_EOS = 0, SNUG_STOP_LENGTH, SNUG_STOP_STRING, SNUG_STOP_CONTEXT, SNUG_STOP_CANCELLED };
+
+typedef struct snug_generation {
+    int stop;              /* SNUG_STOP_* */
+    int64_t prompt_tokens; /* in the prompt */
+    int64_t prefilled;     /* of those, fed to the model (the rest were cached) */
+    int64_t generated;     /* tokens generated, the EOS included */
+    double prefill_s, decode_s, ttft_s;
+} snug_generation;
+
+/* Receives each piece of the answer as it completes; nonzero stops. */
+typedef int (*snug_text_fn)(void *user, const char *text, size_t len);
+
+/* Answers a conversation (rendered by the model's chat template with the
+ * generation prompt). s NULL: snug_sampling_defaults. out may be NULL. */
+int snug_generator_chat(snug_generator *g, const snug_message *msgs, int n, const snug_sampling *s,
+                        snug_text_fn fn, void *user, snug_generation *out);
+/* Continues raw text (tokenized with the tokenizer's special tokens). */
+int snug_generator_complete(snug_generator *g, const char *text, const snug_sampling *s, snug_text_fn fn,
+                            void *user, snug_generation *out);
+/* Forgets the cached conversation. */
+void snug_generator_reset(snug_generator *g);
+
 #ifdef __cplusplus
 }
 #endif

@@ -2,6 +2,8 @@
  * llama.cpp's llama-cli (src/genai/generate.h does the work). */
 #include <errno.h>
 #include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,11 +11,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "core/core.h"
-
-#ifdef SNUG_HAVE_TOKENIZER
-#include "genai/generate.h"
-#endif
+#include "snug.h" /* the public generator only: the future server is its other client */
 
 static const char k_gen_help[] =
     "usage: snug generate MODEL_DIR [-p TEXT] [options]\n\n"
@@ -43,8 +41,6 @@ static const char k_gen_help[] =
     "  --threads N         worker threads (default: all cores)\n"
     "  --weights MODE      map (default) or load (read into owned memory)\n"
     "  -q, --quiet         no figures line\n";
-
-#ifdef SNUG_HAVE_TOKENIZER
 
 static volatile sig_atomic_t g_interrupted;
 
@@ -103,7 +99,12 @@ static char *read_stdin(void) {
     return b;
 }
 
-static void print_figures(const sn_gen_result *r) {
+static const char *stop_name(int stop) {
+    static const char *const names[] = {"eos", "length", "stop string", "context full", "cancelled"};
+    return stop >= 0 && stop < (int)(sizeof names / sizeof *names) ? names[stop] : "?";
+}
+
+static void print_figures(const snug_generation *r) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     char rss[64];
@@ -114,11 +115,11 @@ static void print_figures(const sn_gen_result *r) {
             "%.0f ms | peak RSS %s | stop: %s]\n",
             (long long)r->prompt_tokens, (long long)r->prefilled,
             r->prefill_s > 0 ? (double)r->prefilled / r->prefill_s : 0.0, (long long)r->generated, dec,
-            r->ttft_s * 1e3, rss, sn_gen_stop_name(r->stop));
+            r->ttft_s * 1e3, rss, stop_name(r->stop));
 }
 
 typedef struct conv {
-    sn_chat_msg *m;
+    snug_message *m;
     char **own; /* owned copies of the texts */
     int n, cap;
 } conv;
@@ -126,7 +127,7 @@ typedef struct conv {
 static int conv_add(conv *c, const char *role, const char *text, size_t len) {
     if (c->n == c->cap) {
         int cap = c->cap ? 2 * c->cap : 8;
-        sn_chat_msg *m = realloc(c->m, sizeof *m * (size_t)cap);
+        snug_message *m = realloc(c->m, sizeof *m * (size_t)cap);
         char **o = realloc(c->own, sizeof *o * (size_t)cap);
         if (m)
             c->m = m;
@@ -142,7 +143,7 @@ static int conv_add(conv *c, const char *role, const char *text, size_t len) {
     memcpy(t, text, len);
     t[len] = 0;
     c->own[c->n] = t;
-    c->m[c->n] = (sn_chat_msg){role, t};
+    c->m[c->n] = (snug_message){role, t};
     c->n++;
     return 0;
 }
@@ -178,16 +179,11 @@ static int collect_piece(void *user, const char *text, size_t len) {
     return print_piece(NULL, text, len);
 }
 
-/* One turn: the conversation (or raw text) to ids, then generate. */
-static int turn(sn_generator *g, const conv *c, const char *raw, const sn_gen_params *gp, answer *ans,
-                sn_gen_result *res, sn_err *err) {
-    int32_t *ids = NULL;
-    size_t n = 0;
-    int rc = raw ? sn_generator_text_ids(g, raw, &ids, &n, err) : sn_generator_chat_ids(g, c->m, c->n, &ids, &n, err);
-    if (rc == SNUG_OK)
-        rc = sn_generator_run(g, ids, n, gp, ans ? collect_piece : print_piece, ans, res, err);
-    sn_free(ids);
-    return rc;
+/* One turn: the conversation (or raw text); the generator prefills only what it has not cached. */
+static int turn(snug_generator *g, const conv *c, const char *raw, const snug_sampling *sp, answer *ans,
+                snug_generation *res) {
+    snug_text_fn fn = ans ? collect_piece : print_piece;
+    return raw ? snug_generator_complete(g, raw, sp, fn, ans, res) : snug_generator_chat(g, c->m, c->n, sp, fn, ans, res);
 }
 
 int cmd_generate(int argc, char **argv) {
@@ -195,8 +191,10 @@ int cmd_generate(int argc, char **argv) {
     const char *stops[16];
     int n_stop = 0;
     bool chat = true, quiet = false;
-    sn_gen_config cfg = {0};
-    sn_gen_params gp = {sn_sampler_defaults(), 0, stops, 0};
+    snug_generator_config cfg = {0};
+    snug_sampling gp;
+    snug_sampling_defaults(&gp);
+    gp.stop = stops;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -231,17 +229,17 @@ int cmd_generate(int argc, char **argv) {
         } else if (!strcmp(a, "--threads")) {
             cfg.threads = (int)parse_long(a, v, 1, 1024);
         } else if (!strcmp(a, "--temp")) {
-            gp.sampling.temperature = parse_float(a, v, 0, 100);
+            gp.temperature = parse_float(a, v, 0, 100);
         } else if (!strcmp(a, "--top-k")) {
-            gp.sampling.top_k = (int)parse_long(a, v, 0, 1L << 24);
+            gp.top_k = (int)parse_long(a, v, 0, 1L << 24);
         } else if (!strcmp(a, "--top-p")) {
-            gp.sampling.top_p = parse_float(a, v, 0, 1);
+            gp.top_p = parse_float(a, v, 0, 1);
         } else if (!strcmp(a, "--min-p")) {
-            gp.sampling.min_p = parse_float(a, v, 0, 1);
+            gp.min_p = parse_float(a, v, 0, 1);
         } else if (!strcmp(a, "--repeat-penalty")) {
-            gp.sampling.repeat_penalty = parse_float(a, v, 0.01f, 100);
+            gp.repeat_penalty = parse_float(a, v, 0.01f, 100);
         } else if (!strcmp(a, "--seed")) {
-            gp.sampling.seed = (uint64_t)parse_long(a, v, 0, 0x7fffffffL);
+            gp.seed = (uint64_t)parse_long(a, v, 0, 0x7fffffffL);
         } else if (!strcmp(a, "--weights")) {
             if (!v || (strcmp(v, "map") && strcmp(v, "load")))
                 cli_die_usage("generate", "--weights is map or load");
@@ -276,16 +274,17 @@ int cmd_generate(int argc, char **argv) {
         }
         prompt = stdin_prompt;
     }
-    sn_err err = {0};
-    sn_generator *g = NULL;
-    if (sn_generator_open(dir, &cfg, &g, &err) != SNUG_OK) {
-        fprintf(stderr, "snug generate: %s\n", err.msg);
+    char err[1024];
+    snug_generator *g = NULL;
+    int rc0 = snug_generator_create(dir, &cfg, &g, err, sizeof err);
+    if (rc0 != SNUG_OK) {
+        fprintf(stderr, "snug generate: %s\n", err);
         free(stdin_prompt);
         return 1;
     }
-    if (chat && !sn_generator_info(g)->has_template) {
-        fprintf(stderr, "snug generate: %s has no chat template: the prompt goes as raw text (--chat-template FILE "
-                        "gives one)\n", dir);
+    if (chat && !snug_generator_has_chat_template(g)) { /* the prompt goes as raw text */
+        fprintf(stderr, "snug generate: %s has no chat template: the prompt goes as raw text "
+                        "(--chat-template FILE gives one)\n", dir);
         chat = false;
     }
     struct sigaction sa;
@@ -297,12 +296,12 @@ int cmd_generate(int argc, char **argv) {
     if (system && chat && conv_add(&c, "system", system, strlen(system)) != 0)
         status = 1;
     if (prompt && !status) { /* one answer */
-        sn_gen_result res;
+        snug_generation res;
         if (chat && conv_add(&c, "user", prompt, strlen(prompt)) != 0) {
             fprintf(stderr, "snug generate: out of memory\n");
             status = 1;
-        } else if (turn(g, &c, chat ? NULL : prompt, &gp, NULL, &res, &err) != SNUG_OK) {
-            fprintf(stderr, "\nsnug generate: %s\n", err.msg);
+        } else if (turn(g, &c, chat ? NULL : prompt, &gp, NULL, &res) != SNUG_OK) {
+            fprintf(stderr, "\nsnug generate: %s\n", snug_generator_error(g));
             status = 1;
         } else {
             fputc('\n', stdout);
@@ -326,18 +325,18 @@ int cmd_generate(int argc, char **argv) {
             if (!strcmp(line, "/bye") || !strcmp(line, "/exit"))
                 break;
             answer ans = {0};
-            sn_gen_result res;
+            snug_generation res;
             if (chat && conv_add(&c, "user", line, len) != 0) {
                 status = 1;
                 break;
             }
-            int rc = turn(g, &c, chat ? NULL : line, &gp, &ans, &res, &err);
+            int rc = turn(g, &c, chat ? NULL : line, &gp, &ans, &res);
             if (rc != SNUG_OK) {
-                fprintf(stderr, "\nsnug generate: %s\n", err.msg);
+                fprintf(stderr, "\nsnug generate: %s\n", snug_generator_error(g));
                 free(ans.b);
                 if (rc == SNUG_ERR_RANGE) { /* the conversation outgrew the context: start over */
                     fprintf(stderr, "(the conversation is forgotten: it no longer fits the context)\n");
-                    sn_generator_reset(g);
+                    snug_generator_reset(g);
                     conv_free(&c);
                     memset(&c, 0, sizeof c);
                     if (system && chat)
@@ -358,21 +357,8 @@ int cmd_generate(int argc, char **argv) {
         }
     }
     conv_free(&c);
-    sn_generator_free(g);
+    snug_generator_free(g);
     free(stdin_prompt);
     return status;
 }
 
-#else
-
-int cmd_generate(int argc, char **argv) {
-    if (argc > 0 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) {
-        fputs(k_gen_help, stdout);
-        return 0;
-    }
-    fprintf(stderr, "snug generate: this build has no tokenizer (PCRE2, utf8proc and cJSON were not found when it "
-                    "was configured: scripts/deps.sh installs them)\n");
-    return 1;
-}
-
-#endif
