@@ -13,7 +13,7 @@ from bench_checks import ROOT, fixture_args, report
 def main() -> int:
     a, _ = fixture_args(__doc__)
     base = [sys.executable, os.path.join(ROOT, "bench", "mnb_cache"), "--snug", a.snug, "--k", "64", "--n", "96",
-            "--small", "1", "--large", "3", "--rounds", "2"]
+            "--small", "1", "--large", "3", "--rounds", "2", "--reps", "200"]  # plumbing: few runs
     fails = []
     p = subprocess.run(base, capture_output=True, text=True)
     lines = p.stdout.splitlines()
