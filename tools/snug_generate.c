@@ -331,16 +331,27 @@ int cmd_generate(int argc, char **argv) {
                 break;
             }
             int rc = turn(g, &c, chat ? NULL : line, &gp, &ans, &res);
+            if (rc == SNUG_ERR_RANGE && chat && c.n > 1 + (system != NULL)) {
+                /* the conversation outgrew the context: start over from this message */
+                fprintf(stderr, "(the earlier turns no longer fit the context of --ctx tokens: forgotten)\n");
+                snug_generator_reset(g);
+                conv_free(&c);
+                memset(&c, 0, sizeof c);
+                if ((system && conv_add(&c, "system", system, strlen(system)) != 0) ||
+                    conv_add(&c, "user", line, len) != 0) {
+                    status = 1;
+                    break;
+                }
+                free(ans.b);
+                memset(&ans, 0, sizeof ans);
+                rc = turn(g, &c, NULL, &gp, &ans, &res);
+            }
             if (rc != SNUG_OK) {
                 fprintf(stderr, "\nsnug generate: %s\n", snug_generator_error(g));
                 free(ans.b);
-                if (rc == SNUG_ERR_RANGE) { /* the conversation outgrew the context: start over */
-                    fprintf(stderr, "(the conversation is forgotten: it no longer fits the context)\n");
-                    snug_generator_reset(g);
-                    conv_free(&c);
-                    memset(&c, 0, sizeof c);
-                    if (system && chat)
-                        conv_add(&c, "system", system, strlen(system));
+                if (rc == SNUG_ERR_RANGE) { /* this message alone does not fit: the next may */
+                    if (chat)
+                        c.n--, free(c.own[c.n]);
                     continue;
                 }
                 status = 1;

@@ -9,7 +9,8 @@
   one is held to accuracy instead, docs/accuracy.md: its free-running greedy
   text parts from ORT's at the first near tie);
 - a chat over stdin keeps the conversation in the KV cache: the second turn
-  prefills fewer tokens than its prompt has;
+  prefills fewer tokens than its prompt has; one that outgrows --ctx starts
+  over from its newest message and says so;
 - errors: no such folder, a prompt longer than --ctx, a bad option.
 
     tests/models/py.sh tests/models/check_generate.py --snug build/snug
@@ -68,6 +69,14 @@ def main() -> int:
     turns = FIGURES.findall(p.stderr)
     if p.returncode != 0 or len(turns) != 2 or not int(turns[1][1]) < int(turns[1][0]):
         fails.append(f"chat over stdin: exit {p.returncode}, turns {turns}\n{p.stdout[-300:]}{p.stderr[-300:]}")
+    checked += 1
+    # a conversation that outgrows --ctx starts over from the new message, and says so
+    p = run([a.snug, "generate", d, "--temp", "0", "-n", "30", "--ctx", "100", "--threads", "2"],
+            stdin="Tell me a story.\nMore.\nMore please.\n")
+    turns = FIGURES.findall(p.stderr)
+    if p.returncode != 0 or len(turns) != 3 or "no longer fit the context" not in p.stderr or \
+            int(turns[2][1]) != int(turns[2][0]):
+        fails.append(f"chat beyond --ctx: exit {p.returncode}, turns {turns}\n{p.stderr[-400:]}")
     checked += 1
     for cmd, code, msg in (
             ([a.snug, "generate", "/no/such/folder", "-p", "hi"], 1, "neither genai_config.json nor config.json"),
