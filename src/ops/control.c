@@ -7,19 +7,28 @@
 #include "ops/value_util.h"
 
 /* Output infos from a subgraph's inferred outputs (kind, dtype; shape
- * unknown: these ops decide shapes while running). */
+ * unknown: these ops decide shapes while running). A body output whose type
+ * inference could not find takes the type of the node input that feeds the
+ * same state (from[j], NULL for none): a loop-carried value keeps its type. */
 static void infer_from_body(sn_infer_ctx *c, const sn_graph *body, int first_body_out, int first_out, int count,
-                            bool stacked) {
+                            bool stacked, const sn_tensor *const *from) {
     for (int j = 0; j < count; j++) {
         sn_tensor *o = c->out[first_out + j];
         int bo = first_body_out + j;
         if (!o || bo >= body->n_outputs)
             continue;
         const sn_tensor *bi = &body->values[body->outputs[bo]].info;
+        const sn_tensor *f = from ? from[j] : NULL;
         o->kind = bi->kind;
         o->dtype = bi->dtype;
         o->optional = bi->optional;
         o->rank = bi->rank >= 0 && stacked ? bi->rank + 1 : bi->rank;
+        if (f && bi->kind == SN_KIND_TENSOR && bi->dtype == SN_UNDEFINED) {
+            o->kind = f->kind;
+            o->dtype = f->dtype;
+            if (o->rank < 0 && f->kind == SN_KIND_TENSOR)
+                o->rank = f->rank;
+        }
         for (int d = 0; d < o->rank; d++)
             o->dims[d] = SN_DIM_UNKNOWN;
     }
@@ -27,18 +36,48 @@ static void infer_from_body(sn_infer_ctx *c, const sn_graph *body, int first_bod
 
 /* ---- If ----------------------------------------------------------------- */
 
+/* The outputs are what both branches agree on (ONNX's union of the branch
+ * types): a type either branch knows, a rank only when both have it, since
+ * the branch taken is known only at run time. */
 static int if_infer(sn_infer_ctx *c) {
     const sn_node *n = c->node;
-    int k = -1;
-    for (int i = 0; i < n->n_sub; i++)
+    int kt = -1, ke = -1;
+    for (int i = 0; i < n->n_sub; i++) {
         if (!strcmp(n->sub_attr[i], "then_branch"))
-            k = i;
-    if (k < 0 || n->n_sub < 2)
+            kt = i;
+        else if (!strcmp(n->sub_attr[i], "else_branch"))
+            ke = i;
+    }
+    if (kt < 0 || ke < 0)
         return sn_kfail(c->err, n, SNUG_ERR_GRAPH, "needs then_branch and else_branch");
-    if (n->sub[k]->n_outputs != c->n_out)
-        return sn_kfail(c->err, n, SNUG_ERR_GRAPH, "then_branch has %d outputs, the node %d", n->sub[k]->n_outputs,
-                        c->n_out);
-    infer_from_body(c, n->sub[k], 0, 0, c->n_out, false);
+    const sn_graph *gt = n->sub[kt], *ge = n->sub[ke];
+    if (gt->n_outputs != c->n_out || ge->n_outputs != c->n_out)
+        return sn_kfail(c->err, n, SNUG_ERR_GRAPH, "then_branch has %d outputs, else_branch %d, the node %d",
+                        gt->n_outputs, ge->n_outputs, c->n_out);
+    for (int j = 0; j < c->n_out; j++) {
+        sn_tensor *o = c->out[j];
+        if (!o)
+            continue;
+        const sn_tensor *a = &gt->values[gt->outputs[j]].info, *b = &ge->values[ge->outputs[j]].info;
+        bool a_none = a->kind == SN_KIND_TENSOR && a->dtype == SN_UNDEFINED && a->rank < 0;
+        bool b_none = b->kind == SN_KIND_TENSOR && b->dtype == SN_UNDEFINED && b->rank < 0;
+        if (a_none && !b_none) {
+            const sn_tensor *t = a;
+            a = b;
+            b = t;
+        }
+        if (a->kind == SN_KIND_TENSOR && b->kind == SN_KIND_TENSOR && a->dtype != SN_UNDEFINED &&
+            b->dtype != SN_UNDEFINED && a->dtype != b->dtype)
+            return sn_kfail(c->err, n, SNUG_ERR_TYPE, "output %d is %s in then_branch, %s in else_branch", j,
+                            sn_dtype_name(gt->values[gt->outputs[j]].info.dtype),
+                            sn_dtype_name(ge->values[ge->outputs[j]].info.dtype));
+        o->kind = a->kind;
+        o->dtype = a->dtype != SN_UNDEFINED ? a->dtype : b->kind == a->kind ? b->dtype : SN_UNDEFINED;
+        o->optional = a->optional || b->optional;
+        o->rank = a->kind == b->kind && a->rank == b->rank ? a->rank : SN_RANK_UNKNOWN;
+        for (int d = 0; d < o->rank; d++)
+            o->dims[d] = SN_DIM_UNKNOWN;
+    }
     return SNUG_OK;
 }
 
@@ -73,8 +112,8 @@ static int loop_infer(sn_infer_ctx *c) {
     if (n_carried < 0 || body->n_inputs != n_carried + 2 || body->n_outputs < n_carried + 1)
         return sn_kfail(c->err, n, SNUG_ERR_GRAPH, "body signature does not match the node (%d inputs, %d outputs)",
                         body->n_inputs, body->n_outputs);
-    infer_from_body(c, body, 1, 0, n_carried, false);
-    infer_from_body(c, body, 1 + n_carried, n_carried, c->n_out - n_carried, true);
+    infer_from_body(c, body, 1, 0, n_carried, false, c->in + 2);
+    infer_from_body(c, body, 1 + n_carried, n_carried, c->n_out - n_carried, true, NULL);
     return SNUG_OK;
 }
 
@@ -267,8 +306,9 @@ static int scan_infer(sn_infer_ctx *c) {
     int n_state = c->n_in - first - (int)m;
     if (m < 1 || n_state < 0 || body->n_inputs != n_state + m || body->n_outputs < n_state)
         return sn_kfail(c->err, n, SNUG_ERR_GRAPH, "body signature does not match num_scan_inputs");
-    infer_from_body(c, body, 0, 0, n_state, false);
-    infer_from_body(c, body, n_state, n_state, c->n_out - n_state, true);
+    /* opset 8 stacks the final states of each batch entry */
+    infer_from_body(c, body, 0, 0, n_state, first == 1, first ? NULL : c->in + first);
+    infer_from_body(c, body, n_state, n_state, c->n_out - n_state, true, NULL);
     return SNUG_OK;
 }
 
