@@ -4,6 +4,7 @@
 #
 #   scripts/venv.sh            # tests/requirements.txt
 #   scripts/venv.sh --bench    # also tests/requirements-bench.txt (compiles llama.cpp)
+#   scripts/venv.sh --genai    # also tests/requirements-genai.txt (onnxruntime-genai)
 #
 # Location: ${SNUG_VENV:-$HOME/.cache/snug/venv}. The environment is rebuilt only when
 # the requirement files change (their hash is stored in the venv). Uses whichever
@@ -15,9 +16,13 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${SNUG_VENV:-$HOME/.cache/snug/venv}"
 py="${SNUG_PYTHON:-python3}"
 reqs=("$root/tests/requirements.txt")
-if [[ "${1:-}" == "--bench" ]]; then
-  reqs+=("$root/tests/requirements-bench.txt")
-fi
+for arg in "$@"; do
+  case "$arg" in
+    --bench) reqs+=("$root/tests/requirements-bench.txt") ;;
+    --genai) reqs+=("$root/tests/requirements-genai.txt") ;;
+    *) echo "venv.sh: unknown option $arg (--bench, --genai)" >&2; exit 2 ;;
+  esac
+done
 
 log() { echo "venv.sh: $*" >&2; }
 
