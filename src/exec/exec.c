@@ -433,8 +433,9 @@ static int fold_node(sn_exec *ex, const sn_node *n, sn_err *err) {
     size_t wsb = 0;
     if (n->op->prepare) {
         bind_args(ex, n, ex->argin, ex->argout);
-        sn_prep_ctx pc = {n, n->n_in, n->n_out, ex->argin, (const sn_tensor *const *)ex->argout, NULL, 0, err,
-                          sn_pool_size(ex->pool)};
+        sn_prep_ctx pc = {.node = n, .n_in = n->n_in, .n_out = n->n_out, .in = ex->argin,
+                          .out = (const sn_tensor *const *)ex->argout, .err = err,
+                          .n_threads = sn_pool_size(ex->pool)};
         SN_TRY(n->op->prepare(&pc));
         state = pc.state;
         wsb = pc.workspace;
@@ -738,7 +739,8 @@ static int make_plan(sn_exec *ex, sn_err *err) {
                 init_out_info(ex->argout[j]);
         if (!(n->op->flags & SN_OP_PACKED_OK) && (rc = check_packed(n, ex->argin, n->n_in, err)) != SNUG_OK)
             break;
-        sn_infer_ctx c = {n, n->n_in, n->n_out, ex->argin, ex->argout, err};
+        sn_infer_ctx c = {.node = n, .n_in = n->n_in, .n_out = n->n_out, .in = ex->argin, .out = ex->argout,
+                          .err = err};
         if ((rc = n->op->infer(&c)) != SNUG_OK)
             break;
         if (!(n->op->flags & SN_OP_PACKED_OK) &&
@@ -804,8 +806,9 @@ static int make_plan(sn_exec *ex, sn_err *err) {
         if (concrete) {
             ex->stats.n_static++;
             if (n->op->prepare) {
-                sn_prep_ctx pc = {n,    n->n_in, n->n_out, ex->argin, (const sn_tensor *const *)ex->argout,
-                                  NULL, 0,       err,      sn_pool_size(ex->pool)};
+                sn_prep_ctx pc = {.node = n, .n_in = n->n_in, .n_out = n->n_out, .in = ex->argin,
+                                  .out = (const sn_tensor *const *)ex->argout, .err = err,
+                                  .n_threads = sn_pool_size(ex->pool)};
                 pc.release = release_cb;
                 pc.release_ctx = ex;
                 ex->prep_node = i;
@@ -999,7 +1002,8 @@ static int run_dynamic(sn_exec *ex, const sn_node *n, sn_err *err) {
     for (int j = 0; j < n->n_out; j++)
         if (ex->argout[j])
             init_out_info(ex->argout[j]);
-    sn_infer_ctx c = {n, n->n_in, n->n_out, ex->argin, ex->argout, err};
+    sn_infer_ctx c = {.node = n, .n_in = n->n_in, .n_out = n->n_out, .in = ex->argin, .out = ex->argout,
+                      .err = err};
     SN_TRY(n->op->infer(&c));
     if (!(n->op->flags & SN_OP_ALLOCS_OUTPUTS)) {
         for (int j = 0; j < n->n_out; j++) {
@@ -1038,8 +1042,9 @@ static int run_dynamic(sn_exec *ex, const sn_node *n, sn_err *err) {
     }
     void *state = NULL, *ws = NULL;
     if (n->op->prepare) {
-        sn_prep_ctx pc = {n, n->n_in, n->n_out, ex->argin, (const sn_tensor *const *)ex->argout, NULL, 0, err,
-                          sn_pool_size(ex->pool)};
+        sn_prep_ctx pc = {.node = n, .n_in = n->n_in, .n_out = n->n_out, .in = ex->argin,
+                          .out = (const sn_tensor *const *)ex->argout, .err = err,
+                          .n_threads = sn_pool_size(ex->pool)};
         SN_TRY(n->op->prepare(&pc));
         state = pc.state;
         if (pc.workspace && !(ws = dyn_alloc(ex, pc.workspace))) {

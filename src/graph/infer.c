@@ -195,7 +195,7 @@ static int infer_graph(sn_graph *g, const sn_tensor *seed, int n_bind, const cha
                 goto done;
             }
         }
-        sn_infer_ctx c = {n, n->n_in, n->n_out, in, out, err};
+        sn_infer_ctx c = {.node = n, .n_in = n->n_in, .n_out = n->n_out, .in = in, .out = out, .err = err};
         int r = n->op->infer(&c);
         if (r != SNUG_OK) {
             if (r == SNUG_ERR_OOM || (all_concrete && !g->parent)) {

@@ -530,8 +530,10 @@ done:
 }
 
 const sn_op_def sn_ops_control[] = {
-    {"", "If", 1, if_infer, NULL, if_run, NULL, SN_OP_ALLOCS_OUTPUTS},
-    {"", "Loop", 1, loop_infer, NULL, loop_run, NULL, SN_OP_ALLOCS_OUTPUTS},
-    {"", "Scan", 8, scan_infer, NULL, scan_run, NULL, SN_OP_ALLOCS_OUTPUTS},
+    {.domain = "", .name = "If", .since_version = 1, .infer = if_infer, .run = if_run, .flags = SN_OP_ALLOCS_OUTPUTS},
+    {.domain = "", .name = "Loop", .since_version = 1, .infer = loop_infer, .run = loop_run,
+     .flags = SN_OP_ALLOCS_OUTPUTS},
+    {.domain = "", .name = "Scan", .since_version = 8, .infer = scan_infer, .run = scan_run,
+     .flags = SN_OP_ALLOCS_OUTPUTS},
     {0},
 };

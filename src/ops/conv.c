@@ -775,9 +775,11 @@ static int qlconv_run(sn_kctx *c) {
 }
 
 const sn_op_def sn_ops_conv[] = {
-    {"", "Conv", 1, conv_infer, conv_prepare, conv_run, NULL, 0, conv_estimate},
-    {"", "ConvTranspose", 1, convt_infer, convt_prepare, convt_run, NULL, 0, convt_estimate},
-    {"", "ConvInteger", 10, convint_infer, NULL, convint_run, NULL, 0},
-    {"", "QLinearConv", 10, qlconv_infer, NULL, qlconv_run, NULL, 0},
+    {.domain = "", .name = "Conv", .since_version = 1, .infer = conv_infer, .prepare = conv_prepare, .run = conv_run,
+     .estimate = conv_estimate},
+    {.domain = "", .name = "ConvTranspose", .since_version = 1, .infer = convt_infer, .prepare = convt_prepare,
+     .run = convt_run, .estimate = convt_estimate},
+    {.domain = "", .name = "ConvInteger", .since_version = 10, .infer = convint_infer, .run = convint_run},
+    {.domain = "", .name = "QLinearConv", .since_version = 10, .infer = qlconv_infer, .run = qlconv_run},
     {0},
 };

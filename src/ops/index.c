@@ -897,16 +897,17 @@ static int revseq_run(sn_kctx *c) {
 /* ------------------------------------------------------------------------- */
 
 const sn_op_def sn_ops_index[] = {
-    {"", "Gather", 1, gather_infer, NULL, gather_run, NULL, 0},
-    {"", "GatherElements", 11, gather_el_infer, NULL, gather_el_run, NULL, 0},
-    {"", "GatherND", 11, gather_nd_infer, NULL, gather_nd_run, NULL, 0},
-    {"", "Scatter", 9, scatter_el_infer, NULL, scatter_el_run, NULL, 0},
-    {"", "ScatterElements", 11, scatter_el_infer, NULL, scatter_el_run, NULL, 0},
-    {"", "ScatterND", 11, scatter_nd_infer, NULL, scatter_nd_run, NULL, 0},
-    {"", "OneHot", 9, onehot_infer, NULL, onehot_run, NULL, 0},
-    {"", "NonZero", 9, nonzero_infer, NULL, nonzero_run, NULL, 0},
-    {"", "Compress", 9, compress_infer, NULL, compress_run, NULL, 0},
-    {"", "Unique", 11, unique_infer, unique_prepare, unique_run, sk_ws_free, SN_OP_ALLOCS_OUTPUTS, unique_estimate},
-    {"", "ReverseSequence", 10, revseq_infer, NULL, revseq_run, NULL, 0},
+    {.domain = "", .name = "Gather", .since_version = 1, .infer = gather_infer, .run = gather_run},
+    {.domain = "", .name = "GatherElements", .since_version = 11, .infer = gather_el_infer, .run = gather_el_run},
+    {.domain = "", .name = "GatherND", .since_version = 11, .infer = gather_nd_infer, .run = gather_nd_run},
+    {.domain = "", .name = "Scatter", .since_version = 9, .infer = scatter_el_infer, .run = scatter_el_run},
+    {.domain = "", .name = "ScatterElements", .since_version = 11, .infer = scatter_el_infer, .run = scatter_el_run},
+    {.domain = "", .name = "ScatterND", .since_version = 11, .infer = scatter_nd_infer, .run = scatter_nd_run},
+    {.domain = "", .name = "OneHot", .since_version = 9, .infer = onehot_infer, .run = onehot_run},
+    {.domain = "", .name = "NonZero", .since_version = 9, .infer = nonzero_infer, .run = nonzero_run},
+    {.domain = "", .name = "Compress", .since_version = 9, .infer = compress_infer, .run = compress_run},
+    {.domain = "", .name = "Unique", .since_version = 11, .infer = unique_infer, .prepare = unique_prepare,
+     .run = unique_run, .free_state = sk_ws_free, .flags = SN_OP_ALLOCS_OUTPUTS, .estimate = unique_estimate},
+    {.domain = "", .name = "ReverseSequence", .since_version = 10, .infer = revseq_infer, .run = revseq_run},
     {0},
 };

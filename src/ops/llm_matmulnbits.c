@@ -597,7 +597,8 @@ static int mnb_begin(sn_kctx *c, mnb_call *k) {
         if (g.M == 1)
             k->cols = mnbu_m1_task;
     } else if (g.ort4) {
-        j.q4 = (llm_mnb4_args){g.M, g.N, g.kb, j.qa, j.b, j.sc, j.zp8, j.zp_stride, bias, y, g.N};
+        j.q4 = (llm_mnb4_args){.M = g.M, .N = g.N, .kb = g.kb, .rows = j.qa, .b = j.b, .sb = j.sc, .zp = j.zp8,
+                               .zp_stride = j.zp_stride, .bias = bias, .y = y, .ldy = g.N};
         if (st && st->tiled) {
             j.q4.b = st->tiled;
             j.q4.tiled = 1;

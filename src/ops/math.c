@@ -645,10 +645,12 @@ static int trilu_run(sn_kctx *c) {
 }
 
 const sn_op_def sn_ops_math[] = {
-    {"", "NegativeLogLikelihoodLoss", 12, loss_infer, NULL, loss_run, NULL, 0, NULL},
-    {"", "SoftmaxCrossEntropyLoss", 12, loss_infer, NULL, loss_run, NULL, 0, NULL},
-    {"", "Einsum", 12, ein_infer, NULL, ein_run, NULL, 0, NULL},
-    {"", "Det", 11, det_infer, det_prepare, det_run, NULL, 0, det_estimate},
-    {"", "Trilu", 14, trilu_infer, NULL, trilu_run, NULL, SN_OP_INPLACE0, NULL},
+    {.domain = "", .name = "NegativeLogLikelihoodLoss", .since_version = 12, .infer = loss_infer, .run = loss_run},
+    {.domain = "", .name = "SoftmaxCrossEntropyLoss", .since_version = 12, .infer = loss_infer, .run = loss_run},
+    {.domain = "", .name = "Einsum", .since_version = 12, .infer = ein_infer, .run = ein_run},
+    {.domain = "", .name = "Det", .since_version = 11, .infer = det_infer, .prepare = det_prepare, .run = det_run,
+     .estimate = det_estimate},
+    {.domain = "", .name = "Trilu", .since_version = 14, .infer = trilu_infer, .run = trilu_run,
+     .flags = SN_OP_INPLACE0},
     {0},
 };

@@ -548,9 +548,11 @@ static int qlmm_run(sn_kctx *c) {
 }
 
 const sn_op_def sn_ops_matmul[] = {
-    {"", "MatMul", 1, matmul_infer, matmul_prepare, matmul_run, mm_packed_free, 0, matmul_estimate},
-    {"", "Gemm", 1, gemm_infer, gemm_prepare, gemm_run, NULL, 0, gemm_estimate},
-    {"", "MatMulInteger", 10, mmi_infer, NULL, mmi_run, NULL, 0},
-    {"", "QLinearMatMul", 10, qlmm_infer, NULL, qlmm_run, NULL, 0},
+    {.domain = "", .name = "MatMul", .since_version = 1, .infer = matmul_infer, .prepare = matmul_prepare,
+     .run = matmul_run, .free_state = mm_packed_free, .estimate = matmul_estimate},
+    {.domain = "", .name = "Gemm", .since_version = 1, .infer = gemm_infer, .prepare = gemm_prepare, .run = gemm_run,
+     .estimate = gemm_estimate},
+    {.domain = "", .name = "MatMulInteger", .since_version = 10, .infer = mmi_infer, .run = mmi_run},
+    {.domain = "", .name = "QLinearMatMul", .since_version = 10, .infer = qlmm_infer, .run = qlmm_run},
     {0},
 };

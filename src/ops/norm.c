@@ -979,13 +979,20 @@ static int lrn_run(sn_kctx *c) {
 }
 
 const sn_op_def sn_ops_norm[] = {
-    {"", "Softmax", 1, smx_infer, smx_prepare, smx_run, NULL, SN_OP_INPLACE0, smx_estimate},
-    {"", "LogSoftmax", 1, smx_infer, smx_prepare, smx_run, NULL, SN_OP_INPLACE0, smx_estimate},
-    {"", "Hardmax", 1, smx_infer, smx_prepare, smx_run, NULL, SN_OP_INPLACE0, smx_estimate},
-    {"", "BatchNormalization", 1, bn_infer, bn_prepare, bn_run, NULL, SN_OP_INPLACE0, bn_estimate},
-    {"", "InstanceNormalization", 1, in_infer, chan_prepare, in_run, NULL, SN_OP_INPLACE0, chan_estimate},
-    {"", "LayerNormalization", 17, ln_infer, NULL, ln_run, NULL, SN_OP_INPLACE0, NULL},
-    {"", "GroupNormalization", 18, gn_infer, chan_prepare, gn_run, NULL, SN_OP_INPLACE0, chan_estimate},
-    {"", "LRN", 1, lrn_infer, NULL, lrn_run, NULL, 0, NULL},
+    {.domain = "", .name = "Softmax", .since_version = 1, .infer = smx_infer, .prepare = smx_prepare, .run = smx_run,
+     .flags = SN_OP_INPLACE0, .estimate = smx_estimate},
+    {.domain = "", .name = "LogSoftmax", .since_version = 1, .infer = smx_infer, .prepare = smx_prepare, .run = smx_run,
+     .flags = SN_OP_INPLACE0, .estimate = smx_estimate},
+    {.domain = "", .name = "Hardmax", .since_version = 1, .infer = smx_infer, .prepare = smx_prepare, .run = smx_run,
+     .flags = SN_OP_INPLACE0, .estimate = smx_estimate},
+    {.domain = "", .name = "BatchNormalization", .since_version = 1, .infer = bn_infer, .prepare = bn_prepare,
+     .run = bn_run, .flags = SN_OP_INPLACE0, .estimate = bn_estimate},
+    {.domain = "", .name = "InstanceNormalization", .since_version = 1, .infer = in_infer, .prepare = chan_prepare,
+     .run = in_run, .flags = SN_OP_INPLACE0, .estimate = chan_estimate},
+    {.domain = "", .name = "LayerNormalization", .since_version = 17, .infer = ln_infer, .run = ln_run,
+     .flags = SN_OP_INPLACE0},
+    {.domain = "", .name = "GroupNormalization", .since_version = 18, .infer = gn_infer, .prepare = chan_prepare,
+     .run = gn_run, .flags = SN_OP_INPLACE0, .estimate = chan_estimate},
+    {.domain = "", .name = "LRN", .since_version = 1, .infer = lrn_infer, .run = lrn_run},
     {0},
 };

@@ -394,12 +394,12 @@ static int unpool_run(sn_kctx *c) {
 }
 
 const sn_op_def sn_ops_pool[] = {
-    {"", "AveragePool", 1, avgpool_infer, NULL, avgpool_run, NULL, 0},
-    {"", "MaxPool", 1, maxpool_infer, NULL, maxpool_run, NULL, 0},
-    {"", "LpPool", 1, lppool_infer, NULL, lppool_run, NULL, 0},
-    {"", "GlobalAveragePool", 1, gavg_infer, NULL, gavg_run, NULL, 0},
-    {"", "GlobalMaxPool", 1, gmax_infer, NULL, gmax_run, NULL, 0},
-    {"", "GlobalLpPool", 1, glp_infer, NULL, glp_run, NULL, 0},
-    {"", "MaxUnpool", 9, unpool_infer, NULL, unpool_run, NULL, 0},
+    {.domain = "", .name = "AveragePool", .since_version = 1, .infer = avgpool_infer, .run = avgpool_run},
+    {.domain = "", .name = "MaxPool", .since_version = 1, .infer = maxpool_infer, .run = maxpool_run},
+    {.domain = "", .name = "LpPool", .since_version = 1, .infer = lppool_infer, .run = lppool_run},
+    {.domain = "", .name = "GlobalAveragePool", .since_version = 1, .infer = gavg_infer, .run = gavg_run},
+    {.domain = "", .name = "GlobalMaxPool", .since_version = 1, .infer = gmax_infer, .run = gmax_run},
+    {.domain = "", .name = "GlobalLpPool", .since_version = 1, .infer = glp_infer, .run = glp_run},
+    {.domain = "", .name = "MaxUnpool", .since_version = 9, .infer = unpool_infer, .run = unpool_run},
     {0},
 };

@@ -359,9 +359,11 @@ static int qlmm21_run(sn_kctx *c) {
 }
 
 const sn_op_def sn_ops_quant[] = {
-    {"", "QLinearMatMul", 21, qlmm21_infer, NULL, qlmm21_run, NULL, 0},
-    {"", "QuantizeLinear", 10, quant_infer, NULL, quant_run, NULL, SN_OP_PACKED_OK},
-    {"", "DequantizeLinear", 10, dequant_infer, NULL, dequant_run, NULL, SN_OP_PACKED_OK},
-    {"", "DynamicQuantizeLinear", 11, dynq_infer, NULL, dynq_run, NULL, 0},
+    {.domain = "", .name = "QLinearMatMul", .since_version = 21, .infer = qlmm21_infer, .run = qlmm21_run},
+    {.domain = "", .name = "QuantizeLinear", .since_version = 10, .infer = quant_infer, .run = quant_run,
+     .flags = SN_OP_PACKED_OK},
+    {.domain = "", .name = "DequantizeLinear", .since_version = 10, .infer = dequant_infer, .run = dequant_run,
+     .flags = SN_OP_PACKED_OK},
+    {.domain = "", .name = "DynamicQuantizeLinear", .since_version = 11, .infer = dynq_infer, .run = dynq_run},
     {0},
 };

@@ -605,7 +605,9 @@ static int resize_run(sn_kctx *c) {
 }
 
 const sn_op_def sn_ops_resize[] = {
-    {"", "Resize", 10, resize_infer, resize_prepare, resize_run, sk_ws_free, 0, resize_estimate},
-    {"", "Upsample", 7, resize_infer, resize_prepare, resize_run, sk_ws_free, 0, resize_estimate},
+    {.domain = "", .name = "Resize", .since_version = 10, .infer = resize_infer, .prepare = resize_prepare,
+     .run = resize_run, .free_state = sk_ws_free, .estimate = resize_estimate},
+    {.domain = "", .name = "Upsample", .since_version = 7, .infer = resize_infer, .prepare = resize_prepare,
+     .run = resize_run, .free_state = sk_ws_free, .estimate = resize_estimate},
     {0},
 };

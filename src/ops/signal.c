@@ -492,12 +492,12 @@ static int mel_run(sn_kctx *c) {
 }
 
 const sn_op_def sn_ops_signal[] = {
-    {"", "DFT", 17, dft_infer, dft_prepare, dft_run, NULL, 0},
-    {"", "DFT", 20, dft_infer, dft_prepare, dft_run, NULL, 0},
-    {"", "STFT", 17, stft_infer, stft_prepare, stft_run, NULL, 0},
-    {"", "HannWindow", 17, window_infer, NULL, hann_run, NULL, 0},
-    {"", "HammingWindow", 17, window_infer, NULL, hamming_run, NULL, 0},
-    {"", "BlackmanWindow", 17, window_infer, NULL, blackman_run, NULL, 0},
-    {"", "MelWeightMatrix", 17, mel_infer, NULL, mel_run, NULL, 0},
+    {.domain = "", .name = "DFT", .since_version = 17, .infer = dft_infer, .prepare = dft_prepare, .run = dft_run},
+    {.domain = "", .name = "DFT", .since_version = 20, .infer = dft_infer, .prepare = dft_prepare, .run = dft_run},
+    {.domain = "", .name = "STFT", .since_version = 17, .infer = stft_infer, .prepare = stft_prepare, .run = stft_run},
+    {.domain = "", .name = "HannWindow", .since_version = 17, .infer = window_infer, .run = hann_run},
+    {.domain = "", .name = "HammingWindow", .since_version = 17, .infer = window_infer, .run = hamming_run},
+    {.domain = "", .name = "BlackmanWindow", .since_version = 17, .infer = window_infer, .run = blackman_run},
+    {.domain = "", .name = "MelWeightMatrix", .since_version = 17, .infer = mel_infer, .run = mel_run},
     {0},
 };

@@ -543,7 +543,8 @@ static void test_mnb4_cols(void) {
                             g_fail = 1;
                         }
                     }
-                    llm_mnb4_args g = {M, N, kb, rows, b, sb, zpp, zs, biason ? bias : NULL, y, N};
+                    llm_mnb4_args g = {.M = M, .N = N, .kb = kb, .rows = rows, .b = b, .sb = sb, .zp = zpp,
+                                       .zp_stride = zs, .bias = biason ? bias : NULL, .y = y, .ldy = N};
                     /* two column ranges, the split not on a group boundary */
                     int64_t split = N / 3;
                     llm_mnb4_cols(&g, 0, split);
