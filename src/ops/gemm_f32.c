@@ -343,23 +343,28 @@ static float dot_c(const float *x, int64_t incx, const float *y, int64_t n) {
 /* One row of A against np (<= 4) prepacked panels of B (each K rows of NR
  * floats, contiguous, bps floats apart): out[t * nr + j] = sum_p a[p * inca]
  * * panel_t[p * nr + j]. Each panel is one sequential stream: the decode
- * product over prepacked weights reads memory in the order it lies. */
+ * product over prepacked weights reads memory in the order it lies. The
+ * sums are ukr_c6x8's: per K slice of KC rows one chain per column from
+ * zero, the slices' sums added in order, so one row gives the bits of that
+ * row of the blocked product (the portable kernel set's, as panel_dot_avx2
+ * and panel_dot_neon do for theirs). */
 static void panel_dot_c(const float *a, int64_t inca, const float *panels, int64_t bps, int np, int64_t K, int nr,
                         float *out) {
     for (int t = 0; t < np; t++) {
         const float *panel = panels + t * bps;
-        float acc[2][16] = {{0}};
-        int64_t p = 0;
-        for (; p + 2 <= K; p += 2, panel += 2 * nr) /* two chains: the adds do not wait on each other */
-            for (int j = 0; j < nr; j++) {
-                acc[0][j] += a[p * inca] * panel[j];
-                acc[1][j] += a[(p + 1) * inca] * panel[nr + j];
-            }
-        for (; p < K; p++, panel += nr)
+        float acc[16] = {0}, s[16];
+        for (int64_t p0 = 0; p0 < K; p0 += KC) {
+            int64_t kb = sn_imin(KC, K - p0);
             for (int j = 0; j < nr; j++)
-                acc[0][j] += a[p * inca] * panel[j];
+                s[j] = 0;
+            for (int64_t p = p0; p < p0 + kb; p++)
+                for (int j = 0; j < nr; j++)
+                    s[j] += a[p * inca] * panel[p * nr + j];
+            for (int j = 0; j < nr; j++)
+                acc[j] = p0 == 0 ? s[j] : acc[j] + s[j];
+        }
         for (int j = 0; j < nr; j++)
-            out[t * nr + j] = acc[0][j] + acc[1][j];
+            out[t * nr + j] = acc[j];
     }
 }
 
