@@ -21,7 +21,7 @@ typedef sn_dim_bind dimbind;
 typedef struct popts {
     const char *cmd;
     const char *path, *stats, *svg, *out, *shape, *threads, *weights;
-    bool json, strict, have_budget;
+    bool json, strict, have_budget, last_logits;
     uint64_t budget;
     int64_t ctx, batch, seq;
     dimbind dims[64];
@@ -108,6 +108,8 @@ static void parse_opts(popts *o, int argc, char **argv, const char *help) {
             o->json = true, takes = false;
         } else if (!strcmp(a, "--strict")) {
             o->strict = true, takes = false;
+        } else if (!strcmp(a, "--last-logits")) {
+            o->last_logits = true, takes = false;
         } else if (a[0] == '-' && !val) {
             char m[256];
             snprintf(m, sizeof m, "unknown option or missing value: '%s'", a);
@@ -205,6 +207,8 @@ static int open_and_plan(const popts *o, planned *p) {
         snug_options_set(so, "snug.threads", o->threads);
     if (o->weights)
         snug_options_set(so, "snug.weights", o->weights);
+    if (o->last_logits)
+        snug_options_set(so, "snug.last_logits", "1");
     int rc = sn_session_open(o->path, so, &p->s, &err);
     snug_options_free(so);
     if (rc != SNUG_OK) {
@@ -473,6 +477,8 @@ static const char k_plan_help[] =
     "                      is an error (default: a warning)\n"
     "  --json              the report as JSON on stdout\n"
     "  --svg FILE          draw the activation arena over time (offset x lifetime)\n"
+    "  --last-logits       plan the output projection for the last position only, as\n"
+    "                      snug generate does (config snug.last_logits)\n"
     "  --threads N         threads the kernels are prepared for\n"
     "  --weights MODE      map (default: weights read through the file map) or load\n"
     "                      (read into snug's own memory; config snug.weights)\n";

@@ -88,6 +88,8 @@ struct sn_exec {
     int *vstate;             /* owned [n_values]: the state a value feeds or is written into, -1 if none */
     int n_states;
     sn_exec_stats stats;
+    int last_row_node;       /* sn_exec_set_last_row: this node reads input 0's last position only, or -1 */
+    sn_tensor last_row;      /* the view of it bound in place of input 0 */
 };
 
 /* Node n's argument arrays: its input and output values, NULL where absent. */
@@ -96,7 +98,34 @@ static void bind_args(sn_exec *ex, const sn_node *n, const sn_tensor **in, sn_te
         in[j] = n->in[j] >= 0 ? &ex->vals[n->in[j]] : NULL;
     for (int j = 0; j < n->n_out; j++)
         out[j] = n->out[j] >= 0 ? &ex->vals[n->out[j]] : NULL;
+    if (ex->last_row_node >= 0 && n == &ex->g->nodes[ex->last_row_node] && in[0]) {
+        /* [1, S, H] seen as its last position [1, 1, H]: every inference,
+         * prepare and run of the node sees only that row */
+        const sn_tensor *x = in[0];
+        sn_tensor *v = &ex->last_row;
+        *v = *x;
+        if (x->kind == SN_KIND_TENSOR && x->rank == 3 && x->dims[0] == 1 && x->dims[1] > 1) {
+            v->dims[1] = 1;
+            if (x->data)
+                v->data = (uint8_t *)x->data + (size_t)(x->dims[1] - 1) * (size_t)x->dims[2] * sn_dtype_size(x->dtype);
+        }
+        in[0] = v;
+    }
 }
+
+static void plan_release(sn_exec *ex);
+
+int sn_exec_set_last_row(sn_exec *ex, int node, sn_err *err) {
+    const sn_graph *g = ex->g;
+    if (node < 0 || node >= g->n_nodes || g->nodes[node].n_in < 1 || g->nodes[node].in[0] < 0 ||
+        (g->nodes[node].op->flags & (SN_OP_VIEW0 | SN_OP_INPLACE0)) || g->nodes[node].n_sub)
+        return sn_errf(err, SNUG_ERR_INVALID_ARG, "last row: node %d cannot read a view of its input 0", node);
+    ex->last_row_node = node;
+    plan_release(ex); /* the next plan sees the view */
+    return SNUG_OK;
+}
+
+int sn_exec_last_row(const sn_exec *ex) { return ex->last_row_node; }
 
 /* Zeroed heap memory recorded in a growable list (*list, *n, *cap) so it
  * can be released in one sweep. */
@@ -300,6 +329,7 @@ int sn_exec_new(const sn_graph *g, sn_pool *pool, const sn_logger *log, sn_exec 
     }
     for (size_t v = 0; v < nv; v++)
         ex->vstate[v] = -1;
+    ex->last_row_node = -1;
     for (int i = 0, b = 0; i < g->n_nodes; i++) {
         ex->sub_base[i] = b;
         b += g->nodes[i].n_sub;
@@ -662,13 +692,13 @@ static void find_groups(sn_exec *ex) {
     for (int i = 0; i < g->n_nodes && !ex->no_groups; i++) {
         const sn_node *a = &g->nodes[i];
         if (ex->nmode[i] != NM_STATIC || !a->op->run_group || !a->op->group_ok || a->n_in < 1 || a->in[0] < 0 ||
-            a->n_sub)
+            a->n_sub || i == ex->last_row_node)
             continue;
         int j = i + 1;
         for (; j < g->n_nodes && j - i < SN_GROUP_MAX; j++) {
             const sn_node *b = &g->nodes[j];
             bool ok = ex->nmode[j] == NM_STATIC && b->op == a->op && b->n_in >= 1 && b->in[0] == a->in[0] &&
-                      !b->n_sub && a->op->group_ok(a, b);
+                      !b->n_sub && j != ex->last_row_node && a->op->group_ok(a, b);
             for (int k = 1; k < b->n_in && ok; k++)
                 ok = b->in[k] < 0 || ex->vkind[b->in[k]] == VK_CONST || ex->vkind[b->in[k]] == VK_FOLDED;
             if (!ok)
@@ -1491,6 +1521,7 @@ int sn_exec_plan_value(const sn_exec *ex, sn_plan **out, sn_err *err) {
         pn->ws_buffer = pn->workspace ? 0 : -1;
         pn->ws_offset = pn->workspace ? ex->nws_off[i] : 0;
         pn->state_bytes = ex->nstate_bytes[i];
+        pn->last_row = i == ex->last_row_node;
     }
     const sn_tensor *shapes = ex->bounded ? ex->bounds : NULL;
     for (int i = 0; i < g->n_inputs; i++) {

@@ -111,6 +111,15 @@ void *sn_exec_state_data(const sn_exec *ex, int input);
  * SN_STORE_ARENA its offset. */
 const sn_tensor *sn_exec_value_info(const sn_exec *ex, int v);
 sn_storage sn_exec_value_storage(const sn_exec *ex, int v, size_t *offset);
+/* From the next plan on, node `node` reads only the last position of its
+ * input 0 ([1, S, H] is bound to it as [1, 1, H], a view of the last row):
+ * the output projection of an LLM's prefill, whose other rows a generator
+ * never reads (snug.last_logits). Refused for views, in-place and
+ * control-flow nodes. */
+int sn_exec_set_last_row(sn_exec *ex, int node, sn_err *err);
+/* That node, or -1. */
+int sn_exec_last_row(const sn_exec *ex);
+
 /* The current plan as a value (src/plan/plan.h), a copy the caller frees
  * with sn_plan_free: every value's storage, buffer, offset, lifetime and
  * planned info, every node's mode, group and workspace slot. An error when

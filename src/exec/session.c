@@ -88,7 +88,8 @@ void snug_options_set_logger(snug_options *o, snug_log_fn fn, void *user, int le
 /* Keys this version understands; anything else is an error, not ignored. */
 static const char *const k_known_keys[] = {"snug.threads", "session.collect_node_memory_stats_to_file",
                                            "session.max_shape_override", "snug.static_allocation", "snug.weights",
-                                           "session.intra_op.allow_spinning", "snug.node_groups", NULL};
+                                           "session.intra_op.allow_spinning", "snug.node_groups", "snug.last_logits",
+                                           NULL};
 
 /* A 0/1 key: *on = its value, or def when unset; anything else is an error. */
 static int opt_bool(const snug_options *opts, const char *key, bool def, bool *on, sn_err *err) {
@@ -192,6 +193,38 @@ static int parse_int(const char *s, long lo, long hi, long *out) {
     return 1;
 }
 
+/* snug.last_logits: the output projection to "logits" (a MatMul, MatMulNBits
+ * or Gemm of the hidden state [1, S, H] and constant weights, each position
+ * on its own) computes the last position only. A graph where logits come
+ * otherwise keeps every position, and the log says why. */
+static void set_last_logits(sn_session *s) {
+    const sn_graph *g = s->graph;
+    int lv = sn_graph_find(g, "logits"), node = lv >= 0 ? g->values[lv].producer : -1;
+    const char *why = NULL;
+    if (node < 0) {
+        why = "no node makes 'logits'";
+    } else {
+        const sn_node *n = &g->nodes[node];
+        const char *op = n->p->op_type;
+        bool proj = !strcmp(op, "MatMul") || !strcmp(op, "MatMulNBits") || !strcmp(op, "Gemm");
+        bool consts = true;
+        for (int k = 1; k < n->n_in; k++)
+            consts &= n->in[k] < 0 || (g->values[n->in[k]].flags & SN_VAL_INIT) != 0;
+        const sn_tensor *x = n->in[0] >= 0 ? &g->values[n->in[0]].info : NULL;
+        if (!proj)
+            why = "logits are not made by a MatMul, MatMulNBits or Gemm";
+        else if (!consts)
+            why = "the projection's weights are not constant";
+        else if (!x || x->kind != SN_KIND_TENSOR || x->rank != 3)
+            why = "the projection's input is not [batch, sequence, hidden]";
+    }
+    sn_err e = {0};
+    if (!why && sn_exec_set_last_row(s->exec, node, &e) != SNUG_OK)
+        why = e.msg;
+    if (why)
+        sn_log(&s->log, SNUG_LOG_INFO, "snug.last_logits: every position's logits computed (%s)", why);
+}
+
 int sn_session_open(const char *path, const snug_options *opts, sn_session **out, sn_err *err) {
     *out = NULL;
     sn_session *s = sn_calloc(1, sizeof *s);
@@ -223,9 +256,10 @@ int sn_session_open(const char *path, const snug_options *opts, sn_session **out
         rc = sn_errf(err, SNUG_ERR_INVALID_ARG, "snug.weights: '%s' is not 'map' or 'load'", wm);
         goto fail;
     }
-    bool spin, groups;
+    bool spin, groups, last_logits;
     if ((rc = opt_bool(opts, "session.intra_op.allow_spinning", true, &spin, err)) != SNUG_OK ||
-        (rc = opt_bool(opts, "snug.node_groups", true, &groups, err)) != SNUG_OK)
+        (rc = opt_bool(opts, "snug.node_groups", true, &groups, err)) != SNUG_OK ||
+        (rc = opt_bool(opts, "snug.last_logits", false, &last_logits, err)) != SNUG_OK)
         goto fail;
     if ((rc = sn_model_load(path, &s->model, err)) != SNUG_OK)
         goto fail;
@@ -238,6 +272,8 @@ int sn_session_open(const char *path, const snug_options *opts, sn_session **out
         goto fail;
     sn_exec_set_weights_load(s->exec, wm && !strcmp(wm, "load"));
     sn_exec_set_groups(s->exec, groups);
+    if (last_logits)
+        set_last_logits(s);
     s->api_in = sn_calloc((size_t)s->graph->n_inputs + 1, sizeof *s->api_in);
     s->api_out = sn_calloc((size_t)s->graph->n_outputs + 1, sizeof *s->api_out);
     if (!s->api_in || !s->api_out) {

@@ -224,6 +224,7 @@ int sn_generator_open(const char *dir, const sn_gen_config *cfg, sn_generator **
     char num[32];
     snprintf(num, sizeof num, "%d", c.threads);
     if (!opts || (c.threads > 0 && snug_options_set(opts, "snug.threads", num) != SNUG_OK) ||
+        snug_options_set(opts, "snug.last_logits", "1") != SNUG_OK || /* the generator reads no other row */
         (c.weights_load && snug_options_set(opts, "snug.weights", "load") != SNUG_OK)) {
         rc = sn_errf(err, SNUG_ERR_OOM, "out of memory");
         goto fail;
@@ -399,8 +400,10 @@ int sn_generator_run(sn_generator *g, const int32_t *ids, size_t n, const sn_gen
         g->n_fed = at + last;
     }
     res->prefilled = (int64_t)n - c;
-    int64_t V = sn_kvloop_get_info(g->loop)->vocab;
-    logits += (last - 1) * V;
+    const sn_kvloop_info *li = sn_kvloop_get_info(g->loop);
+    int64_t V = li->vocab;
+    if (!li->last_logits)
+        logits += (last - 1) * V;
     double t1 = now_s();
     res->prefill_s = t1 - t0;
     sn_sampler *smp = NULL;

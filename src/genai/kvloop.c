@@ -216,6 +216,7 @@ int sn_kvloop_new_chunked(sn_session *s, int64_t max_ctx, int64_t max_step, sn_k
     l->i_ids = l->i_mask = l->i_pos = l->o_logits = -1;
     l->info.max_ctx = max_ctx;
     l->max_step = max_step;
+    l->info.last_logits = sn_exec_last_row(s->exec) >= 0;
 
     /* Layers: the largest N among past inputs. */
     int n_layers = 0;
@@ -461,10 +462,11 @@ static int kvloop_step(sn_kvloop *l, const int64_t *ids, int64_t n, const float 
     const sn_tensor *lt = &l->out[l->o_logits];
     int64_t numel = sn_tensor_numel(lt);
     int64_t vocab = lt->rank >= 1 ? lt->dims[lt->rank - 1] : 0;
-    if (lt->kind != SN_KIND_TENSOR || lt->dtype != SN_F32 || vocab < 1 || numel != n * vocab) {
+    int64_t rows = l->info.last_logits ? 1 : n; /* snug.last_logits: the last position's only */
+    if (lt->kind != SN_KIND_TENSOR || lt->dtype != SN_F32 || vocab < 1 || numel != rows * vocab) {
         char b[128];
         return sn_errf(err, SNUG_ERR_UNSUPPORTED, "kvloop: logits are %s %s, expected float32 [1, %lld, vocab]",
-                       sn_dtype_name(lt->dtype), sn_shape_str(lt, b, sizeof b), (long long)n);
+                       sn_dtype_name(lt->dtype), sn_shape_str(lt, b, sizeof b), (long long)rows);
     }
     for (int k = 0; k < 2 * l->info.n_layers; k++) {
         const sn_tensor *p = &l->out[l->o_present[k]];

@@ -34,6 +34,8 @@ typedef struct sn_kvloop_info {
     int64_t bucket;       /* the past is padded to a multiple of this; 1: exact shapes */
     size_t kv_bytes;      /* bytes of the KV cache (the executor's persistent state) */
     bool shared_kv;       /* present is computed into the past buffers: no copy per step */
+    bool last_logits;     /* the session computes the last position's logits only (snug.last_logits):
+                           * a step's *logits is [1, vocab] */
 } sn_kvloop_info;
 
 /* s is borrowed and must outlive the loop; the loop runs s->exec. Fails with
@@ -49,7 +51,8 @@ void sn_kvloop_free(sn_kvloop *l); /* accepts NULL */
 
 /* Runs the n prompt tokens ids[0..n) after what is already in the cache.
  * *logits (may be NULL) receives [n, vocab] floats: the logits of every
- * position, valid until the next step, reset or free. */
+ * position (of the last one only, [1, vocab], when info.last_logits), valid
+ * until the next step, reset or free. */
 int sn_kvloop_prefill(sn_kvloop *l, const int64_t *ids, int64_t n, const float **logits, sn_err *err);
 
 /* One decode step: feeds id, *logits (may be NULL) receives [vocab] floats

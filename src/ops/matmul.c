@@ -100,13 +100,16 @@ static bool mm_fold_batch(const gk_mm *p) { return p->nbm == 1 && p->na == p->n_
  * handed back as they are packed, so the weight is resident once, packed.
  * Only in a plan that serves many runs (c->long_lived: made at input
  * bounds, as an LLM's step loop is): packing is a pass over every weight,
- * five times a one-shot run of SmolLM2-135M. And only when the planned
- * product has more than one row. */
+ * five times a one-shot run of SmolLM2-135M. Also when the planned product
+ * has one row: the one-row product over packed B streams panels (and gives
+ * the bits of that row of the blocked product, so an output projection
+ * planned for the last position only, snug.last_logits, gives the logits
+ * the whole projection would). */
 #define MM_PREPACK_MIN_N 16
 
 static bool mm_prepack_worth(const sn_prep_ctx *c, const gk_mm *p, const sn_tensor *b, int64_t M) {
-    return c->long_lived && b->data && b->rank == 2 && p->nbm == 1 && M > 1 && p->N >= MM_PREPACK_MIN_N &&
-           p->K > 0;
+    (void)M;
+    return c->long_lived && b->data && b->rank == 2 && p->nbm == 1 && p->N >= MM_PREPACK_MIN_N && p->K > 0;
 }
 
 typedef struct mm_packed {

@@ -106,6 +106,8 @@ void sn_plan_write_json(const sn_plan *p, const struct sn_graph *g, FILE *f) {
             fprintf(f, ", \"ws_buffer\": %d, \"ws_offset\": %zu", pn->ws_buffer, pn->ws_offset);
         if (pn->state_bytes)
             fprintf(f, ", \"state_bytes\": %zu", pn->state_bytes);
+        if (pn->last_row)
+            fprintf(f, ", \"last_row\": true");
         fputc('}', f);
     }
     fprintf(f, "]}");

@@ -60,6 +60,7 @@ typedef struct sn_plan_node {
     int ws_buffer;      /* the buffer of its workspace slot, or -1 */
     size_t ws_offset;
     size_t state_bytes; /* what its prepared kernel holds (a packed weight) */
+    bool last_row;      /* reads only the last position of its input 0 (snug.last_logits) */
 } sn_plan_node;
 
 typedef struct sn_plan_buffer {

@@ -587,6 +587,90 @@ done:
     }
 }
 
+/* snug.last_logits: the output projection reads the last position only and
+ * the plan holds one row of logits instead of a step's. A MatMul gives that
+ * position's logits bit for bit as the whole projection does (one row
+ * against the same packed weights: the kernels guarantee it); MatMulNBits'
+ * one-row kernel sums in another order than its many-row one, so its last
+ * row is held to the float tolerance (exact == false). Decode steps are
+ * one row either way. */
+static void check_last_logits(const char *root, const char *preset, const char *style, bool exact) {
+    char what[160];
+    char path[2048];
+    if (snprintf(path, sizeof path, "%s/%s/%s/model.onnx", root, preset, style) >= (int)sizeof path)
+        return;
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        printf("SKIP last logits %s/%s: %s missing\n", preset, style, path);
+        g_missing++;
+        return;
+    }
+    sn_session *s[2] = {NULL, NULL};
+    sn_kvloop *l[2] = {NULL, NULL};
+    sn_err err = {0};
+    for (int k = 0; k < 2; k++) {
+        snug_options *opts = snug_options_new();
+        snug_options_set(opts, "snug.threads", "2");
+        snug_options_set(opts, "snug.last_logits", k ? "1" : "0");
+        int rc = sn_session_open(path, opts, &s[k], &err);
+        snug_options_free(opts);
+        if (rc == SNUG_OK)
+            rc = sn_kvloop_new_chunked(s[k], 64, 16, &l[k], &err);
+        CHECK(rc == SNUG_OK, "%s/%s: %s", preset, style, err.msg);
+        if (rc != SNUG_OK)
+            goto done;
+    }
+    CHECK(!sn_kvloop_get_info(l[0])->last_logits && sn_kvloop_get_info(l[1])->last_logits,
+          "%s/%s: last_logits %d and %d (want off, on)", preset, style, sn_kvloop_get_info(l[0])->last_logits,
+          sn_kvloop_get_info(l[1])->last_logits);
+    /* the plan at the bounds holds one row of logits instead of a step's */
+    size_t lb[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        sn_plan *pl = NULL;
+        int lv = sn_graph_find(s[k]->graph, "logits");
+        if (lv >= 0 && sn_exec_plan_value(s[k]->exec, &pl, &err) == SNUG_OK)
+            lb[k] = pl->values[lv].size;
+        sn_plan_free(pl);
+    }
+    int64_t V0 = sn_kvloop_get_info(l[0])->vocab;
+    CHECK(V0 > 0 && lb[0] == (size_t)(16 * V0) * sizeof(float) && lb[1] == (size_t)V0 * sizeof(float),
+          "%s/%s: logits planned %zu and %zu bytes (want a step's and a row's)", preset, style, lb[0], lb[1]);
+    int64_t ids[30];
+    for (int i = 0; i < 30; i++)
+        ids[i] = 5 + (i * 53) % 700;
+    int64_t next = 7;
+    for (int step = 0; step < 6; step++) {
+        const float *lg[2] = {NULL, NULL};
+        int64_t n = step == 0 ? 16 : step == 1 ? 14 : 1; /* two prefill chunks, then decode */
+        const int64_t *in = step == 0 ? ids : step == 1 ? ids + 16 : &next;
+        for (int k = 0; k < 2; k++) {
+            int rc = sn_kvloop_prefill(l[k], in, n, &lg[k], &err);
+            CHECK(rc == SNUG_OK, "%s/%s step %d: %s", preset, style, step, err.msg);
+            if (rc != SNUG_OK)
+                goto done;
+        }
+        int64_t V = sn_kvloop_get_info(l[0])->vocab;
+        CHECK(sn_kvloop_get_info(l[1])->vocab == V, "%s/%s: vocab", preset, style);
+        if (exact)
+            CHECK(!memcmp(lg[0] + (n - 1) * V, lg[1], sizeof(float) * (size_t)V),
+                  "%s/%s step %d: the last position's logits differ with snug.last_logits", preset, style, step);
+        else {
+            snprintf(what, sizeof what, "%s/%s step %d, the last position alone", preset, style, step);
+            g_fail += compare(what, lg[1], lg[0] + (n - 1) * V, V) != 0;
+        }
+        next = sn_argmax_f32(lg[1], V);
+    }
+    size_t a0 = sn_exec_get_stats(s[0]->exec)->arena_bytes, a1 = sn_exec_get_stats(s[1]->exec)->arena_bytes;
+    CHECK(a1 <= a0, "%s/%s: arena %zu with snug.last_logits, %zu without", preset, style, a1, a0);
+    printf("last logits %s/%s: %s, logits planned %zu -> %zu bytes, arena %zu -> %zu (steps of 16)\n", preset,
+           style, exact ? "the same bits" : "within tolerance", lb[0], lb[1], a0, a1);
+done:
+    for (int k = 0; k < 2; k++) {
+        sn_kvloop_free(l[k]);
+        sn_session_close(s[k]);
+    }
+}
+
 int main(void) {
     const char *env = getenv("SNUG_MODELS");
     char root[1024];
@@ -610,6 +694,11 @@ int main(void) {
     check_groups(root, "tiny", "genai");
     check_groups(root, "tiny", "genai-acc0");
     check_groups(root, "smollm2-135m", "genai");
+    check_last_logits(root, "tiny", "optimum", true);           /* MatMul, fp32 */
+    check_last_logits(root, "tiny", "genai", false);            /* MatMulNBits, int8 activations */
+    check_last_logits(root, "tiny", "genai-acc0", false);       /* MatMulNBits, float */
+    check_last_logits(root, "smollm2-135m", "genai-q41", true); /* the 8-bit head */
+    check_last_logits(root, "smollm2-135m", "optimum", true);   /* tied embedding as lm_head */
     check_chunked_rewind(root, "tiny", "optimum");    /* padded past, copied rows */
     check_chunked_rewind(root, "tiny", "genai-fp32"); /* exact shapes, past and present shared */
     check_stories();
