@@ -89,6 +89,7 @@ struct sn_exec {
     int n_states;
     sn_exec_stats stats;
     int last_row_node;       /* sn_exec_set_last_row: this node reads input 0's last position only, or -1 */
+    sn_replan replan;        /* what a run does with shapes its plan was not made for */
     sn_tensor last_row;      /* the view of it bound in place of input 0 */
 };
 
@@ -126,6 +127,8 @@ int sn_exec_set_last_row(sn_exec *ex, int node, sn_err *err) {
 }
 
 int sn_exec_last_row(const sn_exec *ex) { return ex->last_row_node; }
+
+void sn_exec_set_replan(sn_exec *ex, sn_replan r) { ex->replan = r; }
 
 /* Zeroed heap memory recorded in a growable list (*list, *n, *cap) so it
  * can be released in one sweep. */
@@ -1269,19 +1272,41 @@ static int exec_run_bound(sn_exec *ex, sn_err *err) {
         }
         return run_in_bounds(ex, err);
     }
-    /* Re-plan when the shapes of inputs or outer values changed. */
-    int k = 0;
+    /* Shapes of inputs or outer values the plan was not made for: the
+     * owner's policy (sn_exec_set_replan) says whether to plan again. */
+    int k = 0, first = -1;
     bool same = ex->planned;
-    for (int v = 0; v < g->n_values; v++) {
+    for (int v = 0; v < g->n_values && same; v++) {
         if (!(g->values[v].flags & (SN_VAL_INPUT | SN_VAL_OUTER)))
             continue;
-        if (same && !sig_equal(&ex->sig[k], &ex->vals[v]))
-            same = false;
-        ex->sig[k++] = ex->vals[v];
+        if (!sig_equal(&ex->sig[k], &ex->vals[v]))
+            same = false, first = v;
+        k++;
     }
-    ex->n_sig = k;
-    if (!same)
+    if (!same) {
+        char b1[160], b2[160];
+        int j = 0;
+        for (int v = 0; first >= 0 && v < first; v++)
+            j += (g->values[v].flags & (SN_VAL_INPUT | SN_VAL_OUTER)) != 0;
+        if (first >= 0) {
+            sn_shape_str(&ex->vals[first], b1, sizeof b1);
+            sn_shape_str(&ex->sig[j], b2, sizeof b2);
+        }
+        if (ex->replan == SN_REPLAN_NEVER)
+            return first < 0 ? sn_errf(err, SNUG_ERR_INVALID_ARG, "run without a plan (plan first)")
+                             : sn_errf(err, SNUG_ERR_SHAPE, "input '%s' is %s, the plan was made for %s (plan "
+                                       "again, or plan once for bounds)", g->values[first].name, b1, b2);
+        if (ex->replan == SN_REPLAN_WARN && first >= 0)
+            sn_log(ex->log, SNUG_LOG_WARN, "planning again: input '%s' is %s, the plan was made for %s (a plan at "
+                   "bounds, session.max_shape_override, serves both without re-planning)", g->values[first].name,
+                   b1, b2);
+        k = 0;
+        for (int v = 0; v < g->n_values; v++)
+            if (g->values[v].flags & (SN_VAL_INPUT | SN_VAL_OUTER))
+                ex->sig[k++] = ex->vals[v];
+        ex->n_sig = k;
         SN_TRY(make_plan(ex, err));
+    }
     int rc = run_nodes(ex, err);
     if (ex->node_time)
         time_mark(ex, -1);

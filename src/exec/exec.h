@@ -120,6 +120,15 @@ int sn_exec_set_last_row(sn_exec *ex, int node, sn_err *err);
 /* That node, or -1. */
 int sn_exec_last_row(const sn_exec *ex);
 
+/* What a run does with input shapes its plan was not made for (an
+ * unbounded plan; a plan at bounds re-infers within them and refuses what
+ * is beyond): it is the owner's decision, not the runner's. AUTO plans
+ * again (the default: subgraph executors, whose shapes follow their parent's
+ * run, one-shot tools); WARN plans again and says so at WARN (sessions);
+ * NEVER is an error naming the input, its shape and the planned one. */
+typedef enum sn_replan { SN_REPLAN_AUTO = 0, SN_REPLAN_WARN, SN_REPLAN_NEVER } sn_replan;
+void sn_exec_set_replan(sn_exec *ex, sn_replan r);
+
 /* The current plan as a value (src/plan/plan.h), a copy the caller frees
  * with sn_plan_free: every value's storage, buffer, offset, lifetime and
  * planned info, every node's mode, group and workspace slot. An error when

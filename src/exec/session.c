@@ -282,6 +282,8 @@ int sn_session_open(const char *path, const snug_options *opts, sn_session **out
     }
     if ((rc = plan_bounds(s, opts, err)) != SNUG_OK)
         goto fail;
+    /* A run with shapes the plan was not made for plans again, and says so. */
+    sn_exec_set_replan(s->exec, SN_REPLAN_WARN);
     const char *sp = snug_options_get(opts, "session.collect_node_memory_stats_to_file");
     if (sp && sp[0]) {
         int nn = s->graph->n_nodes;

@@ -183,8 +183,10 @@ static int plan_at_bounds(sn_kvloop *l, int64_t cap, sn_err *out_err) {
         *out_err = err;
         return rc;
     }
-    if (rc != SNUG_OK)
+    if (rc != SNUG_OK) { /* the loop's decision: a plan per step's shapes, said once */
         sn_log(&l->s->log, SNUG_LOG_INFO, "kvloop: planning per step (cannot plan at the bounds: %s)", err.msg);
+        sn_exec_set_replan(l->s->exec, SN_REPLAN_AUTO);
+    }
     return SNUG_OK;
 }
 

@@ -17,6 +17,13 @@ static int fails;
 
 #define MODEL "../shared/fixtures/stories260K/stories260K_kv.onnx"
 
+static char g_warned[512];
+static void log_capture(void *user, int level, const char *msg) {
+    (void)user;
+    if (level == SNUG_LOG_WARN && !g_warned[0])
+        snprintf(g_warned, sizeof g_warned, "%s", msg);
+}
+
 static int g_mallocs, g_reallocs, g_frees;
 static void *count_malloc(void *user, size_t n) {
     (void)user;
@@ -78,6 +85,23 @@ int main(void) {
         best = lg[v] > lg[best] ? v : best;
     CHECK(best == 432); /* the first greedy id of ../shared/fixtures/stories260K/greedy_ids.txt */
     CHECK(out[1].rank == 4 && out[1].dims[2] == 5);
+
+    /* Other shapes: the session plans again, and says so at WARN (the first
+     * session here has no logger: see below). */
+    {
+        snug_options *lo = snug_options_new();
+        snug_options_set_logger(lo, log_capture, NULL, SNUG_LOG_WARN);
+        snug_session *s2 = NULL;
+        CHECK(snug_session_create(MODEL, lo, &s2, err, sizeof err) == SNUG_OK && s2);
+        snug_options_free(lo);
+        snug_tensor in2[11], out2[11];
+        memcpy(in2, in, sizeof in2);
+        CHECK(s2 && snug_session_run(s2, in2, 11, out2, 11) == SNUG_OK && !g_warned[0]); /* the first plan */
+        in2[0] = (snug_tensor){SNUG_INT64, 2, {1, 3}, ids};
+        CHECK(s2 && snug_session_run(s2, in2, 11, out2, 11) == SNUG_OK);
+        CHECK(strstr(g_warned, "planning again: input 'input_ids' is [1,3], the plan was made for [1,5]") != NULL);
+        snug_session_free(s2);
+    }
 
     /* Wrong calls: counts, dtypes, shapes. */
     CHECK(snug_session_run(s, in, 3, out, 11) == SNUG_ERR_INVALID_ARG);

@@ -192,6 +192,21 @@ int main(void) {
     free(row);
     sn_stats_free(ort);
     sn_plan_free(pl);
+    /* A plan the owner keeps (SN_REPLAN_NEVER): a run with other shapes is an
+     * error naming the input and both shapes, not a silent plan. */
+    {
+        sn_exec_set_replan(s->exec, SN_REPLAN_NEVER);
+        sn_tensor in2[16];
+        memcpy(in2, in, sizeof in2);
+        int64_t few[2] = {1, 2};
+        in2[0].dims[1] = 2;
+        in2[0].data = few;
+        for (int i = 1; i < g->n_inputs; i++)
+            in2[i].data = NULL;
+        sn_tensor o2[16];
+        int rc2 = sn_exec_run(s->exec, in2, o2, &err);
+        CHECK_RC(rc2, SNUG_ERR_SHAPE, err, "input 'input_ids' is [1,2], the plan was made for [1,4]");
+    }
     sn_session_close(s);
     return test_done("test_plan_stories");
 }
