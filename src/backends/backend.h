@@ -21,6 +21,19 @@ typedef struct sn_mem_info {
     uint64_t total, free; /* bytes */
 } sn_mem_info;
 
+/* What a device's buffers are, for the planner (what may live where, in
+ * pieces of what size) and the executor (whether host code may touch the
+ * bytes directly or must copy them through tensor_set / tensor_get). */
+typedef struct sn_buffer_type {
+    const char *name;  /* "cpu", "opencl", ... */
+    size_t alignment;  /* of every buffer's start, in bytes */
+    size_t max_size;   /* the largest one buffer may be (0: no limit but memory) */
+    bool host_visible; /* host code may read and write the bytes in place */
+} sn_buffer_type;
+
+/* A copy in flight (sn_backend_ops.copy_async), opaque to the executor. */
+typedef struct sn_event sn_event;
+
 typedef struct sn_backend_ops {
     const char *name;       /* "cpu", "opencl", "cuda" */
     sn_device_type type;
@@ -33,6 +46,20 @@ typedef struct sn_backend_ops {
      * CPU both are host memory). */
     int (*copy_to_device)(void *ctx, void *dst, const void *src, size_t n, sn_err *err);
     int (*copy_to_host)(void *ctx, void *dst, const void *src, size_t n, sn_err *err);
+    /* The device's buffers; NULL: host memory aligned to 64, no limit. */
+    void (*buffer_type)(void *ctx, sn_buffer_type *out);
+    /* Bytes [offset, offset + n) of buffer buf written from host memory, or
+     * read into it; NULL: memcpy (host-visible buffers). */
+    int (*tensor_set)(void *ctx, void *buf, size_t offset, const void *src, size_t n, sn_err *err);
+    int (*tensor_get)(void *ctx, const void *buf, size_t offset, void *dst, size_t n, sn_err *err);
+    /* An asynchronous copy of n bytes, host to device (to_device) or back:
+     * *ev gets the event to wait on, or NULL when the copy is complete on
+     * return; src and dst must stay valid until then. NULL: the synchronous
+     * copy (complete on return). The prefetcher streams weights with it. */
+    int (*copy_async)(void *ctx, void *dst, const void *src, size_t n, bool to_device, sn_event **ev,
+                      sn_err *err);
+    /* Waits for ev and frees it. */
+    int (*event_wait)(void *ctx, sn_event *ev, sn_err *err);
     /* The kernel for (domain, op, opset) on this device, or NULL. */
     const struct sn_op_def *(*find_kernel)(void *ctx, const char *domain, const char *op, int64_t opset);
     /* Whether the device can run this node; NULL: find_kernel != NULL. */
@@ -46,7 +73,10 @@ typedef struct sn_backend {
     void *ctx;                 /* owned by the backend */
 } sn_backend;
 
-/* The registry: backends compiled into this build, by name ("cpu", ...). */
+/* The registry: backends compiled into this build, by name ("cpu", ...).
+ * A backend is its folder src/backends/NAME/, one line in registry.c
+ * (guarded by its build option's SNUG_WITH_NAME definition; the CPU's is
+ * always there) and one CMake option. */
 int sn_backend_count(void);
 const char *sn_backend_name(int i);
 /* Creates backend `name` (NULL: "cpu"). Free with sn_backend_free. */
@@ -55,6 +85,13 @@ void sn_backend_free(sn_backend *b);
 
 /* Convenience wrappers that apply the NULL defaults. */
 int sn_backend_mem_info(const sn_backend *b, sn_mem_info *out, sn_err *err);
+void sn_backend_buffer_type(const sn_backend *b, sn_buffer_type *out);
+int sn_backend_tensor_set(const sn_backend *b, void *buf, size_t offset, const void *src, size_t n, sn_err *err);
+int sn_backend_tensor_get(const sn_backend *b, const void *buf, size_t offset, void *dst, size_t n, sn_err *err);
+int sn_backend_copy_async(const sn_backend *b, void *dst, const void *src, size_t n, bool to_device, sn_event **ev,
+                          sn_err *err);
+/* ev may be NULL (a copy complete on return): nothing to wait for. */
+int sn_backend_event_wait(const sn_backend *b, sn_event *ev, sn_err *err);
 const struct sn_op_def *sn_backend_find_kernel(const sn_backend *b, const char *domain, const char *op,
                                                int64_t opset);
 

@@ -1,4 +1,5 @@
 /* Backends compiled into this build: one line each. */
+#include <stdio.h>
 #include <string.h>
 
 #include "backends/backend.h"
@@ -22,7 +23,10 @@ int sn_backend_new(const char *name, sn_backend *out, sn_err *err) {
             out->ops = k_backends[i];
             return SNUG_OK;
         }
-    return sn_errf(err, SNUG_ERR_UNSUPPORTED, "no backend '%s' in this build (have: cpu)", name);
+    char have[256] = "";
+    for (int i = 0; i < SN_N_BACKENDS; i++)
+        snprintf(have + strlen(have), sizeof have - strlen(have), "%s%s", i ? ", " : "", k_backends[i]->name);
+    return sn_errf(err, SNUG_ERR_UNSUPPORTED, "no backend '%s' in this build (have: %s)", name, have);
 }
 
 void sn_backend_free(sn_backend *b) {
@@ -38,4 +42,42 @@ int sn_backend_mem_info(const sn_backend *b, sn_mem_info *out, sn_err *err) {
 const struct sn_op_def *sn_backend_find_kernel(const sn_backend *b, const char *domain, const char *op,
                                                int64_t opset) {
     return b->ops->find_kernel ? b->ops->find_kernel(b->ctx, domain, op, opset) : NULL;
+}
+
+void sn_backend_buffer_type(const sn_backend *b, sn_buffer_type *out) {
+    *out = (sn_buffer_type){b->ops->name, 64, 0, true};
+    if (b->ops->buffer_type)
+        b->ops->buffer_type(b->ctx, out);
+}
+
+int sn_backend_tensor_set(const sn_backend *b, void *buf, size_t offset, const void *src, size_t n, sn_err *err) {
+    if (b->ops->tensor_set)
+        return b->ops->tensor_set(b->ctx, buf, offset, src, n, err);
+    if (n)
+        memcpy((uint8_t *)buf + offset, src, n);
+    return SNUG_OK;
+}
+
+int sn_backend_tensor_get(const sn_backend *b, const void *buf, size_t offset, void *dst, size_t n, sn_err *err) {
+    if (b->ops->tensor_get)
+        return b->ops->tensor_get(b->ctx, buf, offset, dst, n, err);
+    if (n)
+        memcpy(dst, (const uint8_t *)buf + offset, n);
+    return SNUG_OK;
+}
+
+int sn_backend_copy_async(const sn_backend *b, void *dst, const void *src, size_t n, bool to_device, sn_event **ev,
+                          sn_err *err) {
+    *ev = NULL;
+    if (b->ops->copy_async)
+        return b->ops->copy_async(b->ctx, dst, src, n, to_device, ev, err);
+    return to_device ? b->ops->copy_to_device(b->ctx, dst, src, n, err) : b->ops->copy_to_host(b->ctx, dst, src, n, err);
+}
+
+int sn_backend_event_wait(const sn_backend *b, sn_event *ev, sn_err *err) {
+    if (!ev)
+        return SNUG_OK;
+    if (!b->ops->event_wait)
+        return sn_errf(err, SNUG_ERR_INTERNAL, "backend '%s' made an event it cannot wait for", b->ops->name);
+    return b->ops->event_wait(b->ctx, ev, err);
 }

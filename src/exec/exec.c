@@ -48,7 +48,9 @@ struct sn_exec {
     struct sn_exec **sub;    /* owned [sum of n_sub]: child executors, created lazily */
     int *sub_base;           /* owned [n_nodes]: index of node i's first child in sub */
     void **init_copy;        /* owned [n_values]: aligned copies of misaligned initializers */
-    sn_backend backend;      /* the device this executor runs on (the CPU) */
+    sn_backend backends[SN_MAX_DEVICES]; /* owned [n_backends]: the devices a plan may use; 0 is the host
+                              * (the CPU), where every node runs until placement assigns devices */
+    int n_backends;
     uint8_t *arena;          /* owned: from the backend's buffer_alloc */
     size_t arena_cap;
     void **folded;           /* owned: blocks of folded values */
@@ -281,11 +283,12 @@ int sn_exec_new(const sn_graph *g, sn_pool *pool, const sn_logger *log, sn_exec 
     ex->g = g;
     ex->pool = pool;
     ex->log = log;
-    int brc = sn_backend_new("cpu", &ex->backend, err);
+    int brc = sn_backend_new("cpu", &ex->backends[0], err); /* the host, always there */
     if (brc != SNUG_OK) {
         sn_free(ex);
         return brc;
     }
+    ex->n_backends = 1;
     size_t nv = (size_t)g->n_values + 1, nn = (size_t)g->n_nodes + 1;
     int n_sub = 0, arg = 1;
     for (int i = 0; i < g->n_nodes; i++) {
@@ -397,11 +400,12 @@ void sn_exec_free(sn_exec *ex) {
     sn_free(ex->copy_dropped);
     sn_free(ex->bounds);
     if (ex->arena)
-        ex->backend.ops->buffer_free(ex->backend.ctx, ex->arena);
+        ex->backends[0].ops->buffer_free(ex->backends[0].ctx, ex->arena);
     for (int k = 0; k < ex->n_states; k++)
-        ex->backend.ops->buffer_free(ex->backend.ctx, ex->states[k].data);
+        ex->backends[0].ops->buffer_free(ex->backends[0].ctx, ex->states[k].data);
     sn_free(ex->states);
-    sn_backend_free(&ex->backend);
+    for (int b = 0; b < ex->n_backends; b++)
+        sn_backend_free(&ex->backends[b]);
     sn_free(ex->folded);
     sn_free(ex->dyn);
     sn_free(ex);
@@ -952,13 +956,13 @@ static int make_plan(sn_exec *ex, sn_err *err) {
         goto done;
     }
     if (total > ex->arena_cap) {
-        uint8_t *a = ex->backend.ops->buffer_alloc(ex->backend.ctx, total, err);
+        uint8_t *a = ex->backends[0].ops->buffer_alloc(ex->backends[0].ctx, total, err);
         if (!a) {
             rc = sn_errf(err, SNUG_ERR_OOM, "cannot allocate the %zu-byte activation arena", total);
             goto done;
         }
         if (ex->arena)
-            ex->backend.ops->buffer_free(ex->backend.ctx, ex->arena);
+            ex->backends[0].ops->buffer_free(ex->backends[0].ctx, ex->arena);
         ex->arena = a;
         ex->arena_cap = total;
         /* A plan at input bounds serves many runs: its arena is made
@@ -1463,7 +1467,7 @@ int sn_exec_add_state(sn_exec *ex, int input, int output, const sn_tensor *bound
     if (!ns)
         return sn_errf(err, SNUG_ERR_OOM, "out of memory");
     ex->states = ns;
-    void *data = ex->backend.ops->buffer_alloc(ex->backend.ctx, cap ? cap : 1, err);
+    void *data = ex->backends[0].ops->buffer_alloc(ex->backends[0].ctx, cap ? cap : 1, err);
     if (!data)
         return sn_errf(err, SNUG_ERR_OOM, "cannot allocate the %zu-byte state buffer of '%s'", cap, in->name);
     memset(data, 0, cap); /* stale rows are masked, but NaN garbage would still poison scores */
@@ -1496,7 +1500,6 @@ sn_storage sn_exec_value_storage(const sn_exec *ex, int v, size_t *offset) {
 bool sn_exec_value_released(const sn_exec *ex, int v) { return ex->vreleased[v] != 0; }
 
 int sn_exec_plan_value(const sn_exec *ex, sn_plan **out, sn_err *err) {
-    static const char *const devices[] = {"cpu"};
     const sn_graph *g = ex->g;
     *out = NULL;
     if (!ex->planned)
@@ -1508,8 +1511,10 @@ int sn_exec_plan_value(const sn_exec *ex, sn_plan **out, sn_err *err) {
     p->n_nodes = g->n_nodes;
     p->n_inputs = g->n_inputs;
     p->n_buffers = 1;
-    p->n_devices = 1;
-    p->devices = devices;
+    p->n_devices = ex->n_backends;
+    for (int b = 0; b < ex->n_backends && b < SN_MAX_DEVICES; b++)
+        p->device_names[b] = ex->backends[b].ops->name;
+    p->devices = p->device_names;
     p->values = sn_calloc((size_t)g->n_values + 1, sizeof *p->values);
     p->nodes = sn_calloc((size_t)g->n_nodes + 1, sizeof *p->nodes);
     p->buffers = sn_calloc(1, sizeof *p->buffers);

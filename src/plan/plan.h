@@ -14,6 +14,9 @@
 
 #include "core/core.h"
 
+/* Devices one plan may use: the host and the accelerators beside it. */
+#define SN_MAX_DEVICES 8
+
 /* How a value is stored. */
 typedef enum sn_storage {
     SN_STORE_NONE = 0,
@@ -74,7 +77,8 @@ typedef struct sn_plan {
     sn_plan_value *values;   /* owned [n_values], by graph value index */
     sn_plan_node *nodes;     /* owned [n_nodes], in execution order */
     sn_plan_buffer *buffers; /* owned [n_buffers] */
-    const char *const *devices; /* [n_devices] names (static strings) */
+    const char *const *devices; /* [n_devices] names (static strings): device_names */
+    const char *device_names[SN_MAX_DEVICES];
     sn_tensor *shapes;       /* owned [n_inputs]: the input shapes (or bounds) planned for */
     bool at_bounds;          /* planned once for input bounds (runs within them re-infer) */
     int threads;             /* the kernels' thread count */

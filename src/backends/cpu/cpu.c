@@ -49,6 +49,13 @@ static int cpu_copy(void *ctx, void *dst, const void *src, size_t n, sn_err *err
     return SNUG_OK;
 }
 
+/* Host memory: the kernels read and write it in place, a copy is done when
+ * it returns (no copy_async, tensor_set, tensor_get: the defaults). */
+static void cpu_buffer_type(void *ctx, sn_buffer_type *out) {
+    (void)ctx;
+    *out = (sn_buffer_type){"cpu", 64, 0, true};
+}
+
 static const sn_op_def *cpu_find(void *ctx, const char *domain, const char *op, int64_t opset) {
     (void)ctx;
     return sn_op_find(domain, op, opset);
@@ -62,6 +69,7 @@ const sn_backend_ops sn_backend_cpu_ops = {
     .buffer_free = cpu_free,
     .copy_to_device = cpu_copy,
     .copy_to_host = cpu_copy,
+    .buffer_type = cpu_buffer_type,
     .find_kernel = cpu_find,
     .supports_op = NULL,
     .synchronize = NULL,
