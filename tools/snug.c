@@ -150,6 +150,10 @@ static int cmd_info(int argc, char **argv) {
     cli_human_bytes((double)m->weight_bytes, wb, sizeof wb);
     printf("parameters %lld (%d initializers)\n", (long long)params, m->graph->n_init);
     printf("weights    %llu bytes (%s)\n", (unsigned long long)m->weight_bytes, wb);
+    sn_layer_info li;
+    if (sn_layers_discover(g, &li, &err) == SNUG_OK && li.n_layers > 0)
+        printf("layers     %d (nodes: %d by name, %d by value names, %d from neighbours; %d pre, %d post)\n",
+               li.n_layers, li.n_named, li.n_valname, li.n_filled, li.n_pre, li.n_post);
     opcount h[512];
     int nh = 0, total = 0;
     count_ops(g, h, &nh, 512, &total);

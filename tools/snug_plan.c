@@ -216,10 +216,7 @@ static int open_and_plan(const popts *o, planned *p) {
         return 1;
     }
     sn_graph *g = p->s->graph;
-    if (sn_layers_discover(g, &p->li, &err) != SNUG_OK) {
-        fprintf(stderr, "snug %s: %s\n", o->cmd, err.msg);
-        return 1;
-    }
+    p->li = p->s->layers; /* found by the session */
     sn_shape_override *ov = NULL;
     int n_ov = 0;
     if (o->shape && sn_shape_override_parse(o->shape, &ov, &n_ov, &err) != SNUG_OK) {

@@ -1552,6 +1552,7 @@ int sn_exec_plan_value(const sn_exec *ex, sn_plan **out, sn_err *err) {
         pn->ws_offset = pn->workspace ? ex->nws_off[i] : 0;
         pn->state_bytes = ex->nstate_bytes[i];
         pn->last_row = i == ex->last_row_node;
+        pn->layer = g->nodes[i].layer;
     }
     const sn_tensor *shapes = ex->bounded ? ex->bounds : NULL;
     for (int i = 0; i < g->n_inputs; i++) {

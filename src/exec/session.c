@@ -265,6 +265,10 @@ int sn_session_open(const char *path, const snug_options *opts, sn_session **out
         goto fail;
     if ((rc = sn_graph_build(s->model, &s->graph, err)) != SNUG_OK)
         goto fail;
+    /* The layers, the unit of placement, belong to the session: every plan
+     * and every report sees the same map. */
+    if ((rc = sn_layers_discover(s->graph, &s->layers, err)) != SNUG_OK)
+        goto fail;
     if ((rc = sn_pool_new((int)threads, &s->pool, err)) != SNUG_OK)
         goto fail;
     sn_pool_set_spinning(s->pool, spin);

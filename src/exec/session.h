@@ -4,6 +4,7 @@
 
 #include "exec/exec.h"
 #include "graph/graph.h"
+#include "graph/layers.h"
 #include "onnx/model.h"
 
 typedef struct sn_session {
@@ -11,6 +12,7 @@ typedef struct sn_session {
     sn_graph *graph;  /* owned */
     sn_pool *pool;    /* owned */
     sn_exec *exec;    /* owned */
+    sn_layer_info layers; /* the layer map, found at open (graph/layers.h: sn_node.layer) */
     sn_logger log;
     sn_err err;       /* last error of the public API */
     /* session.collect_node_memory_stats_to_file: per-node maxima over runs,

@@ -100,7 +100,7 @@ void sn_plan_write_json(const sn_plan *p, const struct sn_graph *g, FILE *f) {
         json_str(f, n->p->name);
         fprintf(f, ", \"op\": ");
         json_str(f, n->p->op_type);
-        fprintf(f, ", \"layer\": %d, \"device\": %d, \"mode\": \"%s\", \"group\": %d, \"workspace\": %zu", n->layer,
+        fprintf(f, ", \"layer\": %d, \"device\": %d, \"mode\": \"%s\", \"group\": %d, \"workspace\": %zu", pn->layer,
                 pn->device, sn_node_mode_name(pn->mode), pn->group, pn->workspace);
         if (pn->ws_buffer >= 0)
             fprintf(f, ", \"ws_buffer\": %d, \"ws_offset\": %zu", pn->ws_buffer, pn->ws_offset);

@@ -64,6 +64,7 @@ typedef struct sn_plan_node {
     size_t ws_offset;
     size_t state_bytes; /* what its prepared kernel holds (a packed weight) */
     bool last_row;      /* reads only the last position of its input 0 (snug.last_logits) */
+    int layer;          /* the session's layer map (graph/layers.h): -1 pre, 0..L-1, L post */
 } sn_plan_node;
 
 typedef struct sn_plan_buffer {
