@@ -424,9 +424,13 @@ int sn_generator_run(sn_generator *g, const int32_t *ids, size_t n, const sn_gen
             break;
         }
         sn_sampler_accept(smp, id);
-        const char *piece;
-        size_t plen;
-        if ((rc = sn_tokstream_step(g->ts, id, &piece, &plen, err)) != SNUG_OK ||
+        const char *piece = "";
+        size_t plen = 0;
+        /* An id the tokenizer lacks (a model's vocabulary padded past its
+         * tokenizer's, as Phi-3's and Qwen2's are) has no text: nothing, as
+         * `tokenizers` decodes it; it still goes into the cache. */
+        bool known = id >= 0 && id < sn_tokenizer_vocab_size(g->tok);
+        if ((known && (rc = sn_tokstream_step(g->ts, id, &piece, &plen, err)) != SNUG_OK) ||
             (rc = hold_add(g, piece, plen, err)) != SNUG_OK)
             break;
         if (hold_emit(g, p, false, cb, user, &stopped)) {
