@@ -9,7 +9,9 @@ tiny/genai-acc0 (MatMulNBits with accuracy_level 0: ORT dequantizes and
 multiplies in float32) ORT's float32 oracle must be within float32's error of
 it (|d| <= 1e-4 + 1e-3 |ref|, the float paths' tolerance; measured max |d| 8e-5
 and 5e-5, relative RMS 3e-6); and on tiny/genai (int8 activations) it must
-reproduce the float64 logits stored in the fixture's oracle.
+reproduce the float64 logits stored in the fixture's oracle. Its
+GatherBlockQuantized (no CI fixture has one yet) is checked against ONNX
+Runtime on small tables of 4 and 8 bits, with and without zero points.
 
     tests/models/py.sh tests/models/check_oracle_f64.py --snug build/snug
 """
@@ -67,7 +69,48 @@ def main() -> int:
                     want = np.load(os.path.join(a.models, "tiny/genai", e[f64]))
                     if got.shape != want.shape or not np.array_equal(got, want):
                         fails.append(f"tiny/genai {e[key]}: not the fixture's float64 logits {e[f64]}")
+    fails += check_gather_block_quantized()
     return report("oracle_f64", fails)
+
+
+def check_gather_block_quantized() -> list:
+    """The float64 evaluator's GatherBlockQuantized (shared embeddings in today's genai builder)
+    against ONNX Runtime: uint8 data of 4 and 8 bits, with and without zero points."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto as T, helper as h, numpy_helper as nh
+    sys.path.insert(0, os.path.join(ROOT, "tests", "models"))
+    from snugmodels.ref64 import Ref64
+    rng = np.random.default_rng(0)
+    fails = []
+    with tempfile.TemporaryDirectory(prefix="snug-gbq-") as d:
+        for bits in (4, 8):
+            for with_zp in (True, False):
+                rows, cols, bs = 40, 64, 32
+                pack = (lambda q: (q[:, 0::2] | (q[:, 1::2] << 4)).astype(np.uint8)) if bits == 4 else (lambda q: q)
+                q = rng.integers(0, 1 << bits, (rows, cols)).astype(np.uint8)
+                inits = [nh.from_array(pack(q), "D"),
+                         nh.from_array((rng.random((rows, cols // bs)) * 0.1 + 0.01).astype(np.float32), "S")]
+                ins = ["D", "idx", "S"]
+                if with_zp:
+                    inits.append(nh.from_array(pack(rng.integers(0, 1 << bits, (rows, cols // bs)).astype(np.uint8)),
+                                               "Z"))
+                    ins.append("Z")
+                node = h.make_node("GatherBlockQuantized", ins, ["y"], domain="com.microsoft", bits=bits,
+                                   block_size=bs)
+                g = h.make_graph([node], "g", [h.make_tensor_value_info("idx", T.INT64, [5])],
+                                 [h.make_tensor_value_info("y", T.FLOAT, None)], inits)
+                m = h.make_model(g, opset_imports=[h.make_opsetid("", 17), h.make_opsetid("com.microsoft", 1)])
+                m.ir_version = 8
+                path = os.path.join(d, f"gbq{bits}{int(with_zp)}.onnx")
+                onnx.save(m, path)
+                idx = np.array([0, 3, 39, 7, 3], np.int64)
+                want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"idx": idx})[0]
+                got = Ref64(path).run(["y"], {"idx": idx})[0]
+                err = float(np.max(np.abs(got - want) / (1e-6 + np.abs(want))))
+                if got.shape != want.shape or err > 1e-5:
+                    fails.append(f"GatherBlockQuantized bits {bits} zero points {with_zp}: relative error {err:.3g}")
+    return fails
 
 
 if __name__ == "__main__":

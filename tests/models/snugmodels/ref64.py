@@ -181,12 +181,35 @@ class Ref64:
                     env[name] = val
         return [env[x] for x in names]
 
+    def _gbq(self, idx, ins, a):
+        """GatherBlockQuantized (uint8 data, bits 4 packed low nibble first or 8; the default
+        axes): rows gathered from the table dequantized exactly, (q - zero_point) * scale,
+        zero point 2^(bits-1) when absent, blocks of block_size along the last axis."""
+        if a.get("gather_axis", 0) != 0 or a.get("quantize_axis", 1) not in (1, -1) or ins[0].ndim != 2:
+            raise ValueError("GatherBlockQuantized: only gather_axis 0, quantize_axis 1 of a 2-D table "
+                             "in the float64 reference")
+        if ins[0].dtype != np.uint8:
+            raise ValueError(f"GatherBlockQuantized: data of {ins[0].dtype} not in the float64 reference")
+        if idx not in self._w:
+            bits, bs = a.get("bits", 4), a.get("block_size", 128)
+            rows = ins[0].shape[0]
+            cols = ins[0].shape[1] * 8 // bits
+            kb = (cols + bs - 1) // bs
+            q = _unpack(ins[0], bits, cols).astype(np.float64)                    # [rows, cols]
+            s = ins[2].astype(np.float64).reshape(rows, kb)
+            zp = ins[3] if len(ins) > 3 and ins[3] is not None else None
+            z = (np.full((rows, kb), float(1 << (bits - 1))) if zp is None
+                 else _unpack(zp.reshape(rows, -1), bits, kb).astype(np.float64))
+            blk = np.arange(cols) // bs
+            self._w[idx] = (q - z[:, blk]) * s[:, blk]
+        return np.take(self._w[idx], ins[1].astype(np.int64), axis=0)
+
     def _op(self, idx, n, ins, a):
         op = n.op_type
         if op == "Gather":
             return [np.take(ins[0], ins[1].astype(np.int64), axis=a.get("axis", 0))]
         if op == "GatherBlockQuantized":
-            raise ValueError("GatherBlockQuantized: not yet in the float64 reference")
+            return [self._gbq(idx, ins, a)]
         if op in ("ReduceSum", "ReduceMean"):
             axes = tuple(int(x) for x in ins[1]) if len(ins) > 1 and ins[1] is not None else a.get("axes")
             f = np.sum if op == "ReduceSum" else np.mean
