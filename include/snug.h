@@ -133,8 +133,12 @@ int snug_generator_create(const char *model_dir, const snug_generator_config *cf
 void snug_generator_free(snug_generator *g); /* accepts NULL */
 /* The message of the last failed call on g. */
 const char *snug_generator_error(const snug_generator *g);
-/* Nonzero when the model (or cfg->chat_template_path) gives a chat template. */
+/* Nonzero when the model (or cfg->chat_template_path) gives a chat template
+ * snug can render. */
 int snug_generator_has_chat_template(const snug_generator *g);
+/* Why the model's chat template cannot be rendered (a construct snug does
+ * not render, a syntax error), or NULL: raw text still works. */
+const char *snug_generator_chat_template_error(const snug_generator *g);
 
 typedef struct snug_message {
     const char *role;    /* "system", "user", "assistant" */

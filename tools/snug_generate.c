@@ -274,6 +274,11 @@ int cmd_generate(int argc, char **argv) {
         }
         prompt = stdin_prompt;
     }
+    if (prompt && !prompt[strspn(prompt, " \t\r\n")]) {
+        fprintf(stderr, "snug generate: the prompt is empty\n");
+        free(stdin_prompt);
+        return 2;
+    }
     char err[1024];
     snug_generator *g = NULL;
     int rc0 = snug_generator_create(dir, &cfg, &g, err, sizeof err);
@@ -283,8 +288,13 @@ int cmd_generate(int argc, char **argv) {
         return 1;
     }
     if (chat && !snug_generator_has_chat_template(g)) { /* the prompt goes as raw text */
-        fprintf(stderr, "snug generate: %s has no chat template: the prompt goes as raw text "
-                        "(--chat-template FILE gives one)\n", dir);
+        const char *why = snug_generator_chat_template_error(g);
+        if (why)
+            fprintf(stderr, "snug generate: the chat template cannot be rendered (%s): the prompt goes as raw text "
+                            "(--chat-template FILE gives another)\n", why);
+        else
+            fprintf(stderr, "snug generate: %s has no chat template: the prompt goes as raw text "
+                            "(--chat-template FILE gives one)\n", dir);
         chat = false;
     }
     struct sigaction sa;

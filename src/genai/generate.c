@@ -32,6 +32,7 @@ struct sn_generator {
     char *hold;             /* owned [hold_cap]: answer text held back (a stop string may start there) */
     size_t hold_len, hold_cap;
     sn_gen_info info;
+    char tpl_err[sizeof(((sn_err *)0)->msg)]; /* why the model's template cannot be rendered, or "" */
 };
 
 static double now_s(void) {
@@ -172,7 +173,15 @@ static int load_template(sn_generator *g, const char *override, sn_err *err) {
     }
     if (!g->chat.template)
         return SNUG_OK;
-    return sn_template_parse(g->chat.template, g->chat.template_len, g->chat.source, &g->tpl, err);
+    /* A template snug cannot render does not make the model unusable: raw
+     * text still works (--no-chat), and a chat says why it cannot. */
+    sn_err te = {0};
+    if (sn_template_parse(g->chat.template, g->chat.template_len, g->chat.source, &g->tpl, &te) != SNUG_OK) {
+        if (te.code == SNUG_ERR_OOM)
+            return sn_errf(err, SNUG_ERR_OOM, "%s", te.msg);
+        snprintf(g->tpl_err, sizeof g->tpl_err, "%s", te.msg);
+    }
+    return SNUG_OK;
 }
 
 int sn_generator_open(const char *dir, const sn_gen_config *cfg, sn_generator **out, sn_err *err) {
@@ -251,6 +260,7 @@ int sn_generator_open(const char *dir, const sn_gen_config *cfg, sn_generator **
     g->info.n_eos = g->n_eos;
     g->info.has_template = g->tpl != NULL;
     g->info.template_source = g->chat.source;
+    g->info.template_error = g->tpl_err[0] ? g->tpl_err : NULL;
     snug_options_free(opts);
     *out = g;
     return SNUG_OK;
@@ -287,6 +297,9 @@ int sn_generator_chat_ids(sn_generator *g, const sn_chat_msg *msgs, int n, int32
                           sn_err *err) {
     *ids = NULL;
     *n_ids = 0;
+    if (!g->tpl && g->tpl_err[0])
+        return sn_errf(err, SNUG_ERR_UNSUPPORTED, "%s: give another with --chat-template FILE, or send raw text with "
+                       "--no-chat", g->tpl_err);
     if (!g->tpl)
         return sn_errf(err, SNUG_ERR_UNSUPPORTED, "%s has no chat template (tokenizer_config.json's chat_template or "
                        "chat_template.jinja): give one with --chat-template FILE, or send raw text with --no-chat",

@@ -42,6 +42,7 @@ typedef struct sn_gen_info {
     const int32_t *eos;    /* [n_eos] */
     bool has_template;
     const char *template_source;
+    const char *template_error; /* the model's template cannot be rendered: why (has_template false), or NULL */
 } sn_gen_info;
 const sn_gen_info *sn_generator_info(const sn_generator *g);
 

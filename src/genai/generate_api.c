@@ -53,6 +53,10 @@ int snug_generator_has_chat_template(const snug_generator *g) {
     return g && sn_generator_info(g->g)->has_template;
 }
 
+const char *snug_generator_chat_template_error(const snug_generator *g) {
+    return g ? sn_generator_info(g->g)->template_error : NULL;
+}
+
 void snug_sampling_defaults(snug_sampling *s) {
     sn_sampler_params d = sn_sampler_defaults();
     *s = (snug_sampling){d.temperature, d.top_k, d.top_p, d.min_p, d.repeat_penalty, d.seed, 0, NULL, 0};

@@ -24,6 +24,10 @@ int snug_generator_has_chat_template(const snug_generator *g) {
     (void)g;
     return 0;
 }
+const char *snug_generator_chat_template_error(const snug_generator *g) {
+    (void)g;
+    return NULL;
+}
 const char *snug_generator_error(const snug_generator *g) {
     (void)g;
     return k_why;

@@ -86,6 +86,37 @@ def main() -> int:
     if p.returncode != 0 or not m or m.group(3) != "length":
         fails.append(f"tiny/genai (ids past the tokenizer): exit {p.returncode}\n{p.stderr[-300:]}")
     checked += 1
+    # broken folders: a truncated tokenizer.json, a truncated model, a template snug cannot render
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="snug-gen-bad-") as tmp:
+        def folder(name, **over):
+            f = os.path.join(tmp, name)
+            os.makedirs(f)
+            for part in ("genai_config.json", "tokenizer.json", "tokenizer_config.json", "model.onnx"):
+                if part in over:
+                    with open(os.path.join(f, part), "wb") as fh:
+                        fh.write(over[part])
+                else:
+                    os.symlink(os.path.join(d, part), os.path.join(f, part))
+            return f
+        with open(os.path.join(d, "tokenizer.json"), "rb") as fh:
+            tok = fh.read()
+        with open(os.path.join(d, "model.onnx"), "rb") as fh:
+            head = fh.read(100000)
+        cases = (
+            (folder("tok", **{"tokenizer.json": tok[:5000]}), 1, "truncated?"),
+            (folder("mod", **{"model.onnx": head}), 1, "malformed protobuf"),
+            (folder("tpl", **{"tokenizer_config.json": b'{"chat_template": "{% frobnicate %}"}'}), 0,
+             "unknown tag 'frobnicate'): the prompt goes as raw text"))
+        for f, code, msg in cases:
+            p = run([a.snug, "generate", f, "-p", "hi", "--temp", "0", "-n", "4", "--threads", "2"])
+            if p.returncode != code or msg not in p.stderr:
+                fails.append(f"{os.path.basename(f)}: exit {p.returncode} (want {code}), {p.stderr[-300:]!r}")
+            checked += 1
+    p = run([a.snug, "generate", d, "-p", "-"], stdin="  \n")
+    if p.returncode != 2 or "the prompt is empty" not in p.stderr:
+        fails.append(f"an empty prompt on stdin: exit {p.returncode}, {p.stderr[-200:]!r}")
+    checked += 1
     for cmd, code, msg in (
             ([a.snug, "generate", "/no/such/folder", "-p", "hi"], 1, "neither genai_config.json nor config.json"),
             ([a.snug, "generate", d, "-p", "word " * 300, "--ctx", "64"], 1, "leaves no room for an answer"),
