@@ -356,17 +356,6 @@ static void node_rows(const sn_graph *g, const double *t, long rounds, long gen,
 }
 
 /* JSON string body (quotes and backslashes escaped, control bytes as \u). */
-static void json_str(const char *x) {
-    for (const unsigned char *c = (const unsigned char *)x; *c; c++) {
-        if (*c == '"' || *c == '\\')
-            printf("\\%c", *c);
-        else if (*c < 0x20)
-            printf("\\u%04x", *c);
-        else
-            putchar(*c);
-    }
-}
-
 /* "name": {the figures of m}, */
 static void json_mem(const char *name, const sn_kvloop_mem *m) {
     printf("\"%s\": {\"weights_read\": %llu, \"weights_gathered\": %llu, \"weights_copied\": %llu, "
@@ -613,9 +602,9 @@ int cmd_bench(int argc, char **argv) {
         }
     }
     if (json) {
-        printf("{\"model\": \"");
-        json_str(path);
-        printf("\", \"threads\": %ld, \"prompt\": %ld, \"gen\": %ld, \"rounds\": %ld, \"warmup\": %ld, "
+        printf("{\"model\": ");
+        sn_json_write_str(stdout, path);
+        printf(", \"threads\": %ld, \"prompt\": %ld, \"gen\": %ld, \"rounds\": %ld, \"warmup\": %ld, "
                "\"seed\": %llu, \"vocab\": %lld, \"layers\": %d, \"kv_heads\": %lld, \"head_dim\": %lld, "
                "\"kv_cache_bytes\": %zu, \"load_s\": %.6f, \"open_s\": %.6f, \"first_prefill_s\": %.6f, "
                "\"prefill_tok_s\": %.4f, \"decode_tok_s\": %.4f, \"ttft_ms\": %.4f, "
@@ -636,11 +625,11 @@ int cmd_bench(int argc, char **argv) {
             printf("\"nodes\": [");
             for (long k = 0; k < top_nodes; k++) {
                 const sn_node *nd = &s->graph->nodes[node_tab[k].node];
-                printf("%s{\"name\": \"", k ? ", " : "");
-                json_str(nd->p->name);
-                printf("\", \"op\": \"");
-                json_str(nd->p->op_type);
-                printf("\", \"prefill_ms\": %.4f, \"decode_ms_per_token\": %.4f}", node_tab[k].pre * 1e3,
+                printf("%s{\"name\": ", k ? ", " : "");
+                sn_json_write_str(stdout, nd->p->name);
+                printf(", \"op\": ");
+                sn_json_write_str(stdout, nd->p->op_type);
+                printf(", \"prefill_ms\": %.4f, \"decode_ms_per_token\": %.4f}", node_tab[k].pre * 1e3,
                        node_tab[k].dec * 1e3);
             }
             printf("], ");

@@ -317,20 +317,6 @@ typedef struct lrow {
 
 static void hb(uint64_t b, char *buf, size_t cap) { cli_human_bytes((double)b, buf, cap); }
 
-static void json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 static void xml_str(FILE *f, const char *s) {
     for (; *s; s++) {
         switch (*s) {
@@ -574,13 +560,13 @@ int snug_cmd_plan(int argc, char **argv) {
     if (o.json) {
         FILE *f = stdout;
         fprintf(f, "{\n  \"model\": ");
-        json_str(f, o.path);
+        sn_json_write_str(f, o.path);
         fprintf(f, ",\n  \"ctx\": %lld, \"batch\": %lld, \"seq\": %lld,\n", (long long)o.ctx, (long long)o.batch,
                 (long long)o.seq);
         fprintf(f, "  \"inputs\": [");
         for (int i = 0; i < g->n_inputs; i++) {
             fprintf(f, "%s{\"name\": ", i ? ", " : "");
-            json_str(f, g->values[g->inputs[i]].name);
+            sn_json_write_str(f, g->values[g->inputs[i]].name);
             fprintf(f, ", \"shape\": [");
             for (int k = 0; k < p.in[i].rank; k++)
                 fprintf(f, "%s%lld", k ? ", " : "", (long long)p.in[i].dims[k]);
@@ -620,7 +606,7 @@ int snug_cmd_plan(int argc, char **argv) {
         fprintf(f, "  \"stats\": ");
         if (stats) {
             fprintf(f, "{\"file\": ");
-            json_str(f, stats->path);
+            sn_json_write_str(f, stats->path);
             fprintf(f, ", \"rows\": %d, \"unmatched_rows\": %d, \"nodes_without_row\": %d},\n", stats->n, unmatched,
                     missing);
         } else {
@@ -630,9 +616,9 @@ int snug_cmd_plan(int argc, char **argv) {
         for (int i = 0; i < nn; i++) {
             const sn_node_est *ne = &est.nodes[i];
             fprintf(f, "    {\"name\": ");
-            json_str(f, g->nodes[i].p->name);
+            sn_json_write_str(f, g->nodes[i].p->name);
             fprintf(f, ", \"op\": ");
-            json_str(f, g->nodes[i].p->op_type);
+            sn_json_write_str(f, g->nodes[i].p->op_type);
             fprintf(f,
                     ", \"layer\": %d, \"weights\": %" PRIu64 ", \"outputs\": %" PRIu64 ", \"folded\": %" PRIu64
                     ", \"workspace\": %" PRIu64 ", \"level1\": %" PRIu64 ", \"level2\": %" PRIu64

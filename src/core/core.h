@@ -7,8 +7,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "snug.h"
+
+/* Writes s to f as a JSON string, quotes included (", \\ and control
+ * characters escaped; other bytes as they are: snug's strings are UTF-8). */
+void sn_json_write_str(FILE *f, const char *s);
 
 /* ---- status and errors ------------------------------------------------ */
 

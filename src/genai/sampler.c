@@ -13,7 +13,7 @@ struct sn_sampler {
     sn_sampler_params p;
     int64_t vocab;
     uint64_t rng;  /* xorshift64* state, from the seed */
-    float *val;    /* owned [vocab]: the penalized, tempered logits */
+    float *val;    /* owned [vocab]: the penalized logits */
     cand *c;       /* owned [vocab]: the candidates */
     int32_t *hist; /* owned [repeat_last_n]: a ring of the last ids */
     int n_hist, pos_hist;
@@ -119,17 +119,22 @@ static void heap_down(cand *c, int64_t n, int64_t i) {
 int32_t sn_sampler_sample(sn_sampler *s, const float *logits) {
     const sn_sampler_params *p = &s->p;
     const int64_t V = s->vocab;
-    float *val = s->val;
-    memcpy(val, logits, sizeof *val * (size_t)V);
-    if (p->repeat_penalty != 1.0f)
+    /* the logits as they are, or a penalized copy (the copy only when there is a penalty:
+     * a greedy step over a 49152-token vocabulary is one pass over the row) */
+    const float *val = logits;
+    if (p->repeat_penalty != 1.0f) {
+        float *pv = s->val;
+        memcpy(pv, logits, sizeof *pv * (size_t)V);
         for (int k = 0; k < s->n_hist; k++) {
             int32_t id = s->hist[k];
             bool seen = false; /* each id once, however often it repeats */
             for (int j = 0; j < k && !seen; j++)
                 seen = s->hist[j] == id;
             if (id >= 0 && id < V && !seen)
-                val[id] = val[id] > 0 ? val[id] / p->repeat_penalty : val[id] * p->repeat_penalty;
+                pv[id] = pv[id] > 0 ? pv[id] / p->repeat_penalty : pv[id] * p->repeat_penalty;
         }
+        val = pv;
+    }
     if (!(p->temperature > 0)) { /* greedy: the first of the largest */
         int64_t best = 0;
         for (int64_t i = 1; i < V; i++)

@@ -30,20 +30,6 @@ void sn_plan_free(sn_plan *p) {
     sn_free(p);
 }
 
-static void json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 static void json_shape(FILE *f, const sn_tensor *t) {
     fputc('[', f);
     for (int k = 0; t->kind == SN_KIND_TENSOR && k < t->rank; k++)
@@ -55,7 +41,7 @@ void sn_plan_write_json(const sn_plan *p, const struct sn_graph *g, FILE *f) {
     fprintf(f, "{\"devices\": [");
     for (int d = 0; d < p->n_devices; d++) {
         fputs(d ? ", " : "", f);
-        json_str(f, p->devices[d]);
+        sn_json_write_str(f, p->devices[d]);
     }
     fprintf(f, "], \"at_bounds\": %s, \"threads\": %d, \"folded_bytes\": %zu, \"persistent_bytes\": %zu, "
                "\"state_bytes\": %zu, \"n_static\": %d, \"n_dynamic\": %d, \"n_folded\": %d, \"n_inplace\": %d, "
@@ -64,7 +50,7 @@ void sn_plan_write_json(const sn_plan *p, const struct sn_graph *g, FILE *f) {
             p->n_static, p->n_dynamic, p->n_folded, p->n_inplace, p->n_grouped);
     for (int i = 0; i < p->n_inputs && i < g->n_inputs; i++) {
         fprintf(f, "%s{\"name\": ", i ? ", " : "");
-        json_str(f, g->values[g->inputs[i]].name);
+        sn_json_write_str(f, g->values[g->inputs[i]].name);
         fprintf(f, ", \"shape\": ");
         json_shape(f, &p->shapes[i]);
         fputc('}', f);
@@ -77,7 +63,7 @@ void sn_plan_write_json(const sn_plan *p, const struct sn_graph *g, FILE *f) {
     for (int v = 0; v < p->n_values; v++) {
         const sn_plan_value *pv = &p->values[v];
         fprintf(f, "%s\n  {\"name\": ", v ? "," : "");
-        json_str(f, g->values[v].name);
+        sn_json_write_str(f, g->values[v].name);
         fprintf(f, ", \"storage\": \"%s\", \"size\": %zu", sn_storage_name(pv->storage), pv->size);
         if (pv->info.kind == SN_KIND_TENSOR && sn_dtype_valid(pv->info.dtype)) {
             fprintf(f, ", \"dtype\": \"%s\", \"shape\": ", sn_dtype_name(pv->info.dtype));
@@ -97,9 +83,9 @@ void sn_plan_write_json(const sn_plan *p, const struct sn_graph *g, FILE *f) {
         const sn_plan_node *pn = &p->nodes[i];
         const sn_node *n = &g->nodes[i];
         fprintf(f, "%s\n  {\"name\": ", i ? "," : "");
-        json_str(f, n->p->name);
+        sn_json_write_str(f, n->p->name);
         fprintf(f, ", \"op\": ");
-        json_str(f, n->p->op_type);
+        sn_json_write_str(f, n->p->op_type);
         fprintf(f, ", \"layer\": %d, \"device\": %d, \"mode\": \"%s\", \"group\": %d, \"workspace\": %zu", pn->layer,
                 pn->device, sn_node_mode_name(pn->mode), pn->group, pn->workspace);
         if (pn->ws_buffer >= 0)

@@ -457,6 +457,29 @@ done:
     sn_session_close(s);
 }
 
+/* Two sessions of path, each with snug.threads=2 and key set to vals[k]
+ * (key NULL: no more), and their loops for a context of 64 planned for
+ * steps of step[k] tokens. False (checked, with the message) on a failure;
+ * the caller frees what was made. */
+static bool open_pair(const char *path, const char *key, const char *const vals[2], const int64_t step[2],
+                      sn_session *s[2], sn_kvloop *l[2]) {
+    sn_err err = {0};
+    for (int k = 0; k < 2; k++) {
+        snug_options *opts = snug_options_new();
+        snug_options_set(opts, "snug.threads", "2");
+        if (key)
+            snug_options_set(opts, key, vals[k]);
+        int rc = sn_session_open(path, opts, &s[k], &err);
+        snug_options_free(opts);
+        if (rc == SNUG_OK)
+            rc = sn_kvloop_new_chunked(s[k], 64, step[k], &l[k], &err);
+        CHECK(rc == SNUG_OK, "%s (%s=%s): %s", path, key ? key : "-", key ? vals[k] : "-", err.msg);
+        if (rc != SNUG_OK)
+            return false;
+    }
+    return true;
+}
+
 /* snug.node_groups: the same logits, bit for bit, with the MatMulNBits
  * groups (q/k/v, gate/up run as one job) and without, over a prefill and
  * decode steps; and the groups are there (counted in the plan's stats). */
@@ -473,20 +496,8 @@ static void check_groups(const char *root, const char *preset, const char *style
     sn_session *s[2] = {NULL, NULL};
     sn_kvloop *l[2] = {NULL, NULL};
     sn_err err = {0};
-    for (int k = 0; k < 2; k++) {
-        snug_options *opts = snug_options_new();
-        snug_options_set(opts, "snug.threads", "2");
-        snug_options_set(opts, "snug.node_groups", k ? "1" : "0");
-        int rc = sn_session_open(path, opts, &s[k], &err);
-        snug_options_free(opts);
-        CHECK(rc == SNUG_OK, "open %s: %s", path, err.msg);
-        if (rc != SNUG_OK)
-            goto done;
-        rc = sn_kvloop_new(s[k], 64, &l[k], &err);
-        CHECK(rc == SNUG_OK, "kvloop %s: %s", path, err.msg);
-        if (rc != SNUG_OK)
-            goto done;
-    }
+    if (!open_pair(path, "snug.node_groups", (const char *const[]){"0", "1"}, (const int64_t[]){64, 64}, s, l))
+        goto done;
     int64_t vocab = 0, ids[7] = {5, 17, 101, 9, 33, 2, 64}, next = 0;
     for (int step = 0; step < 9; step++) {
         const float *lg[2] = {NULL, NULL};
@@ -532,17 +543,8 @@ static void check_chunked_rewind(const char *root, const char *preset, const cha
     sn_kvloop *l[2] = {NULL, NULL};
     float *ref = NULL;
     sn_err err = {0};
-    for (int k = 0; k < 2; k++) {
-        snug_options *opts = snug_options_new();
-        snug_options_set(opts, "snug.threads", "2");
-        int rc = sn_session_open(path, opts, &s[k], &err);
-        snug_options_free(opts);
-        if (rc == SNUG_OK)
-            rc = sn_kvloop_new_chunked(s[k], 64, k ? 8 : 64, &l[k], &err);
-        CHECK(rc == SNUG_OK, "%s/%s: %s", preset, style, err.msg);
-        if (rc != SNUG_OK)
-            goto done;
-    }
+    if (!open_pair(path, NULL, NULL, (const int64_t[]){64, 8}, s, l))
+        goto done;
     int64_t ids[45];
     for (int i = 0; i < 45; i++)
         ids[i] = 3 + (i * 37) % 500;
@@ -608,18 +610,8 @@ static void check_last_logits(const char *root, const char *preset, const char *
     sn_session *s[2] = {NULL, NULL};
     sn_kvloop *l[2] = {NULL, NULL};
     sn_err err = {0};
-    for (int k = 0; k < 2; k++) {
-        snug_options *opts = snug_options_new();
-        snug_options_set(opts, "snug.threads", "2");
-        snug_options_set(opts, "snug.last_logits", k ? "1" : "0");
-        int rc = sn_session_open(path, opts, &s[k], &err);
-        snug_options_free(opts);
-        if (rc == SNUG_OK)
-            rc = sn_kvloop_new_chunked(s[k], 64, 16, &l[k], &err);
-        CHECK(rc == SNUG_OK, "%s/%s: %s", preset, style, err.msg);
-        if (rc != SNUG_OK)
-            goto done;
-    }
+    if (!open_pair(path, "snug.last_logits", (const char *const[]){"0", "1"}, (const int64_t[]){16, 16}, s, l))
+        goto done;
     CHECK(!sn_kvloop_get_info(l[0])->last_logits && sn_kvloop_get_info(l[1])->last_logits,
           "%s/%s: last_logits %d and %d (want off, on)", preset, style, sn_kvloop_get_info(l[0])->last_logits,
           sn_kvloop_get_info(l[1])->last_logits);
