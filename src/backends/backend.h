@@ -10,6 +10,7 @@
 
 struct sn_node;
 struct sn_op_def;
+struct sn_kernel;
 
 typedef enum sn_device_type {
     SN_DEVICE_CPU = 0,
@@ -60,9 +61,10 @@ typedef struct sn_backend_ops {
                       sn_err *err);
     /* Waits for ev and frees it. */
     int (*event_wait)(void *ctx, sn_event *ev, sn_err *err);
-    /* The kernel for (domain, op, opset) on this device, or NULL. */
-    const struct sn_op_def *(*find_kernel)(void *ctx, const char *domain, const char *op, int64_t opset);
-    /* Whether the device can run this node; NULL: find_kernel != NULL. */
+    /* How this device computes node n of op schema op (resolved by the
+     * graph from the op table), or NULL when it cannot. */
+    const struct sn_kernel *(*kernel)(void *ctx, const struct sn_op_def *op, const struct sn_node *n);
+    /* Whether the device can run this node; NULL: kernel != NULL. */
     bool (*supports_op)(void *ctx, const struct sn_node *n);
     /* Waits for queued work; NULL: work is synchronous. */
     int (*synchronize)(void *ctx, sn_err *err);
@@ -92,7 +94,7 @@ int sn_backend_copy_async(const sn_backend *b, void *dst, const void *src, size_
                           sn_err *err);
 /* ev may be NULL (a copy complete on return): nothing to wait for. */
 int sn_backend_event_wait(const sn_backend *b, sn_event *ev, sn_err *err);
-const struct sn_op_def *sn_backend_find_kernel(const sn_backend *b, const char *domain, const char *op,
-                                               int64_t opset);
+/* b's kernel for node n (of schema n->op), or NULL. */
+const struct sn_kernel *sn_backend_kernel(const sn_backend *b, const struct sn_node *n);
 
 #endif

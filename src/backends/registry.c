@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "backends/backend.h"
+#include "graph/graph.h"
 
 extern const sn_backend_ops sn_backend_cpu_ops;
 
@@ -39,9 +40,8 @@ int sn_backend_mem_info(const sn_backend *b, sn_mem_info *out, sn_err *err) {
     return b->ops->mem_info ? b->ops->mem_info(b->ctx, out, err) : SNUG_OK;
 }
 
-const struct sn_op_def *sn_backend_find_kernel(const sn_backend *b, const char *domain, const char *op,
-                                               int64_t opset) {
-    return b->ops->find_kernel ? b->ops->find_kernel(b->ctx, domain, op, opset) : NULL;
+const struct sn_kernel *sn_backend_kernel(const sn_backend *b, const struct sn_node *n) {
+    return b->ops->kernel && n->op ? b->ops->kernel(b->ctx, n->op, n) : NULL;
 }
 
 void sn_backend_buffer_type(const sn_backend *b, sn_buffer_type *out) {

@@ -48,6 +48,7 @@ struct sn_exec {
     struct sn_exec **sub;    /* owned [sum of n_sub]: child executors, created lazily */
     int *sub_base;           /* owned [n_nodes]: index of node i's first child in sub */
     void **init_copy;        /* owned [n_values]: aligned copies of misaligned initializers */
+    const sn_kernel **kern;  /* owned [n_nodes]: how node i is computed, from its device's backend */
     sn_backend backends[SN_MAX_DEVICES]; /* owned [n_backends]: the devices a plan may use; 0 is the host
                               * (the CPU), where every node runs until placement assigns devices */
     int n_backends;
@@ -166,8 +167,8 @@ static void *folded_alloc(sn_exec *ex, size_t bytes) {
 static void plan_release(sn_exec *ex) {
     const sn_graph *g = ex->g;
     for (int i = 0; i < g->n_nodes; i++) {
-        if (ex->nstate[i] && g->nodes[i].op->free_state)
-            g->nodes[i].op->free_state(ex->nstate[i]);
+        if (ex->nstate[i] && ex->kern[i]->free_state)
+            ex->kern[i]->free_state(ex->nstate[i]);
         ex->nstate[i] = NULL;
     }
     for (int i = 0; i < ex->n_folded; i++)
@@ -315,6 +316,7 @@ int sn_exec_new(const sn_graph *g, sn_pool *pool, const sn_logger *log, sn_exec 
     ex->argout = sn_calloc((size_t)arg, sizeof *ex->argout);
     ex->sig = sn_calloc((size_t)g->n_values + 1, sizeof *ex->sig);
     ex->init_copy = sn_calloc(nv, sizeof *ex->init_copy);
+    ex->kern = sn_calloc(nn, sizeof *ex->kern);
     ex->vdep = sn_calloc(nv, 1);
     ex->vcap = sn_calloc(nv, sizeof *ex->vcap);
     ex->vreleased = sn_calloc(nv, 1);
@@ -329,12 +331,19 @@ int sn_exec_new(const sn_graph *g, sn_pool *pool, const sn_logger *log, sn_exec 
         !ex->nws_off || !ex->sub_base || !ex->sub || !ex->argin || !ex->argout || !ex->sig || !ex->init_copy ||
         !ex->vdep || !ex->vcap || !ex->bounds || !ex->vreleased || !ex->copy_dropped || !ex->vstate ||
         !ex->nreplaces || !ex->copy_released || !ex->glead || !ex->glen || !ex->gin || !ex->gout ||
-        !ex->nstate_bytes || !ex->vspan) {
+        !ex->nstate_bytes || !ex->vspan || !ex->kern) {
         sn_exec_free(ex);
         return sn_errf(err, SNUG_ERR_OOM, "out of memory");
     }
     for (size_t v = 0; v < nv; v++)
         ex->vstate[v] = -1;
+    for (int i = 0; i < g->n_nodes; i++) /* every node on the host until placement assigns devices */
+        if (!(ex->kern[i] = sn_backend_kernel(&ex->backends[0], &g->nodes[i]))) {
+            const sn_node *n = &g->nodes[i];
+            int rc = sn_kfail(err, n, SNUG_ERR_UNSUPPORTED, "no %s kernel for this op", ex->backends[0].ops->name);
+            sn_exec_free(ex);
+            return rc;
+        }
     ex->last_row_node = -1;
     for (int i = 0, b = 0; i < g->n_nodes; i++) {
         ex->sub_base[i] = b;
@@ -389,6 +398,7 @@ void sn_exec_free(sn_exec *ex) {
         for (int v = 0; v < ex->g->n_values; v++)
             copy_free(ex, v);
     sn_free(ex->init_copy);
+    sn_free(ex->kern);
     sn_free(ex->copy_released);
     sn_free(ex->vdep);
     sn_free(ex->vcap);
@@ -468,24 +478,24 @@ static int fold_node(sn_exec *ex, const sn_node *n, sn_err *err) {
     }
     void *state = NULL, *ws = NULL;
     size_t wsb = 0;
-    if (n->op->prepare) {
+    if (ex->kern[n->index]->prepare) {
         bind_args(ex, n, ex->argin, ex->argout);
         sn_prep_ctx pc = {.node = n, .n_in = n->n_in, .n_out = n->n_out, .in = ex->argin,
                           .out = (const sn_tensor *const *)ex->argout, .err = err,
                           .n_threads = sn_pool_size(ex->pool)};
-        SN_TRY(n->op->prepare(&pc));
+        SN_TRY(ex->kern[n->index]->prepare(&pc));
         state = pc.state;
         wsb = pc.workspace;
     }
     if (wsb && !(ws = sn_calloc(1, wsb))) {
-        if (state && n->op->free_state)
-            n->op->free_state(state);
+        if (state && ex->kern[n->index]->free_state)
+            ex->kern[n->index]->free_state(state);
         return sn_errf(err, SNUG_ERR_OOM, "out of memory folding constants");
     }
     int rc = call_kernel(ex, n, state, ws, err);
     sn_free(ws);
-    if (state && n->op->free_state)
-        n->op->free_state(state);
+    if (state && ex->kern[n->index]->free_state)
+        ex->kern[n->index]->free_state(state);
     if (rc != SNUG_OK)
         return rc;
     for (int j = 0; j < n->n_out; j++)
@@ -698,7 +708,7 @@ static void find_groups(sn_exec *ex) {
     }
     for (int i = 0; i < g->n_nodes && !ex->no_groups; i++) {
         const sn_node *a = &g->nodes[i];
-        if (ex->nmode[i] != NM_STATIC || !a->op->run_group || !a->op->group_ok || a->n_in < 1 || a->in[0] < 0 ||
+        if (ex->nmode[i] != NM_STATIC || !ex->kern[i]->run_group || !a->op->group_ok || a->n_in < 1 || a->in[0] < 0 ||
             a->n_sub || i == ex->last_row_node)
             continue;
         int j = i + 1;
@@ -842,7 +852,7 @@ static int make_plan(sn_exec *ex, sn_err *err) {
         }
         if (concrete) {
             ex->stats.n_static++;
-            if (n->op->prepare) {
+            if (ex->kern[n->index]->prepare) {
                 sn_prep_ctx pc = {.node = n, .n_in = n->n_in, .n_out = n->n_out, .in = ex->argin,
                                   .out = (const sn_tensor *const *)ex->argout, .err = err,
                                   .n_threads = sn_pool_size(ex->pool)};
@@ -851,11 +861,11 @@ static int make_plan(sn_exec *ex, sn_err *err) {
                 ex->prep_node = i;
                 pc.long_lived = ex->planning_bounds;
                 pc.dry = ex->dry;
-                if ((rc = n->op->prepare(&pc)) != SNUG_OK)
+                if ((rc = ex->kern[n->index]->prepare(&pc)) != SNUG_OK)
                     break;
                 if (ex->dry) { /* the state it would build is counted, not kept */
-                    if (pc.state && n->op->free_state)
-                        n->op->free_state(pc.state);
+                    if (pc.state && ex->kern[n->index]->free_state)
+                        ex->kern[n->index]->free_state(pc.state);
                     pc.state = NULL;
                     ex->dry_state += pc.state_bytes;
                 }
@@ -1010,7 +1020,7 @@ static sn_kctx kctx_of(sn_exec *ex, const sn_node *n, const sn_tensor **in, sn_t
 static int call_kernel(sn_exec *ex, const sn_node *n, void *state, void *ws, sn_err *err) {
     sn_kctx kc = kctx_of(ex, n, ex->argin, ex->argout, state, ws, err);
     ex->cur_node = n->index;
-    return n->op->run(&kc);
+    return ex->kern[n->index]->run(&kc);
 }
 
 static int reinfer_node(sn_exec *ex, const sn_node *n, sn_err *err);
@@ -1031,7 +1041,7 @@ static int run_group(sn_exec *ex, int i, bool reinfer, sn_err *err) {
         cs[m] = &kc[m];
     }
     ex->cur_node = i;
-    return g->nodes[i].op->run_group(cs, n);
+    return ex->kern[i]->run_group(cs, n);
 }
 
 static int run_dynamic(sn_exec *ex, const sn_node *n, sn_err *err) {
@@ -1078,21 +1088,21 @@ static int run_dynamic(sn_exec *ex, const sn_node *n, sn_err *err) {
             return SNUG_OK;
     }
     void *state = NULL, *ws = NULL;
-    if (n->op->prepare) {
+    if (ex->kern[n->index]->prepare) {
         sn_prep_ctx pc = {.node = n, .n_in = n->n_in, .n_out = n->n_out, .in = ex->argin,
                           .out = (const sn_tensor *const *)ex->argout, .err = err,
                           .n_threads = sn_pool_size(ex->pool)};
-        SN_TRY(n->op->prepare(&pc));
+        SN_TRY(ex->kern[n->index]->prepare(&pc));
         state = pc.state;
         if (pc.workspace && !(ws = dyn_alloc(ex, pc.workspace))) {
-            if (state && n->op->free_state)
-                n->op->free_state(state);
+            if (state && ex->kern[n->index]->free_state)
+                ex->kern[n->index]->free_state(state);
             return sn_kfail(err, n, SNUG_ERR_OOM, "out of memory for workspace");
         }
     }
     int rc = call_kernel(ex, n, state, ws, err);
-    if (state && n->op->free_state)
-        n->op->free_state(state);
+    if (state && ex->kern[n->index]->free_state)
+        ex->kern[n->index]->free_state(state);
     return rc;
 }
 
@@ -1169,7 +1179,7 @@ static int run_nodes_in_bounds(sn_exec *ex, sn_err *err) {
                 dep |= n->out[j] >= 0 && ex->vdep[n->out[j]];
             if (!dep)
                 continue;
-            if (n->op->prepare)
+            if (ex->kern[n->index]->prepare)
                 return sn_kfail(err, n, SNUG_ERR_UNSUPPORTED, "cannot recompute this shape computation in a bounded plan");
             if ((rc = reinfer_node(ex, n, err)) == SNUG_OK)
                 rc = call_kernel(ex, n, NULL, NULL, err);

@@ -3,7 +3,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backends/backend.h"
 #include "core/strmap.h"
 #include "graph/graph.h"
 #include "ops/op.h"
@@ -241,12 +240,9 @@ static int build_graph(const sn_model *m, const sn_pgraph *pg, sn_graph *parent,
             goto fail;
         }
         n->opset = opset;
-        /* Kernels come from the backend (one today: the CPU; placement
-         * across devices will choose per node). */
-        sn_backend cpu;
-        if ((rc = sn_backend_new("cpu", &cpu, err)) != SNUG_OK)
-            goto fail;
-        n->op = sn_backend_find_kernel(&cpu, p->domain, p->op_type, opset);
+        /* What the op means, from the op table; how a device computes it
+         * is the executor's question to the backends. */
+        n->op = sn_op_find(p->domain, p->op_type, opset);
         if (!n->op) {
             rc = sn_errf(err, SNUG_ERR_UNSUPPORTED,
                          "unsupported op %s (domain '%s', opset %lld) at node %s",

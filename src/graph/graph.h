@@ -13,7 +13,7 @@ struct sn_graph;
 
 typedef struct sn_node {
     const sn_pnode *p;           /* borrowed: name, op_type, domain, attrs, metadata */
-    const struct sn_op_def *op;  /* resolved kernel */
+    const struct sn_op_def *op;  /* the op schema, from the op table (ops/op.h) */
     int64_t opset;               /* the model's opset for the node's domain */
     int index;                   /* position in topological order */
     int n_in, n_out;

@@ -580,14 +580,15 @@ static int rope_run(sn_kctx *c) {
 }
 
 /* ======================================================================
- * Level-1 workspace estimate: the op's own prepare run on the inferred
- * infos when every input shape is concrete (0 otherwise: the exact size
- * comes from prepare once shapes are known).
+ * Level-1 workspace estimate: the CPU kernel's sizing rule, its prepare
+ * run dry (sn_prep_ctx.dry: declares, builds nothing, reads no weight) on
+ * the inferred infos when every input shape is concrete (0 otherwise: the
+ * exact size comes from prepare once shapes are known).
  * ====================================================================== */
 
 static size_t llm_estimate(const sn_infer_ctx *c) {
     const sn_op_def *op = c->node->op;
-    if (!op || !op->prepare)
+    if (!op || !op->cpu.prepare)
         return 0;
     for (int i = 0; i < c->n_in; i++)
         if (c->in[i] && !sn_tensor_shape_known(c->in[i]))
@@ -598,11 +599,11 @@ static size_t llm_estimate(const sn_infer_ctx *c) {
     sn_err err = {0};
     sn_prep_ctx p = {.node = c->node, .n_in = c->n_in, .n_out = c->n_out, .in = c->in,
                      .out = (const sn_tensor *const *)c->out, .err = &err,
-                     .n_threads = sn_gemm_threads(c->n_threads)};
-    if (op->prepare(&p) != SNUG_OK)
+                     .n_threads = sn_gemm_threads(c->n_threads), .dry = true};
+    if (op->cpu.prepare(&p) != SNUG_OK)
         return 0;
-    if (p.state && op->free_state)
-        op->free_state(p.state);
+    if (p.state && op->cpu.free_state)
+        op->cpu.free_state(p.state);
     return p.workspace;
 }
 
@@ -611,37 +612,37 @@ static size_t llm_estimate(const sn_infer_ctx *c) {
 #define MS "com.microsoft"
 
 const sn_op_def sn_ops_contrib[] = {
-    {.domain = MS, .name = "Gelu", .since_version = 1, .infer = gelu_infer, .run = gelu_run, .flags = SN_OP_INPLACE0},
-    {.domain = MS, .name = "FastGelu", .since_version = 1, .infer = gelu_infer, .run = gelu_run,
-     .flags = SN_OP_INPLACE0},
-    {.domain = MS, .name = "QuickGelu", .since_version = 1, .infer = gelu_infer, .run = gelu_run,
-     .flags = SN_OP_INPLACE0},
-    {.domain = MS, .name = "BiasGelu", .since_version = 1, .infer = gelu_infer, .run = gelu_run,
-     .flags = SN_OP_INPLACE0},
+    {.domain = MS, .name = "Gelu", .since_version = 1, .infer = gelu_infer, .flags = SN_OP_INPLACE0,
+     .cpu = {.run = gelu_run}},
+    {.domain = MS, .name = "FastGelu", .since_version = 1, .infer = gelu_infer, .flags = SN_OP_INPLACE0,
+     .cpu = {.run = gelu_run}},
+    {.domain = MS, .name = "QuickGelu", .since_version = 1, .infer = gelu_infer, .flags = SN_OP_INPLACE0,
+     .cpu = {.run = gelu_run}},
+    {.domain = MS, .name = "BiasGelu", .since_version = 1, .infer = gelu_infer, .flags = SN_OP_INPLACE0,
+     .cpu = {.run = gelu_run}},
     /* ORT registers these two in the default domain; ONNX's own
      * LayerNormalization (norm.c) takes over from opset 17. */
-    {.domain = "", .name = "LayerNormalization", .since_version = 1, .infer = norm_infer, .prepare = norm_prepare,
-     .run = norm_run, .estimate = llm_estimate},
+    {.domain = "", .name = "LayerNormalization", .since_version = 1, .infer = norm_infer, .estimate = llm_estimate,
+     .cpu = {.prepare = norm_prepare, .run = norm_run}},
     {.domain = "", .name = "SimplifiedLayerNormalization", .since_version = 1, .infer = norm_infer,
-     .prepare = norm_prepare, .run = norm_run, .estimate = llm_estimate},
-    {.domain = "", .name = "RMSNormalization", .since_version = 23, .infer = norm_infer, .prepare = norm_prepare,
-     .run = norm_run, .estimate = llm_estimate},
-    {.domain = MS, .name = "SkipLayerNormalization", .since_version = 1, .infer = skip_infer, .prepare = skip_prepare,
-     .run = skip_run, .estimate = llm_estimate},
+     .estimate = llm_estimate, .cpu = {.prepare = norm_prepare, .run = norm_run}},
+    {.domain = "", .name = "RMSNormalization", .since_version = 23, .infer = norm_infer, .estimate = llm_estimate,
+     .cpu = {.prepare = norm_prepare, .run = norm_run}},
+    {.domain = MS, .name = "SkipLayerNormalization", .since_version = 1, .infer = skip_infer, .estimate = llm_estimate,
+     .cpu = {.prepare = skip_prepare, .run = skip_run}},
     {.domain = MS, .name = "SkipSimplifiedLayerNormalization", .since_version = 1, .infer = skip_infer,
-     .prepare = skip_prepare, .run = skip_run, .estimate = llm_estimate},
-    {.domain = MS, .name = "RotaryEmbedding", .since_version = 1, .infer = rope_infer, .prepare = rope_prepare,
-     .run = rope_run, .flags = SN_OP_INPLACE0, .estimate = llm_estimate},
-    {.domain = "", .name = "RotaryEmbedding", .since_version = 23, .infer = rope_infer, .prepare = rope_prepare,
-     .run = rope_run, .flags = SN_OP_INPLACE0, .estimate = llm_estimate},
-    {.domain = MS, .name = "MatMulNBits", .since_version = 1, .infer = llm_mnb_infer, .prepare = llm_mnb_prepare,
-     .run = llm_mnb_run, .free_state = llm_mnb_free, .estimate = llm_estimate, .group_ok = llm_mnb_group_ok,
-     .run_group = llm_mnb_run_group},
+     .estimate = llm_estimate, .cpu = {.prepare = skip_prepare, .run = skip_run}},
+    {.domain = MS, .name = "RotaryEmbedding", .since_version = 1, .infer = rope_infer, .flags = SN_OP_INPLACE0, .estimate = llm_estimate,
+     .cpu = {.prepare = rope_prepare, .run = rope_run}},
+    {.domain = "", .name = "RotaryEmbedding", .since_version = 23, .infer = rope_infer, .flags = SN_OP_INPLACE0, .estimate = llm_estimate,
+     .cpu = {.prepare = rope_prepare, .run = rope_run}},
+    {.domain = MS, .name = "MatMulNBits", .since_version = 1, .infer = llm_mnb_infer, .estimate = llm_estimate, .group_ok = llm_mnb_group_ok,
+     .cpu = {.prepare = llm_mnb_prepare, .run = llm_mnb_run, .free_state = llm_mnb_free, .run_group = llm_mnb_run_group}},
     {.domain = MS, .name = "GroupQueryAttention", .since_version = 1, .infer = llm_gqa_infer,
-     .prepare = llm_gqa_prepare, .run = llm_gqa_run, .flags = SN_OP_KV_SHARE, .estimate = llm_estimate},
-    {.domain = MS, .name = "MultiHeadAttention", .since_version = 1, .infer = llm_mha_infer, .prepare = llm_mha_prepare,
-     .run = llm_mha_run, .estimate = llm_estimate},
-    {.domain = "", .name = "Attention", .since_version = 23, .infer = llm_sdpa_infer, .prepare = llm_sdpa_prepare,
-     .run = llm_sdpa_run, .estimate = llm_estimate},
+     .flags = SN_OP_KV_SHARE, .estimate = llm_estimate, .cpu = {.prepare = llm_gqa_prepare, .run = llm_gqa_run}},
+    {.domain = MS, .name = "MultiHeadAttention", .since_version = 1, .infer = llm_mha_infer, .estimate = llm_estimate,
+     .cpu = {.prepare = llm_mha_prepare, .run = llm_mha_run}},
+    {.domain = "", .name = "Attention", .since_version = 23, .infer = llm_sdpa_infer, .estimate = llm_estimate,
+     .cpu = {.prepare = llm_sdpa_prepare, .run = llm_sdpa_run}},
     {0},
 };

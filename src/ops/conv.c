@@ -775,11 +775,11 @@ static int qlconv_run(sn_kctx *c) {
 }
 
 const sn_op_def sn_ops_conv[] = {
-    {.domain = "", .name = "Conv", .since_version = 1, .infer = conv_infer, .prepare = conv_prepare, .run = conv_run,
-     .estimate = conv_estimate},
-    {.domain = "", .name = "ConvTranspose", .since_version = 1, .infer = convt_infer, .prepare = convt_prepare,
-     .run = convt_run, .estimate = convt_estimate},
-    {.domain = "", .name = "ConvInteger", .since_version = 10, .infer = convint_infer, .run = convint_run},
-    {.domain = "", .name = "QLinearConv", .since_version = 10, .infer = qlconv_infer, .run = qlconv_run},
+    {.domain = "", .name = "Conv", .since_version = 1, .infer = conv_infer, .estimate = conv_estimate,
+     .cpu = {.prepare = conv_prepare, .run = conv_run}},
+    {.domain = "", .name = "ConvTranspose", .since_version = 1, .infer = convt_infer, .estimate = convt_estimate,
+     .cpu = {.prepare = convt_prepare, .run = convt_run}},
+    {.domain = "", .name = "ConvInteger", .since_version = 10, .infer = convint_infer, .cpu = {.run = convint_run}},
+    {.domain = "", .name = "QLinearConv", .since_version = 10, .infer = qlconv_infer, .cpu = {.run = qlconv_run}},
     {0},
 };

@@ -764,13 +764,14 @@ static int run_Where(sn_kctx *c) {
 
 /* ---- the table ---------------------------------------------------------- */
 
-#define EW_BIN(op, since) {.domain = "", .name = #op, .since_version = since, .infer = infer_##op, .run = run_##op}
+#define EW_BIN(op, since) \
+    {.domain = "", .name = #op, .since_version = since, .infer = infer_##op, .cpu = {.run = run_##op}}
 #define EW_BIN_IP(op, since)                                                                  \
-    {.domain = "", .name = #op, .since_version = since, .infer = infer_##op, .run = run_##op, \
-     .flags = SN_OP_INPLACE0}
+    {.domain = "", .name = #op, .since_version = since, .infer = infer_##op, .flags = SN_OP_INPLACE0, \
+     .cpu = {.run = run_##op}}
 #define EW_UN(op, since)                                                                            \
-    {.domain = "", .name = #op, .since_version = since, .infer = ew_infer_##op, .run = ew_run_##op, \
-     .flags = SN_OP_INPLACE0}
+    {.domain = "", .name = #op, .since_version = since, .infer = ew_infer_##op, .flags = SN_OP_INPLACE0, \
+     .cpu = {.run = ew_run_##op}}
 
 const sn_op_def sn_ops_elementwise[] = {
     EW_BIN_IP(Add, 1), EW_BIN_IP(Sub, 1), EW_BIN_IP(Mul, 1), EW_BIN_IP(Div, 1),
@@ -792,13 +793,13 @@ const sn_op_def sn_ops_elementwise[] = {
     EW_UN(Sin, 7), EW_UN(Sinh, 9), EW_UN(Softplus, 1), EW_UN(Softsign, 1), EW_UN(Sqrt, 1),
     EW_UN(Tan, 7), EW_UN(Tanh, 1), EW_UN(ThresholdedRelu, 10), EW_UN(Clip, 1),
 
-    {.domain = "", .name = "Cast", .since_version = 1, .infer = ew_infer_cast, .run = ew_run_cast,
-     .flags = SN_OP_PACKED_OK},
-    {.domain = "", .name = "CastLike", .since_version = 15, .infer = ew_infer_castlike, .run = ew_run_cast,
-     .flags = SN_OP_PACKED_OK},
-    {.domain = "", .name = "Identity", .since_version = 1, .infer = ew_infer_identity, .run = ew_run_identity,
-     .flags = SN_OP_VIEW0},
-    {.domain = "", .name = "Dropout", .since_version = 1, .infer = ew_infer_dropout, .run = ew_run_dropout,
-     .flags = SN_OP_INPLACE0},
+    {.domain = "", .name = "Cast", .since_version = 1, .infer = ew_infer_cast, .flags = SN_OP_PACKED_OK,
+     .cpu = {.run = ew_run_cast}},
+    {.domain = "", .name = "CastLike", .since_version = 15, .infer = ew_infer_castlike, .flags = SN_OP_PACKED_OK,
+     .cpu = {.run = ew_run_cast}},
+    {.domain = "", .name = "Identity", .since_version = 1, .infer = ew_infer_identity, .flags = SN_OP_VIEW0,
+     .cpu = {.run = ew_run_identity}},
+    {.domain = "", .name = "Dropout", .since_version = 1, .infer = ew_infer_dropout, .flags = SN_OP_INPLACE0,
+     .cpu = {.run = ew_run_dropout}},
     {0},
 };

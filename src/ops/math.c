@@ -645,12 +645,14 @@ static int trilu_run(sn_kctx *c) {
 }
 
 const sn_op_def sn_ops_math[] = {
-    {.domain = "", .name = "NegativeLogLikelihoodLoss", .since_version = 12, .infer = loss_infer, .run = loss_run},
-    {.domain = "", .name = "SoftmaxCrossEntropyLoss", .since_version = 12, .infer = loss_infer, .run = loss_run},
-    {.domain = "", .name = "Einsum", .since_version = 12, .infer = ein_infer, .run = ein_run},
-    {.domain = "", .name = "Det", .since_version = 11, .infer = det_infer, .prepare = det_prepare, .run = det_run,
-     .estimate = det_estimate},
-    {.domain = "", .name = "Trilu", .since_version = 14, .infer = trilu_infer, .run = trilu_run,
-     .flags = SN_OP_INPLACE0},
+    {.domain = "", .name = "NegativeLogLikelihoodLoss", .since_version = 12, .infer = loss_infer,
+     .cpu = {.run = loss_run}},
+    {.domain = "", .name = "SoftmaxCrossEntropyLoss", .since_version = 12, .infer = loss_infer,
+     .cpu = {.run = loss_run}},
+    {.domain = "", .name = "Einsum", .since_version = 12, .infer = ein_infer, .cpu = {.run = ein_run}},
+    {.domain = "", .name = "Det", .since_version = 11, .infer = det_infer, .estimate = det_estimate,
+     .cpu = {.prepare = det_prepare, .run = det_run}},
+    {.domain = "", .name = "Trilu", .since_version = 14, .infer = trilu_infer, .flags = SN_OP_INPLACE0,
+     .cpu = {.run = trilu_run}},
     {0},
 };

@@ -551,11 +551,11 @@ static int qlmm_run(sn_kctx *c) {
 }
 
 const sn_op_def sn_ops_matmul[] = {
-    {.domain = "", .name = "MatMul", .since_version = 1, .infer = matmul_infer, .prepare = matmul_prepare,
-     .run = matmul_run, .free_state = mm_packed_free, .estimate = matmul_estimate},
-    {.domain = "", .name = "Gemm", .since_version = 1, .infer = gemm_infer, .prepare = gemm_prepare, .run = gemm_run,
-     .estimate = gemm_estimate},
-    {.domain = "", .name = "MatMulInteger", .since_version = 10, .infer = mmi_infer, .run = mmi_run},
-    {.domain = "", .name = "QLinearMatMul", .since_version = 10, .infer = qlmm_infer, .run = qlmm_run},
+    {.domain = "", .name = "MatMul", .since_version = 1, .infer = matmul_infer, .estimate = matmul_estimate,
+     .cpu = {.prepare = matmul_prepare, .run = matmul_run, .free_state = mm_packed_free}},
+    {.domain = "", .name = "Gemm", .since_version = 1, .infer = gemm_infer, .estimate = gemm_estimate,
+     .cpu = {.prepare = gemm_prepare, .run = gemm_run}},
+    {.domain = "", .name = "MatMulInteger", .since_version = 10, .infer = mmi_infer, .cpu = {.run = mmi_run}},
+    {.domain = "", .name = "QLinearMatMul", .since_version = 10, .infer = qlmm_infer, .cpu = {.run = qlmm_run}},
     {0},
 };

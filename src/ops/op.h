@@ -1,7 +1,9 @@
 /* The kernel interface. Every operator is an sn_op_def in its family's table
- * (src/ops/<family>.c, listed in src/ops/optable.c). A kernel is split in
+ * (src/ops/<family>.c, listed in src/ops/optable.c): its schema
  *   infer   — output kinds/dtypes/shapes from input shapes (and input data
  *             where the data is known: constants, shape computations);
+ *   estimate — optional, the Level-1 workspace from those infos;
+ * and the CPU's kernel (sn_kernel):
  *   prepare — optional, once per planned shape set: per-node state and the
  *             exact workspace size (Level 2);
  *   run     — computes outputs into buffers the executor provides; never
@@ -135,18 +137,28 @@ enum {
 typedef bool (*sn_group_ok_fn)(const sn_node *first, const sn_node *next);
 typedef int (*sn_run_group_fn)(sn_kctx *const *cs, int n);
 
+/* How a device computes an op: what a backend returns for a schema and a
+ * node (sn_backend_ops.kernel). */
+typedef struct sn_kernel {
+    sn_prepare_fn prepare;     /* may be NULL */
+    sn_run_fn run;
+    sn_free_fn free_state;     /* may be NULL */
+    sn_run_group_fn run_group; /* NULL: never grouped */
+} sn_kernel;
+
+/* What an op means, resolved by the graph with no backend involved: its
+ * name and versions, inference, Level-1 estimate, flags and grouping rule.
+ * The CPU's kernel is registered beside it (cpu), the row's one tie to a
+ * device: src/backends/cpu returns it; another backend has its own. */
 typedef struct sn_op_def {
     const char *domain;  /* "" = ai.onnx, "com.microsoft", ... */
     const char *name;    /* op_type */
     int since_version;   /* serves opsets >= this (up to the next def of the same op) */
     sn_infer_fn infer;
-    sn_prepare_fn prepare; /* may be NULL */
-    sn_run_fn run;
-    sn_free_fn free_state; /* may be NULL */
     unsigned flags;
     sn_estimate_fn estimate; /* Level-1 workspace estimate; NULL: no scratch */
     sn_group_ok_fn group_ok; /* NULL: never grouped */
-    sn_run_group_fn run_group;
+    sn_kernel cpu;
 } sn_op_def;
 
 /* Finds the def for (domain, name) at the given opset: the one with the

@@ -394,12 +394,12 @@ static int unpool_run(sn_kctx *c) {
 }
 
 const sn_op_def sn_ops_pool[] = {
-    {.domain = "", .name = "AveragePool", .since_version = 1, .infer = avgpool_infer, .run = avgpool_run},
-    {.domain = "", .name = "MaxPool", .since_version = 1, .infer = maxpool_infer, .run = maxpool_run},
-    {.domain = "", .name = "LpPool", .since_version = 1, .infer = lppool_infer, .run = lppool_run},
-    {.domain = "", .name = "GlobalAveragePool", .since_version = 1, .infer = gavg_infer, .run = gavg_run},
-    {.domain = "", .name = "GlobalMaxPool", .since_version = 1, .infer = gmax_infer, .run = gmax_run},
-    {.domain = "", .name = "GlobalLpPool", .since_version = 1, .infer = glp_infer, .run = glp_run},
-    {.domain = "", .name = "MaxUnpool", .since_version = 9, .infer = unpool_infer, .run = unpool_run},
+    {.domain = "", .name = "AveragePool", .since_version = 1, .infer = avgpool_infer, .cpu = {.run = avgpool_run}},
+    {.domain = "", .name = "MaxPool", .since_version = 1, .infer = maxpool_infer, .cpu = {.run = maxpool_run}},
+    {.domain = "", .name = "LpPool", .since_version = 1, .infer = lppool_infer, .cpu = {.run = lppool_run}},
+    {.domain = "", .name = "GlobalAveragePool", .since_version = 1, .infer = gavg_infer, .cpu = {.run = gavg_run}},
+    {.domain = "", .name = "GlobalMaxPool", .since_version = 1, .infer = gmax_infer, .cpu = {.run = gmax_run}},
+    {.domain = "", .name = "GlobalLpPool", .since_version = 1, .infer = glp_infer, .cpu = {.run = glp_run}},
+    {.domain = "", .name = "MaxUnpool", .since_version = 9, .infer = unpool_infer, .cpu = {.run = unpool_run}},
     {0},
 };

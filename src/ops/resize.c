@@ -605,9 +605,9 @@ static int resize_run(sn_kctx *c) {
 }
 
 const sn_op_def sn_ops_resize[] = {
-    {.domain = "", .name = "Resize", .since_version = 10, .infer = resize_infer, .prepare = resize_prepare,
-     .run = resize_run, .free_state = sk_ws_free, .estimate = resize_estimate},
-    {.domain = "", .name = "Upsample", .since_version = 7, .infer = resize_infer, .prepare = resize_prepare,
-     .run = resize_run, .free_state = sk_ws_free, .estimate = resize_estimate},
+    {.domain = "", .name = "Resize", .since_version = 10, .infer = resize_infer, .estimate = resize_estimate,
+     .cpu = {.prepare = resize_prepare, .run = resize_run, .free_state = sk_ws_free}},
+    {.domain = "", .name = "Upsample", .since_version = 7, .infer = resize_infer, .estimate = resize_estimate,
+     .cpu = {.prepare = resize_prepare, .run = resize_run, .free_state = sk_ws_free}},
     {0},
 };

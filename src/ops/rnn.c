@@ -666,11 +666,11 @@ static int rnn_run_lstm(sn_kctx *c) { return rnn_run(c, RNN_LSTM); }
  * (layout 14, linear_before_reset 3, output_sequence gone in 7), so one def
  * per op serves all. */
 const sn_op_def sn_ops_rnn[] = {
-    {.domain = "", .name = "RNN", .since_version = 1, .infer = rnn_infer_simple, .prepare = rnn_prepare_simple,
-     .run = rnn_run_simple},
-    {.domain = "", .name = "GRU", .since_version = 1, .infer = rnn_infer_gru, .prepare = rnn_prepare_gru,
-     .run = rnn_run_gru},
-    {.domain = "", .name = "LSTM", .since_version = 1, .infer = rnn_infer_lstm, .prepare = rnn_prepare_lstm,
-     .run = rnn_run_lstm},
+    {.domain = "", .name = "RNN", .since_version = 1, .infer = rnn_infer_simple,
+     .cpu = {.prepare = rnn_prepare_simple, .run = rnn_run_simple}},
+    {.domain = "", .name = "GRU", .since_version = 1, .infer = rnn_infer_gru,
+     .cpu = {.prepare = rnn_prepare_gru, .run = rnn_run_gru}},
+    {.domain = "", .name = "LSTM", .since_version = 1, .infer = rnn_infer_lstm,
+     .cpu = {.prepare = rnn_prepare_lstm, .run = rnn_run_lstm}},
     {0},
 };

@@ -492,12 +492,16 @@ static int mel_run(sn_kctx *c) {
 }
 
 const sn_op_def sn_ops_signal[] = {
-    {.domain = "", .name = "DFT", .since_version = 17, .infer = dft_infer, .prepare = dft_prepare, .run = dft_run},
-    {.domain = "", .name = "DFT", .since_version = 20, .infer = dft_infer, .prepare = dft_prepare, .run = dft_run},
-    {.domain = "", .name = "STFT", .since_version = 17, .infer = stft_infer, .prepare = stft_prepare, .run = stft_run},
-    {.domain = "", .name = "HannWindow", .since_version = 17, .infer = window_infer, .run = hann_run},
-    {.domain = "", .name = "HammingWindow", .since_version = 17, .infer = window_infer, .run = hamming_run},
-    {.domain = "", .name = "BlackmanWindow", .since_version = 17, .infer = window_infer, .run = blackman_run},
-    {.domain = "", .name = "MelWeightMatrix", .since_version = 17, .infer = mel_infer, .run = mel_run},
+    {.domain = "", .name = "DFT", .since_version = 17, .infer = dft_infer,
+     .cpu = {.prepare = dft_prepare, .run = dft_run}},
+    {.domain = "", .name = "DFT", .since_version = 20, .infer = dft_infer,
+     .cpu = {.prepare = dft_prepare, .run = dft_run}},
+    {.domain = "", .name = "STFT", .since_version = 17, .infer = stft_infer,
+     .cpu = {.prepare = stft_prepare, .run = stft_run}},
+    {.domain = "", .name = "HannWindow", .since_version = 17, .infer = window_infer, .cpu = {.run = hann_run}},
+    {.domain = "", .name = "HammingWindow", .since_version = 17, .infer = window_infer, .cpu = {.run = hamming_run}},
+    {.domain = "", .name = "BlackmanWindow", .since_version = 17, .infer = window_infer,
+     .cpu = {.run = blackman_run}},
+    {.domain = "", .name = "MelWeightMatrix", .since_version = 17, .infer = mel_infer, .cpu = {.run = mel_run}},
     {0},
 };

@@ -81,7 +81,7 @@ bool sn_estimate_level1(const sn_node *n, const sn_tensor *const *in, const sn_t
     }
     /* The ONNX LayerNormalization of opset >= 17 is norm.c's, which has no
      * prepare; only consult the table for the def that is in use. */
-    if (d->prepare) {
+    if (d->cpu.prepare) {
         for (size_t i = 0; i < sizeof k_table / sizeof *k_table; i++)
             if (!strcmp(k_table[i].domain, d->domain) && !strcmp(k_table[i].op, d->name)) {
                 *bytes = k_table[i].fn(&c);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "backends/backend.h"
+#include "ops/op.h"
 
 static int fails;
 #define CHECK(c)                                                               \
@@ -56,8 +57,10 @@ int main(void) {
     CHECK(sn_backend_event_wait(&b, ev, &err) == SNUG_OK && !memcmp(back, src, sizeof src));
     CHECK(sn_backend_event_wait(&b, NULL, &err) == SNUG_OK); /* a copy complete on return */
     /* kernels come through the backend */
-    CHECK(sn_backend_find_kernel(&b, "", "MatMul", 13) != NULL);
-    CHECK(sn_backend_find_kernel(&b, "", "NoSuchOp", 13) == NULL);
+    sn_node mm = {.op = sn_op_find("", "MatMul", 13)};
+    CHECK(mm.op && sn_backend_kernel(&b, &mm) == &mm.op->cpu && mm.op->cpu.run);
+    sn_node none = {.op = NULL};
+    CHECK(sn_backend_kernel(&b, &none) == NULL);
     CHECK(b.ops->buffer_alloc(b.ctx, SIZE_MAX - 8, &err) == NULL && err.msg[0]);
     for (int k = 0; k < 5; k++)
         b.ops->buffer_free(b.ctx, buf[k]);

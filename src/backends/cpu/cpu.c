@@ -56,9 +56,11 @@ static void cpu_buffer_type(void *ctx, sn_buffer_type *out) {
     *out = (sn_buffer_type){"cpu", 64, 0, true};
 }
 
-static const sn_op_def *cpu_find(void *ctx, const char *domain, const char *op, int64_t opset) {
+/* Every schema in the op table registers its CPU kernel beside it. */
+static const sn_kernel *cpu_kernel(void *ctx, const sn_op_def *op, const sn_node *n) {
     (void)ctx;
-    return sn_op_find(domain, op, opset);
+    (void)n;
+    return op->cpu.run ? &op->cpu : NULL;
 }
 
 const sn_backend_ops sn_backend_cpu_ops = {
@@ -70,7 +72,7 @@ const sn_backend_ops sn_backend_cpu_ops = {
     .copy_to_device = cpu_copy,
     .copy_to_host = cpu_copy,
     .buffer_type = cpu_buffer_type,
-    .find_kernel = cpu_find,
+    .kernel = cpu_kernel,
     .supports_op = NULL,
     .synchronize = NULL,
 };
