@@ -240,7 +240,7 @@ static void copy_free(sn_exec *ex, int v) {
 
 /* A weight snug.weights=load reads into owned memory: every constant a
  * kernel may read whole that lies in the model's files (a table only
- * gathered is read row by row from the file instead, sn_exec_read_const). */
+ * gathered is read row by row from the file instead, sn_kctx_read_const). */
 static bool load_eligible(const sn_exec *ex, int v) {
     const sn_graph *g = ex->g;
     const sn_init *in = g->values[v].init;
@@ -262,11 +262,13 @@ bool sn_exec_weights_load(const sn_exec *ex) { return ex->weights_load; }
 
 void sn_exec_set_groups(sn_exec *ex, bool on) { ex->no_groups = !on; }
 
-bool sn_exec_reads_file(const sn_exec *ex, const sn_tensor *t) {
+static bool host_reads_file(const void *ctx, const sn_tensor *t) {
+    const sn_exec *ex = ctx;
     return ex && ex->weights_load && t->data && sn_model_maps(ex->g->model, t->data, sn_tensor_nbytes(t));
 }
 
-int sn_exec_read_const(const sn_exec *ex, void *dst, const void *src, size_t n, sn_err *err) {
+static int host_read_const(const void *ctx, void *dst, const void *src, size_t n, sn_err *err) {
+    const sn_exec *ex = ctx;
     int e = sn_model_read(ex->g->model, dst, src, n);
     if (e) {
         const char *file = sn_model_file_of(ex->g->model, src, n);
@@ -1011,10 +1013,13 @@ done:
 /* ---- running --------------------------------------------------------- */
 
 /* Node n's context: in and out bound to its values, its state and workspace. */
+static const sn_host k_host;
+
 static sn_kctx kctx_of(sn_exec *ex, const sn_node *n, const sn_tensor **in, sn_tensor **out, void *state,
                        void *ws, sn_err *err) {
     bind_args(ex, n, in, out);
-    return (sn_kctx){n, n->n_in, n->n_out, in, out, state, ws, ex->pool, ex, err};
+    return (sn_kctx){.node = n, .n_in = n->n_in, .n_out = n->n_out, .in = in, .out = out, .state = state,
+                     .ws = ws, .pool = ex->pool, .host = &k_host, .host_ctx = ex, .err = err};
 }
 
 static int call_kernel(sn_exec *ex, const sn_node *n, void *state, void *ws, sn_err *err) {
@@ -1587,99 +1592,22 @@ size_t sn_exec_node_workspace(const sn_exec *ex, int i) { return ex->nmode[i] ==
 bool sn_exec_node_folded(const sn_exec *ex, int i) { return ex->nmode[i] == NM_FOLDED; }
 bool sn_exec_node_dynamic(const sn_exec *ex, int i) { return ex->nmode[i] == NM_DYNAMIC; }
 
-/* ---- kernel services --------------------------------------------------- */
+/* ---- host services (sn_host): what kernels may ask of the runner ------- */
 
-void *sn_kctx_alloc_output(sn_kctx *c, int i, sn_dtype dtype, int rank, const int64_t *dims) {
-    sn_tensor *t = c->out[i];
-    if (!t) {
-        sn_kfail(c->err, c->node, SNUG_ERR_INTERNAL, "output %d is absent", i);
-        return NULL;
-    }
-    if (rank < 0 || rank > SN_MAX_RANK) {
-        sn_kfail(c->err, c->node, SNUG_ERR_UNSUPPORTED, "output %d rank %d not supported", i, rank);
-        return NULL;
-    }
-    uint8_t opt = t->optional;
-    memset(t, 0, sizeof *t);
-    t->optional = opt;
-    t->kind = SN_KIND_TENSOR;
-    t->dtype = dtype;
-    sn_tensor_set_shape(t, rank, dims);
-    int64_t numel;
-    if (!sn_dims_numel(rank, dims, &numel)) {
-        sn_kfail(c->err, c->node, SNUG_ERR_RANGE, "output %d shape overflows", i);
-        return NULL;
-    }
-    size_t nb = sn_dtype_nbytes(dtype, numel);
-    if (nb == SIZE_MAX || !(t->data = dyn_alloc(c->ex, nb))) {
-        sn_kfail(c->err, c->node, SNUG_ERR_OOM, "out of memory for output %d", i);
-        return NULL;
-    }
-    return t->data;
-}
+static void *host_alloc(void *ctx, size_t bytes) { return dyn_alloc(ctx, bytes); }
 
-sn_tensor *sn_kctx_alloc_sequence(sn_kctx *c, int i, sn_dtype elem, int64_t n) {
-    sn_tensor *t = c->out[i];
-    if (!t || n < 0) {
-        sn_kfail(c->err, c->node, SNUG_ERR_INTERNAL, "bad sequence output %d", i);
-        return NULL;
-    }
-    uint8_t opt = t->optional;
-    memset(t, 0, sizeof *t);
-    t->optional = opt;
-    t->kind = SN_KIND_SEQUENCE;
-    t->dtype = elem;
-    t->n_items = n;
-    size_t nb;
-    if (!sn_mul_ok((size_t)n, sizeof(sn_tensor), &nb) || !(t->data = dyn_alloc(c->ex, nb))) {
-        sn_kfail(c->err, c->node, SNUG_ERR_OOM, "out of memory for sequence output %d", i);
-        return NULL;
-    }
-    return t->data;
-}
-
-void *sn_kctx_alloc_extra(sn_kctx *c, int i, size_t bytes) {
-    (void)i;
-    void *p = dyn_alloc(c->ex, bytes);
-    if (!p)
-        sn_kfail(c->err, c->node, SNUG_ERR_OOM, "out of memory (%zu bytes)", bytes);
-    return p;
-}
-
-int sn_kctx_set_none(sn_kctx *c, int i) {
-    sn_tensor *t = c->out[i];
-    if (!t)
-        return SNUG_OK;
-    memset(t, 0, sizeof *t);
-    t->kind = SN_KIND_NONE;
-    t->optional = 1;
-    return SNUG_OK;
-}
-
-const sn_graph *sn_kctx_subgraph(const sn_kctx *c, int k) {
-    return k >= 0 && k < c->node->n_sub ? c->node->sub[k] : NULL;
-}
-
-int sn_kctx_subgraph_index(const sn_kctx *c, const char *attr) {
-    for (int k = 0; k < c->node->n_sub; k++)
-        if (!strcmp(c->node->sub_attr[k], attr))
-            return k;
-    return -1;
-}
-
-int sn_kctx_run_subgraph(sn_kctx *c, int k, int n_in, const sn_tensor *in, const sn_tensor **outs,
-                         int *n_out) {
-    sn_exec *ex = c->ex;
-    const sn_node *n = c->node;
+static int host_run_subgraph(void *ctx, const sn_node *n, int k, int n_in, const sn_tensor *in,
+                             const sn_tensor **outs, int *n_out, sn_err *err) {
+    sn_exec *ex = ctx;
     if (k < 0 || k >= n->n_sub)
-        return sn_kfail(c->err, n, SNUG_ERR_INTERNAL, "no subgraph %d", k);
+        return sn_kfail(err, n, SNUG_ERR_INTERNAL, "no subgraph %d", k);
     const sn_graph *sg = n->sub[k];
     if (n_in != sg->n_inputs)
-        return sn_kfail(c->err, n, SNUG_ERR_GRAPH, "subgraph '%s' takes %d inputs, given %d", n->sub_attr[k],
+        return sn_kfail(err, n, SNUG_ERR_GRAPH, "subgraph '%s' takes %d inputs, given %d", n->sub_attr[k],
                         sg->n_inputs, n_in);
     sn_exec **slot = &ex->sub[ex->sub_base[n->index] + k];
     if (!*slot) {
-        SN_TRY(sn_exec_new(sg, ex->pool, ex->log, slot, c->err));
+        SN_TRY(sn_exec_new(sg, ex->pool, ex->log, slot, err));
         (*slot)->parent = ex;
         sn_exec_set_weights_load(*slot, ex->weights_load);
         (*slot)->no_groups = ex->no_groups;
@@ -1694,9 +1622,9 @@ int sn_kctx_run_subgraph(sn_kctx *c, int k, int n_in, const sn_tensor *in, const
     for (int v = 0; v < sg->n_values; v++)
         if (sg->values[v].flags & SN_VAL_OUTER)
             se->vals[v] = ex->vals[sg->values[v].outer_id];
-    int rc = exec_run_bound(se, c->err);
+    int rc = exec_run_bound(se, err);
     if (rc != SNUG_OK) {
-        sn_err_prefix(c->err, "in subgraph '%s' of %s node '%s'", n->sub_attr[k], n->p->op_type, n->p->name);
+        sn_err_prefix(err, "in subgraph '%s' of %s node '%s'", n->sub_attr[k], n->p->op_type, n->p->name);
         return rc;
     }
     for (int i = 0; i < sg->n_outputs; i++)
@@ -1705,3 +1633,10 @@ int sn_kctx_run_subgraph(sn_kctx *c, int k, int n_in, const sn_tensor *in, const
     ex->cur_node = n->index;
     return SNUG_OK;
 }
+
+static const sn_host k_host = {
+    .alloc = host_alloc,
+    .run_subgraph = host_run_subgraph,
+    .reads_file = host_reads_file,
+    .read_const = host_read_const,
+};

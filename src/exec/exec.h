@@ -62,10 +62,6 @@ void sn_exec_set_weights_load(sn_exec *ex, bool on);
  * as one call; off: every node on its own. */
 void sn_exec_set_groups(sn_exec *ex, bool on);
 bool sn_exec_weights_load(const sn_exec *ex);
-/* For kernels: true when t's bytes must be read with sn_exec_read_const
- * (a weight left in the file under snug.weights=load). */
-bool sn_exec_reads_file(const sn_exec *ex, const sn_tensor *t);
-int sn_exec_read_const(const sn_exec *ex, void *dst, const void *src, size_t n, sn_err *err);
 /* Threads the executor's kernels run on. */
 int sn_exec_threads(const sn_exec *ex);
 
@@ -143,15 +139,5 @@ size_t sn_exec_node_workspace(const sn_exec *ex, int i);
 /* True when node i was folded at plan time / runs with run-time shapes. */
 bool sn_exec_node_folded(const sn_exec *ex, int i);
 bool sn_exec_node_dynamic(const sn_exec *ex, int i);
-
-/* For control-flow kernels: runs subgraph k of the current node with the
- * given inputs bound to the subgraph's inputs in order. *outs receives the
- * subgraph's n outputs, valid until the next call for the same subgraph. */
-int sn_kctx_run_subgraph(sn_kctx *c, int k, int n_in, const sn_tensor *in,
-                         const sn_tensor **outs, int *n_out);
-/* The graph of subgraph k of the current node. */
-const sn_graph *sn_kctx_subgraph(const sn_kctx *c, int k);
-/* Subgraph by attribute name (-1 if absent). */
-int sn_kctx_subgraph_index(const sn_kctx *c, const char *attr);
 
 #endif

@@ -3,7 +3,6 @@
  * values are reused by its next run. */
 #include <string.h>
 
-#include "exec/exec.h"
 #include "ops/value_util.h"
 
 /* Output infos from a subgraph's inferred outputs (kind, dtype; shape

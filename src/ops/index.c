@@ -5,7 +5,6 @@
 #include <math.h>
 #include <string.h>
 
-#include "exec/exec.h"
 #include "ops/shape_util.h"
 
 #define KFAIL(code, ...) sn_kfail(c->err, c->node, code, __VA_ARGS__)
@@ -99,12 +98,12 @@ static int gather_run(sn_kctx *c) {
     }
     char *o = y->data;
     const char *xd = x->data;
-    if (sn_exec_reads_file(c->ex, x)) { /* snug.weights=load: a table left in the file, read row by row */
+    if (sn_kctx_reads_file(c, x)) { /* snug.weights=load: a table left in the file, read row by row */
         for (int64_t b = 0; b < outer; b++)
             for (int64_t j = 0; j < ni; j++, o += inner) {
                 int64_t v = idx_at(ind, j);
                 const char *row = xd + ((size_t)b * (size_t)D + (size_t)(v < 0 ? v + D : v)) * inner;
-                SN_TRY(sn_exec_read_const(c->ex, o, row, inner, c->err));
+                SN_TRY(sn_kctx_read_const(c, o, row, inner));
             }
         return SNUG_OK;
     }

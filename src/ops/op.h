@@ -17,7 +17,18 @@
 #include "core/core.h"
 #include "graph/graph.h"
 
-struct sn_exec; /* executor; see exec/exec.h for subgraph calls */
+/* What a kernel may ask of the runner calling it, the one way back to it
+ * (sn_kctx.host): memory that lives until the next run (outputs whose
+ * shapes the kernel decides), its node's subgraphs run, and bytes of a
+ * constant left in the model's file read (the runner owns weight
+ * residency). Kernels use it through the sn_kctx_* helpers below. */
+typedef struct sn_host {
+    void *(*alloc)(void *ctx, size_t bytes); /* zeroed; NULL when out of memory */
+    int (*run_subgraph)(void *ctx, const sn_node *n, int k, int n_in, const sn_tensor *in,
+                        const sn_tensor **outs, int *n_out, sn_err *err);
+    bool (*reads_file)(const void *ctx, const sn_tensor *t);
+    int (*read_const)(const void *ctx, void *dst, const void *src, size_t n, sn_err *err);
+} sn_host;
 
 typedef struct sn_infer_ctx {
     const sn_node *node;
@@ -85,7 +96,8 @@ typedef struct sn_kctx {
     void *state;                /* from prepare, or NULL */
     void *ws;                   /* workspace of the size prepare declared (16-byte aligned) */
     sn_pool *pool;              /* may be NULL (serial) */
-    struct sn_exec *ex;         /* for subgraphs and dynamic outputs */
+    const sn_host *host;        /* the runner's services (sn_kctx_* below) */
+    void *host_ctx;
     sn_err *err;
 } sn_kctx;
 
@@ -199,6 +211,20 @@ sn_tensor *sn_kctx_alloc_sequence(sn_kctx *c, int i, sn_dtype elem, int64_t n);
 void *sn_kctx_alloc_extra(sn_kctx *c, int i, size_t bytes);
 /* Output i becomes an optional without value. */
 int sn_kctx_set_none(sn_kctx *c, int i);
+
+/* For control-flow kernels: runs subgraph k of the node with the given
+ * inputs bound to the subgraph's inputs in order. *outs receives the
+ * subgraph's n outputs, valid until the next call for the same subgraph. */
+int sn_kctx_run_subgraph(sn_kctx *c, int k, int n_in, const sn_tensor *in, const sn_tensor **outs, int *n_out);
+/* The graph of subgraph k of the node, or NULL. */
+const sn_graph *sn_kctx_subgraph(const sn_kctx *c, int k);
+/* Subgraph by attribute name (-1 if absent). */
+int sn_kctx_subgraph_index(const sn_kctx *c, const char *attr);
+/* True when t's bytes must be read with sn_kctx_read_const: a weight the
+ * runner left in the model's file (snug.weights=load). */
+bool sn_kctx_reads_file(const sn_kctx *c, const sn_tensor *t);
+/* n bytes of such a constant at src into dst. */
+int sn_kctx_read_const(const sn_kctx *c, void *dst, const void *src, size_t n);
 
 /* Input i's data as a list of int64 (from int32 or int64 tensors), for
  * shape-like inputs. Returns count, or -1 if absent / data unknown. At most

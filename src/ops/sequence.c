@@ -3,7 +3,6 @@
  * running, so these ops allocate their outputs. */
 #include <string.h>
 
-#include "exec/exec.h"
 #include "ops/value_util.h"
 
 static int seq_out_infer(sn_infer_ctx *c, sn_dtype elem) {

@@ -392,7 +392,7 @@ static void tally(why_tally *t, const char *log) {
 
 /* A weight read (pread) that fails must name the file read, the external
  * data file where the bytes are there (src/exec/exec.c's copy_init and
- * sn_exec_read_const ask sn_model_file_of); 0 would only count messages
+ * sn_kctx_read_const ask sn_model_file_of); 0 would only count messages
  * that name the model instead. */
 #define STRICT_READ_NAMES 1
 
