@@ -4,20 +4,7 @@
 
 #include "backends/backend.h"
 #include "exec/exec.h"
-#include "plan/memplan.h"
-
-enum vkind {
-    VK_NONE = 0, /* not computed in this plan yet */
-    VK_CONST,    /* initializer */
-    VK_FOLDED,   /* computed at plan time (data in a folded block) */
-    VK_INPUT,    /* graph input or outer value: data bound per run */
-    VK_ARENA,    /* planned: arena + offset */
-    VK_VIEW,     /* planned alias of another value's bytes (valias) */
-    VK_DYN,      /* shape known only at run time: allocated per run */
-    VK_STATE,    /* graph output written into a persistent state buffer */
-};
-
-enum nmode { NM_FOLDED = 0, NM_STATIC, NM_DYNAMIC };
+#include "plan/estimate.h"
 
 /* A persistent state buffer (sn_exec_add_state): outlives plans and runs. */
 typedef struct sn_exec_state {
@@ -29,20 +16,13 @@ typedef struct sn_exec_state {
 
 struct sn_exec {
     const sn_graph *g;       /* borrowed */
+    sn_plan pl;              /* the current plan (arrays owned): every value's storage, buffer, offset,
+                              * alias and lifetime, every node's device, mode, group and workspace */
     struct sn_exec *parent;  /* borrowed: executor of the enclosing graph */
     sn_pool *pool;           /* borrowed */
     const sn_logger *log;    /* borrowed */
     sn_tensor *vals;         /* owned [n_values]: infos and data of the current run */
-    uint8_t *vkind;          /* owned [n_values] */
-    size_t *voff;            /* owned [n_values]: arena offsets (VK_ARENA) */
-    int *valias;             /* owned [n_values]: VK_VIEW source value */
-    uint8_t *nmode;          /* owned [n_nodes] */
     void **nstate;           /* owned [n_nodes]: prepared kernel state */
-    size_t *nws;             /* owned [n_nodes]: workspace bytes */
-    size_t *nws_off;         /* owned [n_nodes]: workspace offset in the arena */
-    int *glead;              /* owned [n_nodes]: first node of node i's group (i when alone) */
-    uint8_t *glen;           /* owned [n_nodes]: members of the group node i leads; 0 for the
-                              * other members, run by their leader (sn_op_def.run_group) */
     const sn_tensor **gin;   /* owned scratch: SN_GROUP_MAX argument arrays for a group */
     sn_tensor **gout;
     struct sn_exec **sub;    /* owned [sum of n_sub]: child executors, created lazily */
@@ -52,8 +32,9 @@ struct sn_exec {
     sn_backend backends[SN_MAX_DEVICES]; /* owned [n_backends]: the devices a plan may use; 0 is the host
                               * (the CPU), where every node runs until placement assigns devices */
     int n_backends;
-    uint8_t *arena;          /* owned: from the backend's buffer_alloc */
-    size_t arena_cap;
+    uint8_t *buf[SN_MAX_DEVICES]; /* owned: the plan's buffers (activation arenas), from their devices' backends */
+    size_t buf_cap[SN_MAX_DEVICES];
+    int buf_dev[SN_MAX_DEVICES];   /* the backend each came from */
     void **folded;           /* owned: blocks of folded values */
     int n_folded, cap_folded;
     void **dyn;              /* owned: blocks allocated during the current run */
@@ -66,15 +47,14 @@ struct sn_exec {
     sn_tensor *bounds;       /* owned [n_inputs]: the planned bounds (sn_exec_set_bounds) */
     uint8_t *vdep;           /* owned [n_values]: folded value that depends on input shapes */
     size_t *vcap;            /* owned [n_values]: bytes planned for the value */
-    uint8_t *vreleased;      /* owned [n_values]: constant no run reads (drop_unread_inputs): pages
-                              * released, copy or folded block freed */
     uint32_t *nreplaces;     /* owned [n_nodes]: prepare's replaces mask (sn_prep_ctx) */
-    size_t *nstate_bytes;    /* owned [n_nodes]: prepare's state_bytes */
-    int (*vspan)[2];         /* owned [n_values]: VK_ARENA slot's first and last step (sn_plan_value) */
     uint8_t *copy_dropped;   /* owned [n_values]: aligned copy freed (every reader replaced it); made
                               * again by the next plan */
     size_t *copy_released;   /* owned [n_values]: bytes of that block handed back while packing */
-    bool no_groups;          /* snug.node_groups=0: find_groups forms none */
+    bool no_groups;          /* snug.node_groups=0: sn_plan_groups forms none */
+    bool strict_ws;          /* session.strict_workspace_verification: Level 2 over Level 1 is an error */
+    enum { EX_FOLD, EX_PREPARE } stage; /* the planning pass under way (drop_unread_inputs) */
+    int prepared_upto;       /* static nodes up to this one are prepared */
     bool weights_load;       /* snug.weights=load: every weight a kernel reads is read from the file
                               * into owned memory, nothing of the file is mapped (sn_exec_set_weights_load) */
     int prep_node;           /* node being prepared (release_cb) */
@@ -92,7 +72,6 @@ struct sn_exec {
     int n_states;
     sn_exec_stats stats;
     int last_row_node;       /* sn_exec_set_last_row: this node reads input 0's last position only, or -1 */
-    sn_replan replan;        /* what a run does with shapes its plan was not made for */
     sn_tensor last_row;      /* the view of it bound in place of input 0 */
 };
 
@@ -131,7 +110,6 @@ int sn_exec_set_last_row(sn_exec *ex, int node, sn_err *err) {
 
 int sn_exec_last_row(const sn_exec *ex) { return ex->last_row_node; }
 
-void sn_exec_set_replan(sn_exec *ex, sn_replan r) { ex->replan = r; }
 
 /* Zeroed heap memory recorded in a growable list (*list, *n, *cap) so it
  * can be released in one sweep. */
@@ -175,12 +153,12 @@ static void plan_release(sn_exec *ex) {
         sn_free(ex->folded[i]);
     ex->n_folded = 0;
     ex->planned = false;
-    if (ex->vreleased)
-        memset(ex->vreleased, 0, (size_t)g->n_values);
+    for (int v = 0; ex->pl.values && v < g->n_values; v++)
+        ex->pl.values[v].released = false;
     if (ex->nreplaces)
         memset(ex->nreplaces, 0, sizeof *ex->nreplaces * (size_t)g->n_nodes);
-    if (ex->nstate_bytes)
-        memset(ex->nstate_bytes, 0, sizeof *ex->nstate_bytes * (size_t)g->n_nodes);
+    for (int i = 0; ex->pl.nodes && i < g->n_nodes; i++)
+        ex->pl.nodes[i].state_bytes = 0;
 }
 
 /* Copies of a page or more are whole pages of their own: a kernel packing
@@ -262,6 +240,8 @@ bool sn_exec_weights_load(const sn_exec *ex) { return ex->weights_load; }
 
 void sn_exec_set_groups(sn_exec *ex, bool on) { ex->no_groups = !on; }
 
+void sn_exec_set_strict_workspace(sn_exec *ex, bool on) { ex->strict_ws = on; }
+
 static bool host_reads_file(const void *ctx, const sn_tensor *t) {
     const sn_exec *ex = ctx;
     return ex && ex->weights_load && t->data && sn_model_maps(ex->g->model, t->data, sn_tensor_nbytes(t));
@@ -301,15 +281,14 @@ int sn_exec_new(const sn_graph *g, sn_pool *pool, const sn_logger *log, sn_exec 
     }
     ex->arg_cap = arg;
     ex->vals = sn_calloc(nv, sizeof *ex->vals);
-    ex->vkind = sn_calloc(nv, 1);
-    ex->voff = sn_calloc(nv, sizeof *ex->voff);
-    ex->valias = sn_calloc(nv, sizeof *ex->valias);
-    ex->nmode = sn_calloc(nn, 1);
+    ex->pl.values = sn_calloc(nv, sizeof *ex->pl.values);
+    ex->pl.nodes = sn_calloc(nn, sizeof *ex->pl.nodes);
+    ex->pl.buffers = sn_calloc(SN_MAX_DEVICES, sizeof *ex->pl.buffers);
+    ex->pl.shapes = sn_calloc((size_t)g->n_inputs + 1, sizeof *ex->pl.shapes);
+    ex->pl.n_values = g->n_values;
+    ex->pl.n_nodes = g->n_nodes;
+    ex->pl.n_inputs = g->n_inputs;
     ex->nstate = sn_calloc(nn, sizeof *ex->nstate);
-    ex->nws = sn_calloc(nn, sizeof *ex->nws);
-    ex->nws_off = sn_calloc(nn, sizeof *ex->nws_off);
-    ex->glead = sn_calloc(nn, sizeof *ex->glead);
-    ex->glen = sn_calloc(nn, 1);
     ex->gin = sn_calloc((size_t)arg * SN_GROUP_MAX, sizeof *ex->gin);
     ex->gout = sn_calloc((size_t)arg * SN_GROUP_MAX, sizeof *ex->gout);
     ex->sub_base = sn_calloc(nn, sizeof *ex->sub_base);
@@ -321,19 +300,15 @@ int sn_exec_new(const sn_graph *g, sn_pool *pool, const sn_logger *log, sn_exec 
     ex->kern = sn_calloc(nn, sizeof *ex->kern);
     ex->vdep = sn_calloc(nv, 1);
     ex->vcap = sn_calloc(nv, sizeof *ex->vcap);
-    ex->vreleased = sn_calloc(nv, 1);
     ex->vstate = sn_malloc(nv * sizeof *ex->vstate);
     ex->nreplaces = sn_calloc(nn, sizeof *ex->nreplaces);
-    ex->nstate_bytes = sn_calloc(nn, sizeof *ex->nstate_bytes);
-    ex->vspan = sn_calloc(nv, sizeof *ex->vspan);
     ex->copy_dropped = sn_calloc(nv, 1);
     ex->copy_released = sn_calloc(nv, sizeof *ex->copy_released);
     ex->bounds = sn_calloc((size_t)g->n_inputs + 1, sizeof *ex->bounds);
-    if (!ex->vals || !ex->vkind || !ex->voff || !ex->valias || !ex->nmode || !ex->nstate || !ex->nws ||
-        !ex->nws_off || !ex->sub_base || !ex->sub || !ex->argin || !ex->argout || !ex->sig || !ex->init_copy ||
-        !ex->vdep || !ex->vcap || !ex->bounds || !ex->vreleased || !ex->copy_dropped || !ex->vstate ||
-        !ex->nreplaces || !ex->copy_released || !ex->glead || !ex->glen || !ex->gin || !ex->gout ||
-        !ex->nstate_bytes || !ex->vspan || !ex->kern) {
+    if (!ex->vals || !ex->pl.values || !ex->pl.nodes || !ex->pl.buffers || !ex->pl.shapes || !ex->nstate ||
+        !ex->sub_base || !ex->sub || !ex->argin || !ex->argout || !ex->sig || !ex->init_copy || !ex->vdep ||
+        !ex->vcap || !ex->bounds || !ex->copy_dropped || !ex->vstate || !ex->nreplaces || !ex->copy_released ||
+        !ex->gin || !ex->gout || !ex->kern) {
         sn_exec_free(ex);
         return sn_errf(err, SNUG_ERR_OOM, "out of memory");
     }
@@ -380,15 +355,11 @@ void sn_exec_free(sn_exec *ex) {
             sn_exec_free(ex->sub[i]);
     }
     sn_free(ex->vals);
-    sn_free(ex->vkind);
-    sn_free(ex->voff);
-    sn_free(ex->valias);
-    sn_free(ex->nmode);
+    sn_free(ex->pl.values);
+    sn_free(ex->pl.nodes);
+    sn_free(ex->pl.buffers);
+    sn_free(ex->pl.shapes);
     sn_free(ex->nstate);
-    sn_free(ex->nws);
-    sn_free(ex->nws_off);
-    sn_free(ex->glead);
-    sn_free(ex->glen);
     sn_free(ex->gin);
     sn_free(ex->gout);
     sn_free(ex->sub_base);
@@ -404,15 +375,13 @@ void sn_exec_free(sn_exec *ex) {
     sn_free(ex->copy_released);
     sn_free(ex->vdep);
     sn_free(ex->vcap);
-    sn_free(ex->vreleased);
     sn_free(ex->vstate);
     sn_free(ex->nreplaces);
-    sn_free(ex->nstate_bytes);
-    sn_free(ex->vspan);
     sn_free(ex->copy_dropped);
     sn_free(ex->bounds);
-    if (ex->arena)
-        ex->backends[0].ops->buffer_free(ex->backends[0].ctx, ex->arena);
+    for (int b = 0; b < SN_MAX_DEVICES; b++)
+        if (ex->buf[b])
+            ex->backends[ex->buf_dev[b]].ops->buffer_free(ex->backends[ex->buf_dev[b]].ctx, ex->buf[b]);
     for (int k = 0; k < ex->n_states; k++)
         ex->backends[0].ops->buffer_free(ex->backends[0].ctx, ex->states[k].data);
     sn_free(ex->states);
@@ -445,7 +414,7 @@ static bool node_inputs_const(const sn_exec *ex, const sn_node *n) {
     bool shape_only = n->op->flags & SN_OP_SHAPE_ONLY;
     for (int j = 0; j < n->n_in; j++) {
         int v = n->in[j];
-        if (v < 0 || ex->vkind[v] == VK_CONST || ex->vkind[v] == VK_FOLDED)
+        if (v < 0 || ex->pl.values[v].storage == SN_STORE_CONST || ex->pl.values[v].storage == SN_STORE_FOLDED)
             continue;
         if (shape_only && ex->vals[v].kind == SN_KIND_TENSOR && sn_tensor_shape_known(&ex->vals[v]))
             continue;
@@ -458,14 +427,14 @@ static bool node_inputs_const(const sn_exec *ex, const sn_node *n) {
 
 static int call_kernel(sn_exec *ex, const sn_node *n, void *state, void *ws, sn_err *err);
 
-/* Runs node n at plan time on constant inputs; outputs become VK_FOLDED.
+/* Runs node n at plan time on constant inputs; outputs become SN_STORE_FOLDED.
  * A folded value that read an input's shape (directly or through other
  * folded values) is marked vdep: a bounded run recomputes it. */
 static int fold_node(sn_exec *ex, const sn_node *n, sn_err *err) {
     bool dep = false;
     for (int j = 0; j < n->n_in; j++) {
         int v = n->in[j];
-        if (v >= 0 && (ex->vkind[v] == VK_FOLDED ? ex->vdep[v] != 0 : ex->vkind[v] != VK_CONST))
+        if (v >= 0 && (ex->pl.values[v].storage == SN_STORE_FOLDED ? ex->vdep[v] != 0 : ex->pl.values[v].storage != SN_STORE_CONST))
             dep = true;
     }
     for (int j = 0; j < n->n_out; j++) {
@@ -502,7 +471,7 @@ static int fold_node(sn_exec *ex, const sn_node *n, sn_err *err) {
         return rc;
     for (int j = 0; j < n->n_out; j++)
         if (n->out[j] >= 0)
-            ex->vkind[n->out[j]] = VK_FOLDED;
+            ex->pl.values[n->out[j]].storage = SN_STORE_FOLDED;
     return SNUG_OK;
 }
 
@@ -524,9 +493,9 @@ static bool fold_stand_in(sn_exec *ex, const sn_node *n) {
         int v = n->in[j];
         if (v < 0)
             continue;
-        if (ex->vkind[v] == VK_FOLDED ? ex->vdep[v] != 0 : ex->vkind[v] != VK_CONST)
+        if (ex->pl.values[v].storage == SN_STORE_FOLDED ? ex->vdep[v] != 0 : ex->pl.values[v].storage != SN_STORE_CONST)
             dep = true;
-        if ((ex->vkind[v] == VK_CONST || ex->vkind[v] == VK_FOLDED) && ex->vals[v].data &&
+        if ((ex->pl.values[v].storage == SN_STORE_CONST || ex->pl.values[v].storage == SN_STORE_FOLDED) && ex->vals[v].data &&
             sn_tensor_nbytes(&ex->vals[v]) > best)
             best = sn_tensor_nbytes(&ex->vals[v]), src = v;
     }
@@ -542,7 +511,7 @@ static bool fold_stand_in(sn_exec *ex, const sn_node *n) {
         ex->vcap[v] = sn_tensor_nbytes(&ex->vals[v]);
         ex->vdep[v] = dep;
         ex->vals[v].data = ex->vals[src].data;
-        ex->vkind[v] = VK_FOLDED;
+        ex->pl.values[v].storage = SN_STORE_FOLDED;
     }
     return true;
 }
@@ -565,15 +534,15 @@ static sn_exec_state *state_of(const sn_exec *ex, int v) {
 /* A state's output is computed into the state buffer instead of the arena. */
 static int plan_state_output(sn_exec *ex, const sn_exec_state *st, sn_err *err) {
     int v = st->out_v;
-    if (v < 0 || (ex->vkind[v] != VK_ARENA && ex->vkind[v] != VK_DYN))
+    if (v < 0 || (ex->pl.values[v].storage != SN_STORE_ARENA && ex->pl.values[v].storage != SN_STORE_DYNAMIC))
         return SNUG_OK;
-    if (ex->vkind[v] == VK_ARENA && sn_tensor_nbytes(&ex->vals[v]) > st->cap) {
+    if (ex->pl.values[v].storage == SN_STORE_ARENA && sn_tensor_nbytes(&ex->vals[v]) > st->cap) {
         char b[160];
         return sn_errf(err, SNUG_ERR_RANGE, "output '%s' %s needs %zu bytes, more than its %zu-byte state buffer",
                        ex->g->values[v].name, sn_shape_str(&ex->vals[v], b, sizeof b),
                        sn_tensor_nbytes(&ex->vals[v]), st->cap);
     }
-    ex->vkind[v] = VK_STATE;
+    ex->pl.values[v].storage = SN_STORE_STATE;
     ex->vals[v].data = st->data;
     ex->vcap[v] = st->cap;
     return SNUG_OK;
@@ -586,13 +555,13 @@ static bool node_done_with(const sn_exec *ex, int c, int v) {
     const sn_node *n = &ex->g->nodes[c];
     if (n->n_sub || n->n_impl)
         return false;
-    if (ex->nmode[c] == NM_FOLDED) {
+    if (ex->pl.nodes[c].mode == SN_MODE_FOLDED) {
         for (int j = 0; j < n->n_out; j++)
             if (n->out[j] >= 0 && ex->vdep[n->out[j]])
                 return false;
         return true;
     }
-    if (ex->nmode[c] != NM_STATIC)
+    if (ex->pl.nodes[c].mode != SN_MODE_STATIC || c > ex->prepared_upto)
         return false;
     for (int k = 0; k < n->n_in && k < 32; k++)
         if (n->in[k] == v && !(ex->nreplaces[c] & (1u << k)))
@@ -610,17 +579,17 @@ static void drop_unread_inputs(sn_exec *ex, const sn_node *n, int i) {
     const sn_graph *g = ex->g;
     for (int k = 0; k < n->n_in; k++) {
         int v = n->in[k];
-        if (v < 0 || ex->vreleased[v] || (g->values[v].flags & SN_VAL_OUTPUT) ||
-            !(ex->vkind[v] == VK_CONST || (ex->vkind[v] == VK_FOLDED && !ex->vdep[v])))
+        if (v < 0 || ex->pl.values[v].released || (g->values[v].flags & SN_VAL_OUTPUT) ||
+            !(ex->pl.values[v].storage == SN_STORE_CONST || (ex->pl.values[v].storage == SN_STORE_FOLDED && !ex->vdep[v])))
             continue;
         const sn_value *val = &g->values[v];
         bool done = val->n_cons > 0;
         for (int c = 0; c < val->n_cons && done; c++)
-            done = val->cons[c] <= i && node_done_with(ex, val->cons[c], v);
+            done = (val->cons[c] <= i || ex->stage == EX_PREPARE) && node_done_with(ex, val->cons[c], v);
         if (!done)
             continue;
         size_t nb = sn_tensor_nbytes(&ex->vals[v]);
-        if (ex->vkind[v] == VK_FOLDED) {
+        if (ex->pl.values[v].storage == SN_STORE_FOLDED) {
             bool found = false;
             for (int b = 0; b < ex->n_folded && !found; b++)
                 if ((found = ex->folded[b] == ex->vals[v].data)) {
@@ -643,7 +612,7 @@ static void drop_unread_inputs(sn_exec *ex, const sn_node *n, int i) {
         } else {
             continue; /* decoded at load: the model owns it */
         }
-        ex->vreleased[v] = 1;
+        ex->pl.values[v].released = 1;
         ex->stats.released_bytes += nb;
     }
 }
@@ -664,7 +633,7 @@ static void sweep_released(sn_exec *ex) {
         const sn_init *in = g->values[v].init;
         if (!(g->values[v].flags & SN_VAL_INIT) || !in || !in->t.data)
             continue;
-        if (ex->vreleased[v] || ex->init_copy[v] || ex->copy_dropped[v])
+        if (ex->pl.values[v].released || ex->init_copy[v] || ex->copy_dropped[v])
             sn_model_release_bytes(g->model, in->t.data, sn_tensor_nbytes(&in->t));
     }
 }
@@ -698,90 +667,37 @@ static void release_cb(void *ctx, const void *p, size_t n) {
     sn_model_release_bytes(g->model, p, n);
 }
 
-/* Groups (sn_op_def.run_group): a static node whose op runs groups leads
- * the static nodes right after it of the same op that read the same
- * input 0, have only constant other inputs and no subgraphs, and that
- * group_ok admits, up to SN_GROUP_MAX. */
-static void find_groups(sn_exec *ex) {
-    const sn_graph *g = ex->g;
-    for (int i = 0; i < g->n_nodes; i++) {
-        ex->glead[i] = i;
-        ex->glen[i] = 1;
-    }
-    for (int i = 0; i < g->n_nodes && !ex->no_groups; i++) {
-        const sn_node *a = &g->nodes[i];
-        if (ex->nmode[i] != NM_STATIC || !ex->kern[i]->run_group || !a->op->group_ok || a->n_in < 1 || a->in[0] < 0 ||
-            a->n_sub || i == ex->last_row_node)
-            continue;
-        int j = i + 1;
-        for (; j < g->n_nodes && j - i < SN_GROUP_MAX; j++) {
-            const sn_node *b = &g->nodes[j];
-            bool ok = ex->nmode[j] == NM_STATIC && b->op == a->op && b->n_in >= 1 && b->in[0] == a->in[0] &&
-                      !b->n_sub && j != ex->last_row_node && a->op->group_ok(a, b);
-            for (int k = 1; k < b->n_in && ok; k++)
-                ok = b->in[k] < 0 || ex->vkind[b->in[k]] == VK_CONST || ex->vkind[b->in[k]] == VK_FOLDED;
-            if (!ok)
-                break;
-        }
-        if (j - i < 2)
-            continue;
-        ex->glen[i] = (uint8_t)(j - i);
-        for (int k = i + 1; k < j; k++) {
-            ex->glead[k] = i;
-            ex->glen[k] = 0;
-        }
-        ex->stats.n_grouped += j - i;
-        i = j - 1;
-    }
-}
+/* ---- planning: the stages (plan/plan.h) -------------------------------- */
 
-static int make_plan(sn_exec *ex, sn_err *err) {
+/* Infer and fold, the one stage that runs kernels: every node in order is
+ * inferred from its inputs' infos; a node whose inputs are all constant
+ * (and whose outputs are small) is computed now (folded); the others run
+ * with planned (static) or run-time (dynamic) shapes. Fills the plan's
+ * value storage, alias, info and size and its node modes. */
+static int infer_fold(sn_exec *ex, sn_err *err) {
     const sn_graph *g = ex->g;
     int rc = SNUG_OK;
-    sn_block *blocks = NULL;
-    int *bval = NULL, *last = NULL, *share = NULL;
-    plan_release(ex);
-    for (int v = 0; v < g->n_values && !ex->dry; v++) { /* an estimate reads no weight */
-        if (ex->copy_released[v]) { /* partly handed back by a plan that failed after packing it */
-            copy_free(ex, v);
-            ex->copy_dropped[v] = 1;
-        }
-        if (ex->copy_dropped[v]) /* copies a previous plan's kernels no longer needed */
-            SN_TRY(copy_init(ex, v, err));
-    }
-    int n_plans = ex->stats.n_plans + 1;
-    size_t copied = ex->stats.copied_init_bytes, persistent = ex->stats.persistent_bytes;
-    memset(&ex->stats, 0, sizeof ex->stats);
-    ex->stats.n_plans = n_plans;
-    ex->stats.copied_init_bytes = copied;
-    ex->stats.persistent_bytes = persistent;
     /* Value kinds and infos for what is known before any node. Graph-input
      * data is hidden while planning: a plan depends on shapes only. */
     for (int v = 0; v < g->n_values; v++) {
         const sn_value *val = &g->values[v];
         if (val->flags & SN_VAL_INIT) {
-            ex->vkind[v] = VK_CONST;
+            ex->pl.values[v].storage = SN_STORE_CONST;
             ex->vals[v] = val->init->t;
             if (ex->init_copy[v])
                 ex->vals[v].data = ex->init_copy[v];
         } else if (val->flags & (SN_VAL_INPUT | SN_VAL_OUTER)) {
-            ex->vkind[v] = VK_INPUT;
+            ex->pl.values[v].storage = SN_STORE_INPUT;
         } else {
-            ex->vkind[v] = VK_NONE;
+            ex->pl.values[v].storage = SN_STORE_NONE;
             init_out_info(&ex->vals[v]);
         }
-        ex->valias[v] = -1;
+        ex->pl.values[v].alias = -1;
     }
-    void **saved = sn_calloc((size_t)g->n_values + 1, sizeof *saved);
-    if (!saved)
-        return sn_errf(err, SNUG_ERR_OOM, "out of memory");
-    for (int v = 0; v < g->n_values; v++)
-        if (ex->vkind[v] == VK_INPUT) {
-            saved[v] = ex->vals[v].data;
-            ex->vals[v].data = NULL;
-        }
+    ex->stage = EX_FOLD;
     for (int i = 0; i < g->n_nodes && rc == SNUG_OK; i++) {
         const sn_node *n = &g->nodes[i];
+        ex->pl.nodes[i].last_row = i == ex->last_row_node;
         bind_args(ex, n, ex->argin, ex->argout);
         for (int j = 0; j < n->n_out; j++)
             if (ex->argout[j])
@@ -819,7 +735,7 @@ static int make_plan(sn_exec *ex, sn_err *err) {
             break;
         if (concrete && node_inputs_const(ex, n) && !(n->op->flags & SN_OP_NONDETERMINISTIC) &&
             out_bytes <= SN_FOLD_LIMIT && n->n_sub == 0) {
-            ex->nmode[i] = NM_FOLDED;
+            ex->pl.nodes[i].mode = SN_MODE_FOLDED;
             rc = ex->dry && out_bytes > SN_DRY_FOLD_MAX && fold_stand_in(ex, n) ? SNUG_OK : fold_node(ex, n, err);
             ex->stats.n_folded++;
             ex->stats.folded_bytes += out_bytes;
@@ -827,187 +743,240 @@ static int make_plan(sn_exec *ex, sn_err *err) {
                 drop_unread_inputs(ex, n, i);
             continue;
         }
-        ex->nmode[i] = concrete ? NM_STATIC : NM_DYNAMIC;
+        ex->pl.nodes[i].mode = concrete ? SN_MODE_STATIC : SN_MODE_DYNAMIC;
         for (int j = 0; j < n->n_out; j++) {
             int v = n->out[j];
             if (v < 0)
                 continue;
             if (!concrete) {
-                ex->vkind[v] = VK_DYN;
+                ex->pl.values[v].storage = SN_STORE_DYNAMIC;
                 /* A dynamic view may alias its input at run time: keep the input alive. */
                 if (j == 0 && (n->op->flags & SN_OP_VIEW0))
-                    ex->valias[v] = n->in[0];
+                    ex->pl.values[v].alias = n->in[0];
             } else if (j == 0 && (n->op->flags & SN_OP_VIEW0) && n->in[0] >= 0 &&
                        ex->vals[n->in[0]].kind == SN_KIND_TENSOR &&
                        sn_tensor_nbytes(&ex->vals[v]) == sn_tensor_nbytes(&ex->vals[n->in[0]]) &&
                        ex->vals[v].dtype == ex->vals[n->in[0]].dtype) {
-                ex->vkind[v] = VK_VIEW;
-                ex->valias[v] = n->in[0];
+                ex->pl.values[v].storage = SN_STORE_VIEW;
+                ex->pl.values[v].alias = n->in[0];
                 ex->vcap[v] = sn_tensor_nbytes(&ex->vals[v]);
                 /* A view of a constant is itself constant data. */
                 int src = n->in[0];
-                if (ex->vkind[src] == VK_CONST || ex->vkind[src] == VK_FOLDED)
+                if (ex->pl.values[src].storage == SN_STORE_CONST || ex->pl.values[src].storage == SN_STORE_FOLDED)
                     ex->vals[v].data = ex->vals[src].data;
             } else {
-                ex->vkind[v] = VK_ARENA;
+                ex->pl.values[v].storage = SN_STORE_ARENA;
             }
         }
-        if (concrete) {
+        if (concrete)
             ex->stats.n_static++;
-            if (ex->kern[n->index]->prepare) {
-                sn_prep_ctx pc = {.node = n, .n_in = n->n_in, .n_out = n->n_out, .in = ex->argin,
-                                  .out = (const sn_tensor *const *)ex->argout, .err = err,
-                                  .n_threads = sn_pool_size(ex->pool)};
-                pc.release = release_cb;
-                pc.release_ctx = ex;
-                ex->prep_node = i;
-                pc.long_lived = ex->planning_bounds;
-                pc.dry = ex->dry;
-                if ((rc = ex->kern[n->index]->prepare(&pc)) != SNUG_OK)
-                    break;
-                if (ex->dry) { /* the state it would build is counted, not kept */
-                    if (pc.state && ex->kern[n->index]->free_state)
-                        ex->kern[n->index]->free_state(pc.state);
-                    pc.state = NULL;
-                    ex->dry_state += pc.state_bytes;
-                }
-                ex->nstate[i] = pc.state;
-                ex->nws[i] = pc.workspace;
-                ex->nstate_bytes[i] = pc.state_bytes;
-                ex->stats.kernel_state_bytes += pc.state_bytes;
-                ex->nreplaces[i] = pc.replaces;
-            }
-            drop_unread_inputs(ex, n, i);
-        } else {
+        else
             ex->stats.n_dynamic++;
-        }
     }
-    for (int v = 0; v < g->n_values; v++)
-        if (ex->vkind[v] == VK_INPUT)
-            ex->vals[v].data = saved[v];
-    sn_free(saved);
     for (int k = 0; k < ex->n_states && rc == SNUG_OK; k++)
         rc = plan_state_output(ex, &ex->states[k], err);
-    if (rc == SNUG_OK)
-        sweep_released(ex);
+    /* The plan's record of every value at the planning shapes. */
+    for (int v = 0; v < g->n_values && rc == SNUG_OK; v++) {
+        sn_plan_value *pv = &ex->pl.values[v];
+        pv->info = ex->vals[v];
+        if (pv->storage != SN_STORE_CONST && pv->storage != SN_STORE_FOLDED)
+            pv->info.data = NULL; /* arena bytes no run has written, or none */
+        pv->size = pv->storage == SN_STORE_DYNAMIC || pv->info.kind != SN_KIND_TENSOR ||
+                           !sn_tensor_shape_known(&pv->info) || !sn_dtype_valid(pv->info.dtype)
+                       ? 0
+                       : sn_tensor_nbytes(&pv->info);
+    }
+    return rc;
+}
 
-    if (rc != SNUG_OK) {
-        plan_release(ex);
-        return rc;
-    }
-    find_groups(ex);
-    /* Lifetimes: a view keeps its source alive as long as itself. */
-    last = sn_malloc(sizeof *last * ((size_t)g->n_values + 1));
-    share = sn_malloc(sizeof *share * ((size_t)g->n_values + 1));
-    blocks = sn_malloc(sizeof *blocks * ((size_t)g->n_values + (size_t)g->n_nodes + 1));
-    bval = sn_malloc(sizeof *bval * ((size_t)g->n_values + (size_t)g->n_nodes + 1));
-    if (!last || !share || !blocks || !bval) {
-        rc = sn_errf(err, SNUG_ERR_OOM, "out of memory");
-        goto done;
-    }
-    for (int v = 0; v < g->n_values; v++) {
-        const sn_value *val = &g->values[v];
-        int l = val->producer;
-        for (int c = 0; c < val->n_cons; c++)
-            l = val->cons[c] > l ? val->cons[c] : l;
-        if (val->flags & SN_VAL_OUTPUT)
-            l = g->n_nodes;
-        last[v] = l;
-    }
-    for (int v = 0; v < g->n_values; v++) { /* each view extends every value it may alias */
-        if (ex->valias[v] < 0)
-            continue;
-        for (int r = ex->valias[v]; r >= 0; r = ex->valias[r])
-            if (last[v] > last[r])
-                last[r] = last[v];
-    }
-    /* In place: an element-wise output takes over its input's block when the
-     * input dies at that node (share[v] = the value whose block v uses). */
-    for (int v = 0; v < g->n_values; v++)
-        share[v] = v;
+/* Prepare, the executor's side of a plan: every static node's kernel
+ * prepared on its device (state, and the Level-2 workspace it declares),
+ * each declaration checked once against the Level-1 reservation of the
+ * estimate stage: larger is a warning (the memory stage then places the
+ * declared figure) or, under session.strict_workspace_verification, an
+ * error. Constants every reader is done with are released as it goes. */
+static int prepare_kernels(sn_exec *ex, sn_err *err) {
+    const sn_graph *g = ex->g;
+    ex->stage = EX_PREPARE;
     for (int i = 0; i < g->n_nodes; i++) {
         const sn_node *n = &g->nodes[i];
-        if (ex->nmode[i] != NM_STATIC || !(n->op->flags & SN_OP_INPLACE0) || n->n_in < 1 || n->n_out < 1 ||
-            ex->glen[i] != 1) /* a group's input 0 is read by every member */
+        sn_plan_node *pn = &ex->pl.nodes[i];
+        ex->prepared_upto = i;
+        if (pn->mode != SN_MODE_STATIC)
             continue;
-        int a = n->in[0], o = n->out[0];
-        if (a < 0 || o < 0 || ex->vkind[a] != VK_ARENA || ex->vkind[o] != VK_ARENA || last[a] != i ||
-            (g->values[a].flags & SN_VAL_OUTPUT) || ex->vals[a].dtype != ex->vals[o].dtype ||
-            sn_tensor_nbytes(&ex->vals[a]) != sn_tensor_nbytes(&ex->vals[o]))
-            continue;
-        int r = share[a];
-        share[o] = r;
-        if (last[o] > last[r])
-            last[r] = last[o];
-        ex->stats.n_inplace++;
-    }
-    int nb = 0;
-    for (int v = 0; v < g->n_values; v++) {
-        if (ex->vkind[v] != VK_ARENA || share[v] != v)
-            continue;
-        int from = g->values[v].producer; /* a group member's outputs are written by the leader */
-        if (from >= 0)
-            from = ex->glead[from];
-        blocks[nb] = (sn_block){sn_tensor_nbytes(&ex->vals[v]), from, last[v], 0};
-        bval[nb++] = v;
-        ex->vspan[v][0] = from;
-        ex->vspan[v][1] = last[v];
-    }
-    for (int i = 0; i < g->n_nodes; i++) {
-        if (ex->nmode[i] != NM_STATIC || !ex->nws[i])
-            continue;
-        blocks[nb] = (sn_block){ex->nws[i], ex->glead[i], i, 0};
-        bval[nb++] = -1 - i;
-    }
-    size_t total, lower;
-    if ((rc = sn_memplan_place(blocks, nb, &total, &lower, err)) != SNUG_OK)
-        goto done;
-    if (ex->dry) {
-        ex->stats.arena_bytes = total;
-        ex->stats.lower_bound = lower;
-        goto done;
-    }
-    if (total > ex->arena_cap) {
-        uint8_t *a = ex->backends[0].ops->buffer_alloc(ex->backends[0].ctx, total, err);
-        if (!a) {
-            rc = sn_errf(err, SNUG_ERR_OOM, "cannot allocate the %zu-byte activation arena", total);
-            goto done;
+        const sn_kernel *k = ex->kern[i];
+        if (k->prepare) {
+            bind_args(ex, n, ex->argin, ex->argout);
+            sn_prep_ctx pc = {.node = n, .n_in = n->n_in, .n_out = n->n_out, .in = ex->argin,
+                              .out = (const sn_tensor *const *)ex->argout, .err = err,
+                              .n_threads = sn_pool_size(ex->pool), .release = release_cb, .release_ctx = ex,
+                              .long_lived = ex->planning_bounds, .dry = ex->dry};
+            ex->prep_node = i;
+            SN_TRY(k->prepare(&pc));
+            if (ex->dry) { /* the state it would build is counted, not kept */
+                if (pc.state && k->free_state)
+                    k->free_state(pc.state);
+                pc.state = NULL;
+                ex->dry_state += pc.state_bytes;
+            }
+            ex->nstate[i] = pc.state;
+            pn->workspace = pc.workspace;
+            pn->state_bytes = pc.state_bytes;
+            ex->stats.kernel_state_bytes += pc.state_bytes;
+            ex->nreplaces[i] = pc.replaces;
         }
-        if (ex->arena)
-            ex->backends[0].ops->buffer_free(ex->backends[0].ctx, ex->arena);
-        ex->arena = a;
-        ex->arena_cap = total;
+        if (pn->has_reserve && pn->workspace > pn->ws_reserved) {
+            if (ex->strict_ws)
+                return sn_kfail(err, n, SNUG_ERR_RANGE, "prepare declared %zu bytes of workspace, more than its "
+                                "Level-1 reservation of %zu (session.strict_workspace_verification)",
+                                pn->workspace, pn->ws_reserved);
+            sn_log(ex->log, SNUG_LOG_WARN, "%s '%s': prepare declared %zu bytes of workspace, more than its Level-1 "
+                   "reservation of %zu; the arena is planned with the declared figure", n->p->op_type, n->p->name,
+                   pn->workspace, pn->ws_reserved);
+        }
+        drop_unread_inputs(ex, n, i);
+    }
+    return SNUG_OK;
+}
+
+/* n bytes of device buffer a zeroed: in place where the host sees them,
+ * else through tensor_set in pieces. */
+static int zero_buffer(const sn_backend *be, uint8_t *a, size_t n, sn_err *err) {
+    sn_buffer_type bt;
+    sn_backend_buffer_type(be, &bt);
+    if (bt.host_visible) {
+        memset(a, 0, n);
+        return SNUG_OK;
+    }
+    static const uint8_t zeros[4096];
+    for (size_t off = 0; off < n; off += sizeof zeros)
+        SN_TRY(sn_backend_tensor_set(be, a, off, zeros, n - off < sizeof zeros ? n - off : sizeof zeros, err));
+    return SNUG_OK;
+}
+
+/* Each buffer of the plan from its device's backend (kept while large
+ * enough), and every planned value and workspace bound into it. */
+static int bind_buffers(sn_exec *ex, sn_err *err) {
+    const sn_graph *g = ex->g;
+    for (int b = 0; b < ex->pl.n_buffers; b++) {
+        const sn_plan_buffer *pb = &ex->pl.buffers[b];
+        const sn_backend *be = &ex->backends[pb->device];
+        if (pb->size <= ex->buf_cap[b])
+            continue;
+        uint8_t *a = be->ops->buffer_alloc(be->ctx, pb->size, err);
+        if (!a)
+            return sn_errf(err, SNUG_ERR_OOM, "cannot allocate the %zu-byte activation arena on %s", pb->size,
+                           be->ops->name);
+        if (ex->buf[b])
+            ex->backends[ex->buf_dev[b]].ops->buffer_free(ex->backends[ex->buf_dev[b]].ctx, ex->buf[b]);
+        ex->buf[b] = a;
+        ex->buf_cap[b] = pb->size;
+        ex->buf_dev[b] = pb->device;
         /* A plan at input bounds serves many runs: its arena is made
          * resident now (every workspace slot included), so a run never
          * faults in fresh pages and the memory the plan reports is held. */
         if (ex->planning_bounds)
-            memset(a, 0, total);
+            SN_TRY(zero_buffer(be, a, pb->size, err));
     }
-    for (int k = 0; k < nb; k++) {
-        if (bval[k] >= 0)
-            ex->voff[bval[k]] = blocks[k].offset;
-        else
-            ex->nws_off[-1 - bval[k]] = blocks[k].offset;
+    for (int v = 0; v < g->n_values; v++) {
+        const sn_plan_value *pv = &ex->pl.values[v];
+        if (pv->storage != SN_STORE_ARENA)
+            continue;
+        ex->vals[v].data = ex->buf[pv->buffer] + pv->offset;
+        ex->vcap[v] = pv->size;
     }
-    for (int v = 0; v < g->n_values; v++)
-        if (ex->vkind[v] == VK_ARENA) {
-            ex->voff[v] = ex->voff[share[v]];
-            ex->vspan[v][0] = ex->vspan[share[v]][0];
-            ex->vspan[v][1] = ex->vspan[share[v]][1];
-            ex->vals[v].data = ex->arena + ex->voff[v];
-            ex->vcap[v] = sn_tensor_nbytes(&ex->vals[v]);
+    return SNUG_OK;
+}
+
+/* A plan for the shapes now in ex->vals (graph inputs and outer values):
+ * the stages in order, then prepared and bound. An estimate (ex->dry)
+ * stops before any buffer is allocated. */
+static int plan_for(sn_exec *ex, sn_err *err) {
+    const sn_graph *g = ex->g;
+    plan_release(ex);
+    for (int v = 0; v < g->n_values && !ex->dry; v++) { /* an estimate reads no weight */
+        if (ex->copy_released[v]) { /* partly handed back by a plan that failed after packing it */
+            copy_free(ex, v);
+            ex->copy_dropped[v] = 1;
         }
-    ex->stats.arena_bytes = total;
-    ex->stats.lower_bound = lower;
-    ex->planned = true;
-done:
-    sn_free(last);
-    sn_free(share);
-    sn_free(blocks);
-    sn_free(bval);
-    if (rc != SNUG_OK)
+        if (ex->copy_dropped[v]) /* copies a previous plan's kernels no longer needed */
+            SN_TRY(copy_init(ex, v, err));
+    }
+    int n_plans = ex->stats.n_plans + 1;
+    size_t copied = ex->stats.copied_init_bytes, persistent = ex->stats.persistent_bytes;
+    memset(&ex->stats, 0, sizeof ex->stats);
+    ex->stats.n_plans = n_plans;
+    ex->stats.copied_init_bytes = copied;
+    ex->stats.persistent_bytes = persistent;
+    ex->pl.threads = sn_pool_size(ex->pool);
+    ex->prepared_upto = -1;
+    /* Graph-input data is hidden while planning: a plan depends on shapes
+     * only (a kernel's prepare must not take an input for a constant). */
+    void **saved = sn_calloc((size_t)g->n_values + 1, sizeof *saved);
+    if (!saved)
+        return sn_errf(err, SNUG_ERR_OOM, "out of memory");
+    for (int v = 0; v < g->n_values; v++)
+        if ((g->values[v].flags & (SN_VAL_INPUT | SN_VAL_OUTER)) && !(g->values[v].flags & SN_VAL_INIT)) {
+            saved[v] = ex->vals[v].data;
+            ex->vals[v].data = NULL;
+        }
+    uint8_t *groupable = NULL;
+    int rc = infer_fold(ex, err);
+    if (rc == SNUG_OK)
+        rc = sn_plan_assign(&ex->pl, g, ex->backends, ex->n_backends, err);
+    if (rc == SNUG_OK && !(groupable = sn_calloc((size_t)g->n_nodes + 1, 1)))
+        rc = sn_errf(err, SNUG_ERR_OOM, "out of memory");
+    for (int i = 0; i < g->n_nodes && rc == SNUG_OK; i++) {
+        const sn_node *n = &g->nodes[i];
+        if (!(ex->kern[i] = sn_backend_kernel(&ex->backends[ex->pl.nodes[i].device], n)))
+            rc = sn_kfail(err, n, SNUG_ERR_UNSUPPORTED, "no %s kernel for this op",
+                          ex->backends[ex->pl.nodes[i].device].ops->name);
+        else
+            groupable[i] = ex->kern[i]->run_group != NULL;
+    }
+    if (rc == SNUG_OK)
+        sn_plan_groups(&ex->pl, g, groupable, !ex->no_groups);
+    sn_free(groupable);
+    if (rc == SNUG_OK)
+        rc = sn_plan_reserve(&ex->pl, g, err);
+    if (rc == SNUG_OK)
+        rc = prepare_kernels(ex, err);
+    for (int v = 0; v < g->n_values; v++)
+        if ((g->values[v].flags & (SN_VAL_INPUT | SN_VAL_OUTER)) && !(g->values[v].flags & SN_VAL_INIT))
+            ex->vals[v].data = saved[v];
+    sn_free(saved);
+    if (rc == SNUG_OK)
+        sweep_released(ex);
+    if (rc == SNUG_OK)
+        rc = sn_plan_memory(&ex->pl, g, err);
+    if (rc == SNUG_OK && !ex->dry)
+        rc = bind_buffers(ex, err);
+    if (rc != SNUG_OK) {
         plan_release(ex);
-    return rc;
+        return rc;
+    }
+    ex->stats.arena_bytes = 0;
+    ex->stats.lower_bound = 0;
+    for (int b = 0; b < ex->pl.n_buffers; b++) {
+        ex->stats.arena_bytes += ex->pl.buffers[b].size;
+        ex->stats.lower_bound += ex->pl.buffers[b].lower_bound;
+    }
+    ex->stats.n_inplace = ex->pl.n_inplace;
+    ex->stats.n_grouped = ex->pl.n_grouped;
+    ex->pl.n_static = ex->stats.n_static;
+    ex->pl.n_dynamic = ex->stats.n_dynamic;
+    ex->pl.n_folded = ex->stats.n_folded;
+    ex->pl.folded_bytes = ex->stats.folded_bytes;
+    ex->pl.state_bytes = ex->stats.kernel_state_bytes;
+    ex->pl.persistent_bytes = ex->stats.persistent_bytes;
+    ex->planned = !ex->dry;
+    return SNUG_OK;
+}
+
+/* Node i's workspace slot, or NULL. */
+static void *ws_of(const sn_exec *ex, int i) {
+    const sn_plan_node *pn = &ex->pl.nodes[i];
+    return pn->workspace && pn->ws_buffer >= 0 ? ex->buf[pn->ws_buffer] + pn->ws_offset : NULL;
 }
 
 /* ---- running --------------------------------------------------------- */
@@ -1030,19 +999,19 @@ static int call_kernel(sn_exec *ex, const sn_node *n, void *state, void *ws, sn_
 
 static int reinfer_node(sn_exec *ex, const sn_node *n, sn_err *err);
 
-/* The group node i leads (glen[i] members from i on), each member with
+/* The group node i leads (group_size members from i on), each member with
  * its own arguments, state and workspace; reinfer: a bounded plan's run
  * (every member's outputs inferred again first). */
 static int run_group(sn_exec *ex, int i, bool reinfer, sn_err *err) {
     const sn_graph *g = ex->g;
-    int n = ex->glen[i];
+    int n = ex->pl.nodes[i].group_size;
     sn_kctx kc[SN_GROUP_MAX], *cs[SN_GROUP_MAX];
     for (int m = 0; m < n; m++) {
         const sn_node *nd = &g->nodes[i + m];
         if (reinfer)
             SN_TRY(reinfer_node(ex, nd, err));
         kc[m] = kctx_of(ex, nd, ex->gin + (size_t)m * (size_t)ex->arg_cap, ex->gout + (size_t)m * (size_t)ex->arg_cap,
-                        ex->nstate[i + m], ex->nws[i + m] ? ex->arena + ex->nws_off[i + m] : NULL, err);
+                        ex->nstate[i + m], ws_of(ex, i + m), err);
         cs[m] = &kc[m];
     }
     ex->cur_node = i;
@@ -1074,7 +1043,7 @@ static int run_dynamic(sn_exec *ex, const sn_node *n, sn_err *err) {
             size_t nb = sn_tensor_nbytes(t);
             if (sn_tensor_numel(t) < 0 || nb > ((size_t)1 << 56))
                 return sn_kfail(err, n, SNUG_ERR_RANGE, "output %d is too large", j);
-            if (ex->vkind[n->out[j]] == VK_STATE) {
+            if (ex->pl.values[n->out[j]].storage == SN_STORE_STATE) {
                 if (nb > ex->vcap[n->out[j]])
                     return sn_kfail(err, n, SNUG_ERR_RANGE, "output %d needs %zu bytes, more than its %zu-byte "
                                     "state buffer", j, nb, ex->vcap[n->out[j]]);
@@ -1139,11 +1108,11 @@ static int reinfer_node(sn_exec *ex, const sn_node *n, sn_err *err) {
                             sn_shape_str(t, b, sizeof b), nb, ex->vcap[n->out[j]]);
         }
     }
-    if (n->op->estimate && ex->nmode[n->index] == NM_STATIC) {
+    if (n->op->estimate && ex->pl.nodes[n->index].mode == SN_MODE_STATIC) {
         size_t need = n->op->estimate(&c);
-        if (need > ex->nws[n->index])
+        if (need > ex->pl.nodes[n->index].workspace)
             return sn_kfail(err, n, SNUG_ERR_RANGE, "needs %zu bytes of workspace, more than the %zu planned", need,
-                            ex->nws[n->index]);
+                            ex->pl.nodes[n->index].workspace);
     }
     return SNUG_OK;
 }
@@ -1163,59 +1132,6 @@ static void time_mark(sn_exec *ex, int i) {
 void sn_exec_time_nodes(sn_exec *ex, double *acc) {
     ex->node_time = acc;
     ex->t_node = -1;
-}
-
-/* A run within a bounded plan: every node is inferred again for the actual
- * shapes (cheap) and computes into the buffers planned at the bounds. Shape
- * computations folded at plan time are recomputed when they read an input
- * shape. Nothing is allocated, except by dynamic nodes. */
-static int run_nodes_in_bounds(sn_exec *ex, sn_err *err) {
-    const sn_graph *g = ex->g;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const sn_node *n = &g->nodes[i];
-        int rc = SNUG_OK;
-        if (ex->node_time)
-            time_mark(ex, i);
-        if (ex->nmode[i] == NM_DYNAMIC) {
-            rc = run_dynamic(ex, n, err);
-        } else if (ex->nmode[i] == NM_FOLDED) {
-            bool dep = false;
-            for (int j = 0; j < n->n_out; j++)
-                dep |= n->out[j] >= 0 && ex->vdep[n->out[j]];
-            if (!dep)
-                continue;
-            if (ex->kern[n->index]->prepare)
-                return sn_kfail(err, n, SNUG_ERR_UNSUPPORTED, "cannot recompute this shape computation in a bounded plan");
-            if ((rc = reinfer_node(ex, n, err)) == SNUG_OK)
-                rc = call_kernel(ex, n, NULL, NULL, err);
-        } else if (ex->glen[i] == 0) { /* run with its group's leader */
-            continue;
-        } else if (ex->glen[i] > 1) {
-            rc = run_group(ex, i, true, err);
-        } else {
-            if ((rc = reinfer_node(ex, n, err)) != SNUG_OK)
-                return rc;
-            if ((n->op->flags & SN_OP_VIEW0) && n->out[0] >= 0 && ex->vkind[n->out[0]] == VK_VIEW) {
-                ex->vals[n->out[0]].data = ex->vals[ex->valias[n->out[0]]].data;
-                bool others = false;
-                for (int j = 1; j < n->n_out; j++)
-                    others |= n->out[j] >= 0;
-                if (!others)
-                    continue;
-            }
-            rc = call_kernel(ex, n, ex->nstate[i], ex->nws[i] ? ex->arena + ex->nws_off[i] : NULL, err);
-        }
-        if (rc != SNUG_OK)
-            return rc;
-    }
-    return SNUG_OK;
-}
-
-static int run_in_bounds(sn_exec *ex, sn_err *err) {
-    int rc = run_nodes_in_bounds(ex, err);
-    if (ex->node_time)
-        time_mark(ex, -1);
-    return rc;
 }
 
 int sn_exec_estimate_bounds(sn_exec *ex, const sn_tensor *bounds, sn_exec_estimate *e, uint8_t *gone,
@@ -1244,7 +1160,8 @@ int sn_exec_estimate_bounds(sn_exec *ex, const sn_tensor *bounds, sn_exec_estima
         e->n_static = ex->stats.n_static;
         e->n_dynamic = ex->stats.n_dynamic;
         if (gone)
-            memcpy(gone, ex->vreleased, (size_t)g->n_values);
+            for (int v = 0; v < g->n_values; v++)
+                gone[v] = ex->pl.values[v].released;
     }
     plan_release(ex); /* nothing prepared; the folded blocks go */
     ex->stats = saved;
@@ -1269,15 +1186,67 @@ int sn_exec_set_bounds(sn_exec *ex, const sn_tensor *bounds, sn_err *err) {
     return SNUG_OK;
 }
 
-static int run_nodes(sn_exec *ex, sn_err *err);
-
-static int exec_run_bound(sn_exec *ex, sn_err *err) {
+/* The one run loop: every node of the plan in order. A plan made at input
+ * bounds infers each node again for the actual shapes (cheap) and computes
+ * into the buffers planned at the bounds; shape computations folded at plan
+ * time are recomputed when they read an input shape. Nothing is allocated,
+ * except by dynamic nodes. */
+static int run_loop(sn_exec *ex, sn_err *err) {
     const sn_graph *g = ex->g;
+    bool re = ex->bounded;
+    int rc = SNUG_OK;
+    for (int i = 0; i < g->n_nodes && rc == SNUG_OK; i++) {
+        const sn_node *n = &g->nodes[i];
+        const sn_plan_node *pn = &ex->pl.nodes[i];
+        if (ex->node_time)
+            time_mark(ex, i);
+        if (pn->mode == SN_MODE_DYNAMIC) {
+            rc = run_dynamic(ex, n, err);
+        } else if (pn->mode == SN_MODE_FOLDED) {
+            bool dep = false;
+            for (int j = 0; j < n->n_out && re; j++)
+                dep |= n->out[j] >= 0 && ex->vdep[n->out[j]];
+            if (!dep)
+                continue;
+            if (ex->kern[i]->prepare)
+                return sn_kfail(err, n, SNUG_ERR_UNSUPPORTED, "cannot recompute this shape computation in a bounded plan");
+            if ((rc = reinfer_node(ex, n, err)) == SNUG_OK)
+                rc = call_kernel(ex, n, NULL, NULL, err);
+        } else if (pn->group_size == 0) { /* run with its group's leader */
+            continue;
+        } else if (pn->group_size > 1) {
+            rc = run_group(ex, i, re, err);
+        } else {
+            if (re && (rc = reinfer_node(ex, n, err)) != SNUG_OK)
+                break;
+            if ((n->op->flags & SN_OP_VIEW0) && n->out[0] >= 0 && ex->pl.values[n->out[0]].storage == SN_STORE_VIEW) {
+                ex->vals[n->out[0]].data = ex->vals[ex->pl.values[n->out[0]].alias].data;
+                bool others = false;
+                for (int j = 1; j < n->n_out; j++)
+                    others |= n->out[j] >= 0;
+                if (!others)
+                    continue;
+            }
+            rc = call_kernel(ex, n, ex->nstate[i], ws_of(ex, i), err);
+        }
+    }
+    if (ex->node_time)
+        time_mark(ex, -1);
+    return rc;
+}
+
+/* Whether the inputs and outer values now bound (ex->vals) lie inside the
+ * current plan: within its bounds, or the very shapes it was made for. An
+ * error names the input, its shape and the bound (or planned shape). */
+static int plan_covers(const sn_exec *ex, sn_err *err) {
+    const sn_graph *g = ex->g;
+    char b1[160], b2[160];
+    if (!ex->planned)
+        return sn_errf(err, SNUG_ERR_INVALID_ARG, "run without a plan (plan first)");
     if (ex->bounded) {
         for (int i = 0; i < g->n_inputs; i++) {
             const sn_tensor *t = &ex->vals[g->inputs[i]], *b = &ex->bounds[i];
             const char *nm = g->values[g->inputs[i]].name;
-            char b1[160], b2[160];
             if (t->kind != b->kind || t->dtype != b->dtype || t->rank != b->rank)
                 return sn_errf(err, SNUG_ERR_SHAPE, "input '%s' %s %s does not match its planned bound %s %s", nm,
                                sn_dtype_name(t->dtype), sn_shape_str(t, b1, sizeof b1), sn_dtype_name(b->dtype),
@@ -1289,90 +1258,46 @@ static int exec_run_bound(sn_exec *ex, sn_err *err) {
                                    sn_shape_str(t, b1, sizeof b1), d, (long long)t->dims[d], (long long)b->dims[d],
                                    sn_shape_str(b, b2, sizeof b2));
         }
-        return run_in_bounds(ex, err);
+        return SNUG_OK;
     }
-    /* Shapes of inputs or outer values the plan was not made for: the
-     * owner's policy (sn_exec_set_replan) says whether to plan again. */
-    int k = 0, first = -1;
-    bool same = ex->planned;
-    for (int v = 0; v < g->n_values && same; v++) {
+    for (int v = 0, k = 0; v < g->n_values; v++) {
         if (!(g->values[v].flags & (SN_VAL_INPUT | SN_VAL_OUTER)))
             continue;
         if (!sig_equal(&ex->sig[k], &ex->vals[v]))
-            same = false, first = v;
+            return sn_errf(err, SNUG_ERR_SHAPE, "input '%s' is %s, the plan was made for %s (plan again, or plan "
+                           "once for bounds)", g->values[v].name, sn_shape_str(&ex->vals[v], b1, sizeof b1),
+                           sn_shape_str(&ex->sig[k], b2, sizeof b2));
         k++;
-    }
-    if (!same) {
-        char b1[160], b2[160];
-        int j = 0;
-        for (int v = 0; first >= 0 && v < first; v++)
-            j += (g->values[v].flags & (SN_VAL_INPUT | SN_VAL_OUTER)) != 0;
-        if (first >= 0) {
-            sn_shape_str(&ex->vals[first], b1, sizeof b1);
-            sn_shape_str(&ex->sig[j], b2, sizeof b2);
-        }
-        if (ex->replan == SN_REPLAN_NEVER)
-            return first < 0 ? sn_errf(err, SNUG_ERR_INVALID_ARG, "run without a plan (plan first)")
-                             : sn_errf(err, SNUG_ERR_SHAPE, "input '%s' is %s, the plan was made for %s (plan "
-                                       "again, or plan once for bounds)", g->values[first].name, b1, b2);
-        if (ex->replan == SN_REPLAN_WARN && first >= 0)
-            sn_log(ex->log, SNUG_LOG_WARN, "planning again: input '%s' is %s, the plan was made for %s (a plan at "
-                   "bounds, session.max_shape_override, serves both without re-planning)", g->values[first].name,
-                   b1, b2);
-        k = 0;
-        for (int v = 0; v < g->n_values; v++)
-            if (g->values[v].flags & (SN_VAL_INPUT | SN_VAL_OUTER))
-                ex->sig[k++] = ex->vals[v];
-        ex->n_sig = k;
-        SN_TRY(make_plan(ex, err));
-    }
-    int rc = run_nodes(ex, err);
-    if (ex->node_time)
-        time_mark(ex, -1);
-    return rc;
-}
-
-/* The nodes of a plan made for these very shapes. */
-static int run_nodes(sn_exec *ex, sn_err *err) {
-    const sn_graph *g = ex->g;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const sn_node *n = &g->nodes[i];
-        int rc;
-        if (ex->node_time)
-            time_mark(ex, i);
-        switch (ex->nmode[i]) {
-        case NM_FOLDED:
-            continue;
-        case NM_STATIC:
-            if (ex->glen[i] == 0) /* run with its group's leader */
-                continue;
-            if (ex->glen[i] > 1) {
-                rc = run_group(ex, i, false, err);
-                break;
-            }
-            if ((n->op->flags & SN_OP_VIEW0) && n->out[0] >= 0 && ex->vkind[n->out[0]] == VK_VIEW) {
-                ex->vals[n->out[0]].data = ex->vals[ex->valias[n->out[0]]].data;
-                bool others = false;
-                for (int j = 1; j < n->n_out; j++)
-                    others |= n->out[j] >= 0;
-                if (!others)
-                    continue;
-            }
-            rc = call_kernel(ex, n, ex->nstate[i], ex->nws[i] ? ex->arena + ex->nws_off[i] : NULL, err);
-            break;
-        default:
-            rc = run_dynamic(ex, n, err);
-            break;
-        }
-        if (rc != SNUG_OK)
-            return rc;
     }
     return SNUG_OK;
 }
 
-int sn_exec_run(sn_exec *ex, const sn_tensor *inputs, sn_tensor *outputs, sn_err *err) {
+/* A plan for the shapes now bound, as the owner's policy says, when the
+ * current plan does not cover them. */
+static int plan_if_needed(sn_exec *ex, sn_replan policy, sn_err *err) {
+    sn_err why = {0};
+    if (plan_covers(ex, &why) == SNUG_OK)
+        return SNUG_OK;
+    if (policy == SN_REPLAN_NEVER || ex->bounded) {
+        *err = why;
+        return why.code;
+    }
+    if (policy == SN_REPLAN_WARN && ex->planned)
+        sn_log(ex->log, SNUG_LOG_WARN, "planning again: %s (a plan at bounds, session.max_shape_override, serves "
+               "both without re-planning)", why.msg);
     const sn_graph *g = ex->g;
-    dyn_release(ex);
+    int k = 0;
+    for (int v = 0; v < g->n_values; v++)
+        if (g->values[v].flags & (SN_VAL_INPUT | SN_VAL_OUTER))
+            ex->sig[k++] = ex->vals[v];
+    ex->n_sig = k;
+    return plan_for(ex, err);
+}
+
+/* Graph inputs bound for a run, each checked against its declaration (and
+ * its state buffer). */
+static int bind_inputs(sn_exec *ex, const sn_tensor *inputs, sn_err *err) {
+    const sn_graph *g = ex->g;
     for (int i = 0; i < g->n_inputs; i++) {
         int v = g->inputs[i];
         const sn_tensor *t = &inputs[i];
@@ -1406,19 +1331,32 @@ int sn_exec_run(sn_exec *ex, const sn_tensor *inputs, sn_tensor *outputs, sn_err
         if (t->kind == SN_KIND_TENSOR && !ex->vals[v].data && sn_tensor_numel(t) > 0)
             return sn_errf(err, SNUG_ERR_INVALID_ARG, "input '%s' has no data", g->values[v].name);
     }
+    return SNUG_OK;
+}
+
+int sn_exec_run(sn_exec *ex, const sn_tensor *inputs, sn_tensor *outputs, sn_err *err) {
+    const sn_graph *g = ex->g;
+    dyn_release(ex);
+    SN_TRY(bind_inputs(ex, inputs, err));
     if (ex->parent) {
         for (int v = 0; v < g->n_values; v++)
             if (g->values[v].flags & SN_VAL_OUTER)
                 ex->vals[v] = ex->parent->vals[g->values[v].outer_id];
     }
+    SN_TRY(plan_covers(ex, err));
     sn_pool_hot(ex->pool, true); /* the workers wait spinning through the run's serial kernels */
-    int rc = exec_run_bound(ex, err);
+    int rc = run_loop(ex, err);
     sn_pool_hot(ex->pool, false);
     if (rc != SNUG_OK)
         return rc;
     for (int i = 0; i < g->n_outputs; i++)
         outputs[i] = ex->vals[g->outputs[i]];
     return SNUG_OK;
+}
+
+int sn_exec_replan_for(sn_exec *ex, const sn_tensor *inputs, sn_replan policy, sn_err *err) {
+    SN_TRY(bind_inputs(ex, inputs, err));
+    return plan_if_needed(ex, policy, err);
 }
 
 int sn_exec_plan(sn_exec *ex, const sn_tensor *inputs, sn_err *err) {
@@ -1432,7 +1370,7 @@ int sn_exec_plan(sn_exec *ex, const sn_tensor *inputs, sn_err *err) {
         if (g->values[v].flags & (SN_VAL_INPUT | SN_VAL_OUTER))
             ex->sig[k++] = ex->vals[v];
     ex->n_sig = k;
-    return make_plan(ex, err);
+    return plan_for(ex, err);
 }
 
 bool sn_exec_state_shareable(const sn_exec *ex, int input, int output) {
@@ -1502,95 +1440,39 @@ void *sn_exec_state_data(const sn_exec *ex, int input) {
 const sn_tensor *sn_exec_value_info(const sn_exec *ex, int v) { return &ex->vals[v]; }
 
 sn_storage sn_exec_value_storage(const sn_exec *ex, int v, size_t *offset) {
-    static const sn_storage map[] = {
-        [VK_NONE] = SN_STORE_NONE,   [VK_CONST] = SN_STORE_CONST, [VK_FOLDED] = SN_STORE_FOLDED,
-        [VK_INPUT] = SN_STORE_INPUT, [VK_ARENA] = SN_STORE_ARENA, [VK_VIEW] = SN_STORE_VIEW,
-        [VK_DYN] = SN_STORE_DYNAMIC, [VK_STATE] = SN_STORE_STATE,
-    };
     if (offset)
-        *offset = ex->vkind[v] == VK_ARENA ? ex->voff[v] : 0;
-    return map[ex->vkind[v]];
+        *offset = ex->pl.values[v].storage == SN_STORE_ARENA ? ex->pl.values[v].offset : 0;
+    return ex->pl.values[v].storage;
 }
 
-bool sn_exec_value_released(const sn_exec *ex, int v) { return ex->vreleased[v] != 0; }
+bool sn_exec_value_released(const sn_exec *ex, int v) { return ex->pl.values[v].released; }
+
+const sn_plan *sn_exec_plan_ref(const sn_exec *ex) { return ex->planned ? &ex->pl : NULL; }
 
 int sn_exec_plan_value(const sn_exec *ex, sn_plan **out, sn_err *err) {
     const sn_graph *g = ex->g;
     *out = NULL;
     if (!ex->planned)
         return sn_errf(err, SNUG_ERR_INVALID_ARG, "no plan: plan the executor first");
-    sn_plan *p = sn_calloc(1, sizeof *p);
-    if (!p)
-        return sn_errf(err, SNUG_ERR_OOM, "out of memory");
-    p->n_values = g->n_values;
-    p->n_nodes = g->n_nodes;
-    p->n_inputs = g->n_inputs;
-    p->n_buffers = 1;
-    p->n_devices = ex->n_backends;
-    for (int b = 0; b < ex->n_backends && b < SN_MAX_DEVICES; b++)
-        p->device_names[b] = ex->backends[b].ops->name;
-    p->devices = p->device_names;
-    p->values = sn_calloc((size_t)g->n_values + 1, sizeof *p->values);
-    p->nodes = sn_calloc((size_t)g->n_nodes + 1, sizeof *p->nodes);
-    p->buffers = sn_calloc(1, sizeof *p->buffers);
-    p->shapes = sn_calloc((size_t)g->n_inputs + 1, sizeof *p->shapes);
-    if (!p->values || !p->nodes || !p->buffers || !p->shapes) {
-        sn_plan_free(p);
-        return sn_errf(err, SNUG_ERR_OOM, "out of memory");
-    }
-    p->buffers[0] = (sn_plan_buffer){0, ex->stats.arena_bytes, ex->stats.lower_bound};
-    for (int v = 0; v < g->n_values; v++) {
-        sn_plan_value *pv = &p->values[v];
-        size_t off;
-        pv->storage = sn_exec_value_storage(ex, v, &off);
-        pv->info = ex->vals[v];
-        if (pv->storage != SN_STORE_CONST && pv->storage != SN_STORE_FOLDED)
-            pv->info.data = NULL; /* arena bytes no run has written, or none */
-        pv->size = pv->storage == SN_STORE_DYNAMIC || pv->info.kind != SN_KIND_TENSOR ||
-                           !sn_tensor_shape_known(&pv->info) || !sn_dtype_valid(pv->info.dtype)
-                       ? 0
-                       : sn_tensor_nbytes(&pv->info);
-        pv->buffer = pv->storage == SN_STORE_ARENA ? 0 : -1;
-        pv->offset = off;
-        pv->alias = pv->storage == SN_STORE_VIEW ? ex->valias[v] : -1;
-        pv->first = pv->storage == SN_STORE_ARENA ? ex->vspan[v][0] : -1;
-        pv->last = pv->storage == SN_STORE_ARENA ? ex->vspan[v][1] : -1;
-        pv->released = ex->vreleased[v] != 0;
-    }
-    for (int i = 0; i < g->n_nodes; i++) {
-        sn_plan_node *pn = &p->nodes[i];
-        pn->mode = ex->nmode[i] == NM_FOLDED ? SN_MODE_FOLDED : ex->nmode[i] == NM_DYNAMIC ? SN_MODE_DYNAMIC
-                                                                                          : SN_MODE_STATIC;
-        pn->group = ex->glead[i];
-        pn->workspace = sn_exec_node_workspace(ex, i);
-        pn->ws_buffer = pn->workspace ? 0 : -1;
-        pn->ws_offset = pn->workspace ? ex->nws_off[i] : 0;
-        pn->state_bytes = ex->nstate_bytes[i];
-        pn->last_row = i == ex->last_row_node;
-        pn->layer = g->nodes[i].layer;
-    }
+    SN_TRY(sn_plan_copy(&ex->pl, out, err));
+    sn_plan *p = *out;
     const sn_tensor *shapes = ex->bounded ? ex->bounds : NULL;
     for (int i = 0; i < g->n_inputs; i++) {
         p->shapes[i] = shapes ? shapes[i] : ex->vals[g->inputs[i]];
         p->shapes[i].data = NULL;
     }
     p->at_bounds = ex->bounded;
-    p->threads = sn_pool_size(ex->pool);
-    p->folded_bytes = ex->stats.folded_bytes;
     p->persistent_bytes = ex->stats.persistent_bytes;
-    p->state_bytes = ex->stats.kernel_state_bytes;
-    p->n_static = ex->stats.n_static;
-    p->n_dynamic = ex->stats.n_dynamic;
-    p->n_folded = ex->stats.n_folded;
-    p->n_inplace = ex->stats.n_inplace;
-    p->n_grouped = ex->stats.n_grouped;
-    *out = p;
+    for (int i = 0; i < g->n_nodes; i++)
+        p->nodes[i].layer = g->nodes[i].layer;
     return SNUG_OK;
 }
 
-size_t sn_exec_node_workspace(const sn_exec *ex, int i) { return ex->nmode[i] == NM_STATIC ? ex->nws[i] : 0; }
-bool sn_exec_node_folded(const sn_exec *ex, int i) { return ex->nmode[i] == NM_FOLDED; }
-bool sn_exec_node_dynamic(const sn_exec *ex, int i) { return ex->nmode[i] == NM_DYNAMIC; }
+size_t sn_exec_node_workspace(const sn_exec *ex, int i) {
+    return ex->pl.nodes[i].mode == SN_MODE_STATIC ? ex->pl.nodes[i].workspace : 0;
+}
+bool sn_exec_node_folded(const sn_exec *ex, int i) { return ex->pl.nodes[i].mode == SN_MODE_FOLDED; }
+bool sn_exec_node_dynamic(const sn_exec *ex, int i) { return ex->pl.nodes[i].mode == SN_MODE_DYNAMIC; }
 
 /* ---- host services (sn_host): what kernels may ask of the runner ------- */
 
@@ -1622,7 +1504,9 @@ static int host_run_subgraph(void *ctx, const sn_node *n, int k, int n_in, const
     for (int v = 0; v < sg->n_values; v++)
         if (sg->values[v].flags & SN_VAL_OUTER)
             se->vals[v] = ex->vals[sg->values[v].outer_id];
-    int rc = exec_run_bound(se, err);
+    int rc = plan_if_needed(se, SN_REPLAN_AUTO, err); /* the parent's run decides the child's shapes */
+    if (rc == SNUG_OK)
+        rc = run_loop(se, err);
     if (rc != SNUG_OK) {
         sn_err_prefix(err, "in subgraph '%s' of %s node '%s'", n->sub_attr[k], n->p->op_type, n->p->name);
         return rc;

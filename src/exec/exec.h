@@ -41,8 +41,11 @@ typedef struct sn_exec_estimate {
 int sn_exec_new(const sn_graph *g, sn_pool *pool, const sn_logger *log, sn_exec **out, sn_err *err);
 void sn_exec_free(sn_exec *ex); /* accepts NULL */
 
-/* Runs the graph. inputs[i] feeds g->inputs[i] (borrowed for the run). On
- * success outputs[i] (n_outputs == g->n_outputs) views the values of
+/* Runs the current plan: one loop over the nodes, no planning. inputs[i]
+ * feeds g->inputs[i] (borrowed for the run) and must lie inside the plan
+ * (its bounds, or the shapes it was made for): else an error naming the
+ * input, its shape and the bound (see sn_exec_replan_for). On success
+ * outputs[i] (n_outputs == g->n_outputs) views the values of
  * g->outputs[i]; they stay valid until the next run or sn_exec_free. */
 int sn_exec_run(sn_exec *ex, const sn_tensor *inputs, sn_tensor *outputs, sn_err *err);
 
@@ -62,6 +65,12 @@ void sn_exec_set_weights_load(sn_exec *ex, bool on);
  * as one call; off: every node on its own. */
 void sn_exec_set_groups(sn_exec *ex, bool on);
 bool sn_exec_weights_load(const sn_exec *ex);
+/* session.strict_workspace_verification=1 (ONNX Runtime 1.31's key): from
+ * the next plan on, a kernel declaring more workspace in prepare (Level 2)
+ * than the Level-1 reservation of the plan's estimate stage is an error
+ * naming the node and both figures; off (the default) it is a warning and
+ * the arena holds the declared figure. */
+void sn_exec_set_strict_workspace(sn_exec *ex, bool on);
 /* Threads the executor's kernels run on. */
 int sn_exec_threads(const sn_exec *ex);
 
@@ -116,20 +125,24 @@ int sn_exec_set_last_row(sn_exec *ex, int node, sn_err *err);
 /* That node, or -1. */
 int sn_exec_last_row(const sn_exec *ex);
 
-/* What a run does with input shapes its plan was not made for (an
- * unbounded plan; a plan at bounds re-infers within them and refuses what
- * is beyond): it is the owner's decision, not the runner's. AUTO plans
- * again (the default: subgraph executors, whose shapes follow their parent's
- * run, one-shot tools); WARN plans again and says so at WARN (sessions);
- * NEVER is an error naming the input, its shape and the planned one. */
+/* A run never plans: inputs outside the current plan are its error. What
+ * to do about them is the owner's decision, taken before the run with
+ * sn_exec_replan_for: AUTO plans again (subgraph executors, whose shapes
+ * follow their parent's run; one-shot tools); WARN plans again and says so
+ * at WARN (sessions); NEVER leaves the error naming the input, its shape
+ * and the planned one. A plan at bounds is never re-made this way: inputs
+ * beyond its bounds stay an error. */
 typedef enum sn_replan { SN_REPLAN_AUTO = 0, SN_REPLAN_WARN, SN_REPLAN_NEVER } sn_replan;
-void sn_exec_set_replan(sn_exec *ex, sn_replan r);
+int sn_exec_replan_for(sn_exec *ex, const sn_tensor *inputs, sn_replan policy, sn_err *err);
 
 /* The current plan as a value (src/plan/plan.h), a copy the caller frees
  * with sn_plan_free: every value's storage, buffer, offset, lifetime and
  * planned info, every node's mode, group and workspace slot. An error when
  * the executor has no plan. */
 int sn_exec_plan_value(const sn_exec *ex, sn_plan **out, sn_err *err);
+/* The current plan itself (borrowed, valid until the next plan or
+ * sn_exec_free), or NULL before the first. */
+const sn_plan *sn_exec_plan_ref(const sn_exec *ex);
 /* True when no run of the current plan reads constant v (its readers are
  * folded, or hold it in another form): its mapped pages were released, or
  * its aligned copy or folded block freed. */

@@ -286,8 +286,6 @@ int sn_session_open(const char *path, const snug_options *opts, sn_session **out
     }
     if ((rc = plan_bounds(s, opts, err)) != SNUG_OK)
         goto fail;
-    /* A run with shapes the plan was not made for plans again, and says so. */
-    sn_exec_set_replan(s->exec, SN_REPLAN_WARN);
     const char *sp = snug_options_get(opts, "session.collect_node_memory_stats_to_file");
     if (sp && sp[0]) {
         int nn = s->graph->n_nodes;
@@ -313,6 +311,9 @@ fail:
 }
 
 int sn_session_run(sn_session *s, const sn_tensor *in, sn_tensor *out, sn_err *err) {
+    /* The session's decision: shapes the plan was not made for are planned
+     * for again, and it says so (a plan at bounds refuses what is beyond). */
+    SN_TRY(sn_exec_replan_for(s->exec, in, SN_REPLAN_WARN, err));
     SN_TRY(sn_exec_run(s->exec, in, out, err));
     if (s->stats_path) {
         const sn_graph *g = s->graph;

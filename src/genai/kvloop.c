@@ -20,6 +20,7 @@
 #include "genai/kvloop.h"
 
 struct sn_kvloop {
+    bool per_step;        /* no plan at the bounds: each step's shapes are planned for (said once at INFO) */
     sn_session *s;          /* borrowed */
     sn_kvloop_info info;
     int n_in, n_out;
@@ -185,7 +186,7 @@ static int plan_at_bounds(sn_kvloop *l, int64_t cap, sn_err *out_err) {
     }
     if (rc != SNUG_OK) { /* the loop's decision: a plan per step's shapes, said once */
         sn_log(&l->s->log, SNUG_LOG_INFO, "kvloop: planning per step (cannot plan at the bounds: %s)", err.msg);
-        sn_exec_set_replan(l->s->exec, SN_REPLAN_AUTO);
+        l->per_step = true;
     }
     return SNUG_OK;
 }
@@ -451,7 +452,9 @@ static int kvloop_step(sn_kvloop *l, const int64_t *ids, int64_t n, const float 
     for (int k = 0; k < 2 * l->info.n_layers; k++)
         set_tensor(&l->in[l->i_past[k]], l->kv_dtype, 4, kvdims, l->kv[k]);
 
-    int rc = sn_exec_run(l->s->exec, l->in, l->out, err);
+    int rc = l->per_step ? sn_exec_replan_for(l->s->exec, l->in, SN_REPLAN_AUTO, err) : SNUG_OK;
+    if (rc == SNUG_OK)
+        rc = sn_exec_run(l->s->exec, l->in, l->out, err);
     if (rc == SNUG_ERR_RANGE) { /* most often a position table (rotary cache) shorter than the context */
         char m[sizeof err->msg];
         snprintf(m, sizeof m, "%s", err->msg);

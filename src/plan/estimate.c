@@ -93,6 +93,40 @@ bool sn_estimate_level1(const sn_node *n, const sn_tensor *const *in, const sn_t
     return true; /* no prepare: no workspace */
 }
 
+int sn_plan_reserve(sn_plan *p, const sn_graph *g, sn_err *err) {
+    int max_io = 1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        max_io = g->nodes[i].n_in > max_io ? g->nodes[i].n_in : max_io;
+        max_io = g->nodes[i].n_out > max_io ? g->nodes[i].n_out : max_io;
+    }
+    const sn_tensor **in = sn_calloc((size_t)max_io * 2, sizeof *in), **out = in ? in + max_io : NULL;
+    sn_tensor *copies = sn_calloc((size_t)max_io * 2, sizeof *copies);
+    if (!in || !copies) {
+        sn_free(in);
+        sn_free(copies);
+        return sn_errf(err, SNUG_ERR_OOM, "out of memory");
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        const sn_node *n = &g->nodes[i];
+        sn_plan_node *pn = &p->nodes[i];
+        pn->ws_reserved = 0;
+        pn->has_reserve = false;
+        if (pn->mode != SN_MODE_STATIC)
+            continue;
+        for (int k = 0; k < n->n_in; k++)
+            in[k] = n->in[k] >= 0 ? known_info(p, n->in[k], &copies[k]) : NULL;
+        for (int k = 0; k < n->n_out; k++)
+            out[k] = n->out[k] >= 0 ? known_info(p, n->out[k], &copies[max_io + k]) : NULL;
+        if (pn->last_row && in[0] && in[0]->kind == SN_KIND_TENSOR && in[0]->rank == 3 && in[0]->dims[1] > 1)
+            copies[0].dims[1] = 1; /* it reads the last position only */
+        bool tab;
+        pn->has_reserve = sn_estimate_level1(n, in, out, p->threads, &pn->ws_reserved, &tab);
+    }
+    sn_free(in);
+    sn_free(copies);
+    return SNUG_OK;
+}
+
 /* ---- per-node figures ------------------------------------------------------ */
 
 static uint64_t info_bytes(const sn_tensor *t) {

@@ -99,4 +99,10 @@ void sn_shape_override_free(sn_shape_override *o, int n);
  * SNUG_ERR_INVALID_ARG with a message otherwise. */
 int sn_parse_size(const char *text, uint64_t *out, sn_err *err);
 
+/* The estimate stage of a plan: every static node's Level-1 workspace
+ * (nodes[i].ws_reserved, has_reserve where its op has an estimator or a
+ * reason to need none), from the plan's infos alone (data only for
+ * constants), before any kernel is prepared. */
+int sn_plan_reserve(sn_plan *p, const sn_graph *g, sn_err *err);
+
 #endif

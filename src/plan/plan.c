@@ -1,5 +1,7 @@
 #include "plan/plan.h"
 
+#include <string.h>
+
 #include "graph/graph.h"
 
 const char *sn_storage_name(sn_storage s) {
@@ -18,6 +20,29 @@ const char *sn_node_mode_name(sn_node_mode m) {
     case SN_MODE_FOLDED: return "folded";
     }
     return "?";
+}
+
+int sn_plan_copy(const sn_plan *p, sn_plan **out, sn_err *err) {
+    *out = NULL;
+    sn_plan *c = sn_calloc(1, sizeof *c);
+    if (!c)
+        return sn_errf(err, SNUG_ERR_OOM, "out of memory");
+    *c = *p;
+    c->values = sn_malloc(sizeof *c->values * ((size_t)p->n_values + 1));
+    c->nodes = sn_malloc(sizeof *c->nodes * ((size_t)p->n_nodes + 1));
+    c->buffers = sn_malloc(sizeof *c->buffers * ((size_t)p->n_buffers + 1));
+    c->shapes = sn_malloc(sizeof *c->shapes * ((size_t)p->n_inputs + 1));
+    if (!c->values || !c->nodes || !c->buffers || !c->shapes) {
+        sn_plan_free(c);
+        return sn_errf(err, SNUG_ERR_OOM, "out of memory");
+    }
+    memcpy(c->values, p->values, sizeof *c->values * (size_t)p->n_values);
+    memcpy(c->nodes, p->nodes, sizeof *c->nodes * (size_t)p->n_nodes);
+    memcpy(c->buffers, p->buffers, sizeof *c->buffers * (size_t)p->n_buffers);
+    memcpy(c->shapes, p->shapes, sizeof *c->shapes * (size_t)p->n_inputs);
+    c->devices = c->device_names;
+    *out = c;
+    return SNUG_OK;
 }
 
 void sn_plan_free(sn_plan *p) {
@@ -90,6 +115,10 @@ void sn_plan_write_json(const sn_plan *p, const struct sn_graph *g, FILE *f) {
                 pn->device, sn_node_mode_name(pn->mode), pn->group, pn->workspace);
         if (pn->ws_buffer >= 0)
             fprintf(f, ", \"ws_buffer\": %d, \"ws_offset\": %zu", pn->ws_buffer, pn->ws_offset);
+        if (pn->has_reserve)
+            fprintf(f, ", \"ws_reserved\": %zu", pn->ws_reserved);
+        if (pn->group_size > 1)
+            fprintf(f, ", \"group_size\": %d", pn->group_size);
         if (pn->state_bytes)
             fprintf(f, ", \"state_bytes\": %zu", pn->state_bytes);
         if (pn->last_row)

@@ -3,10 +3,21 @@
  * the placer and the prefetcher), so that none of them replays planning or
  * reaches into an executor.
  *
- * Today the executor (src/exec/) makes the plan and exports it with
- * sn_exec_plan_value; DESIGN.md's pipeline moves the making into src/plan/
- * as pure functions, with this struct as their output. This header includes
- * nothing from src/exec/. */
+ * It is made in DESIGN.md's stages (docs/plan.md draws them):
+ *   layers   the session's layer map (graph/layers.h), carried per node;
+ *   infer and fold   the executor's one planning pass (src/exec/fold.c: it
+ *            runs kernels to fold constants): every value's storage, info
+ *            and alias, every node's mode;
+ *   assign   every node's device (sn_plan_assign, the placer's seat);
+ *   groups   nodes run as one call (sn_plan_groups);
+ *   estimate the Level-1 workspace reserved per node (sn_plan_reserve,
+ *            plan/estimate.h), from shapes and infos only;
+ *   memory   lifetimes, views, in place, a slot per value and workspace in
+ *            one buffer per device (sn_plan_memory).
+ * The executor then prepares it (kernels declare their Level-2 workspace,
+ * checked against the reservation; buffers allocated through each device's
+ * backend) and runs it. The stages are pure functions of the plan and the
+ * graph; this header includes nothing from src/exec/. */
 #ifndef SN_PLAN_PLAN_H
 #define SN_PLAN_PLAN_H
 
@@ -59,7 +70,11 @@ typedef struct sn_plan_node {
     int device;         /* index into sn_plan.devices */
     sn_node_mode mode;
     int group;          /* the node leading its group (itself when alone) */
+    int group_size;     /* members of the group it leads (1: alone); 0 for the other members, which
+                         * their leader runs (sn_kernel.run_group) */
     size_t workspace;   /* bytes its kernel declared when prepared (Level 2); 0 if none */
+    size_t ws_reserved; /* the Level-1 reservation made before prepare (has_reserve) */
+    bool has_reserve;   /* its op's estimator gave ws_reserved; false: the declaration is the first figure */
     int ws_buffer;      /* the buffer of its workspace slot, or -1 */
     size_t ws_offset;
     size_t state_bytes; /* what its prepared kernel holds (a packed weight) */
@@ -91,9 +106,37 @@ typedef struct sn_plan {
 
 void sn_plan_free(sn_plan *p); /* accepts NULL */
 
+struct sn_graph;
+struct sn_backend;
+
+/* assign: the device of every node that runs (static or dynamic), among
+ * the n_devs backends (0 is the host). Today every node goes to the first
+ * device whose backend has a kernel for it, which is the host's for every
+ * op of the table; this is where the placer (layer rules, budgets) goes.
+ * An error names a node no device can run. */
+int sn_plan_assign(sn_plan *p, const struct sn_graph *g, const struct sn_backend *devs, int n_devs, sn_err *err);
+
+/* groups: consecutive static nodes of one op reading the same input 0,
+ * whose other inputs are constant and whose op's group_ok admits them, up
+ * to SN_GROUP_MAX, when groupable[i] (node i's kernel runs groups) and
+ * neither reads a last-row view; sets group, group_size and n_grouped.
+ * enabled false (snug.node_groups=0): every node alone. */
+void sn_plan_groups(sn_plan *p, const struct sn_graph *g, const uint8_t *groupable, bool enabled);
+
+/* memory: every planned (arena) value's slot and every static node's
+ * workspace slot (nodes[i].workspace bytes) in the buffer of its device:
+ * lifetimes from producer to last reader (a graph output to n_nodes, a
+ * view extending its source's), an element-wise output in place of an
+ * input that dies there (not within a group), best-fit offsets (memplan.h).
+ * Sets offset, first, last, buffer, ws_buffer, ws_offset, the buffers and
+ * n_inplace. */
+int sn_plan_memory(sn_plan *p, const struct sn_graph *g, sn_err *err);
+
+/* A deep copy of the arrays (info data pointers stay borrowed). */
+int sn_plan_copy(const sn_plan *p, sn_plan **out, sn_err *err);
+
 /* Prints p as one JSON object ({"devices", "buffers", "values", "nodes", ...}),
  * names from g (the graph it was planned for). */
-struct sn_graph;
 void sn_plan_write_json(const sn_plan *p, const struct sn_graph *g, FILE *f);
 
 #endif

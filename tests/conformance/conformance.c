@@ -235,7 +235,8 @@ static int run_case(const char *dir, const opts *o, char *msg, size_t cap) {
                 ok = 0;
             }
         }
-        if (ok && sn_exec_run(ex, in, out, &err) != SNUG_OK) {
+        if (ok && (sn_exec_replan_for(ex, in, SN_REPLAN_AUTO, &err) != SNUG_OK ||
+                   sn_exec_run(ex, in, out, &err) != SNUG_OK)) {
             snprintf(msg, cap, "run: %s", err.msg);
             result = err.code == SNUG_ERR_UNSUPPORTED ? R_UNSUPPORTED : R_FAIL;
             ok = 0;

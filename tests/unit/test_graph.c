@@ -97,6 +97,9 @@ int main(void) {
         sn_tensor in[2] = {{.dtype = SN_F32, .rank = 2, .dims = {2, 3}, .data = x},
                            {.dtype = SN_F32, .rank = 2, .dims = {2, 3}, .data = y}};
         sn_tensor out[1];
+        /* A run never plans: the owner plans first. */
+        CHECK_RC(sn_exec_run(ex, in, out, &err), SNUG_ERR_INVALID_ARG, err, "run without a plan (plan first)");
+        CHECK_RC(sn_exec_plan(ex, in, &err), SNUG_OK, err, NULL);
         CHECK_RC(sn_exec_run(ex, in, out, &err), SNUG_OK, err, NULL);
         uint64_t a0 = snug_alloc_count();
         for (int r = 0; r < 5; r++)
@@ -151,7 +154,9 @@ int main(void) {
             rc = sn_exec_new(bg, NULL, NULL, &be, &err);
         if (rc == SNUG_OK) {
             sn_tensor o[1];
-            rc = sn_exec_run(be, NULL, o, &err);
+            rc = sn_exec_plan(be, NULL, &err);
+            if (rc == SNUG_OK)
+                rc = sn_exec_run(be, NULL, o, &err);
         }
         CHECK_RC(rc, SNUG_ERR_RANGE, err, "huge");
         sn_exec_free(be);

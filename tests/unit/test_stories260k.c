@@ -59,7 +59,8 @@ int main(void) {
         for (int l = 0; l < 2 * n_layers; l++)
             in[1 + l] = (sn_tensor){.kind = SN_KIND_TENSOR, .dtype = SN_F32, .rank = 4, .dims = {1, 4, past, 8},
                                     .data = kv[l]};
-        if (sn_exec_run(s->exec, in, out, &err) != SNUG_OK) {
+        if (sn_exec_replan_for(s->exec, in, SN_REPLAN_AUTO, &err) != SNUG_OK ||
+            sn_exec_run(s->exec, in, out, &err) != SNUG_OK) {
             fprintf(stderr, "step %d: %s\n", step, err.msg);
             return 1;
         }
