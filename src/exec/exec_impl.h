@@ -1,0 +1,127 @@
+/* The executor's insides, shared by its files (src/exec/):
+ *   exec.c     the executor: creation, options, persistent state, the plan
+ *              it holds and what it tells about it;
+ *   fold.c     the infer-and-fold stage of a plan (it runs kernels);
+ *   prepare.c  a plan made (the stages of plan/plan.h in order) and
+ *              prepared: kernels, Level-2 checks, buffers from backends;
+ *   weights.c  weight residency: aligned copies, snug.weights=load, pages of
+ *              the model's files released when no run reads them (where the
+ *              prefetcher will grow);
+ *   run.c      the run loop, the inputs' check against the plan, and the
+ *              host services kernels call back (sn_host).
+ * Nothing outside src/exec/ includes this header. */
+#ifndef SN_EXEC_EXEC_IMPL_H
+#define SN_EXEC_EXEC_IMPL_H
+
+#include "backends/backend.h"
+#include "exec/exec.h"
+
+/* Executor: plan (fold, infer, prepare, place) then run. See exec.h. */
+#include <string.h>
+#include <time.h>
+
+#include "backends/backend.h"
+#include "exec/exec.h"
+#include "plan/estimate.h"
+
+/* A persistent state buffer (sn_exec_add_state): outlives plans and runs. */
+typedef struct sn_exec_state {
+    int in_v;    /* the graph input value it feeds */
+    int out_v;   /* the graph output value written into it, -1 if none */
+    void *data;  /* owned: from the backend, zeroed when added */
+    size_t cap;  /* bytes */
+} sn_exec_state;
+
+
+struct sn_exec {
+    const sn_graph *g;       /* borrowed */
+    sn_plan pl;              /* the current plan (arrays owned): every value's storage, buffer, offset,
+                              * alias and lifetime, every node's device, mode, group and workspace */
+    struct sn_exec *parent;  /* borrowed: executor of the enclosing graph */
+    sn_pool *pool;           /* borrowed */
+    const sn_logger *log;    /* borrowed */
+    sn_tensor *vals;         /* owned [n_values]: infos and data of the current run */
+    void **nstate;           /* owned [n_nodes]: prepared kernel state */
+    const sn_tensor **gin;   /* owned scratch: SN_GROUP_MAX argument arrays for a group */
+    sn_tensor **gout;
+    struct sn_exec **sub;    /* owned [sum of n_sub]: child executors, created lazily */
+    int *sub_base;           /* owned [n_nodes]: index of node i's first child in sub */
+    void **init_copy;        /* owned [n_values]: aligned copies of misaligned initializers */
+    const sn_kernel **kern;  /* owned [n_nodes]: how node i is computed, from its device's backend */
+    sn_backend backends[SN_MAX_DEVICES]; /* owned [n_backends]: the devices a plan may use; 0 is the host
+                              * (the CPU), where every node runs until placement assigns devices */
+    int n_backends;
+    uint8_t *buf[SN_MAX_DEVICES]; /* owned: the plan's buffers (activation arenas), from their devices' backends */
+    size_t buf_cap[SN_MAX_DEVICES];
+    int buf_dev[SN_MAX_DEVICES];   /* the backend each came from */
+    void **folded;           /* owned: blocks of folded values */
+    int n_folded, cap_folded;
+    void **dyn;              /* owned: blocks allocated during the current run */
+    int n_dyn, cap_dyn;
+    sn_tensor *sig;          /* owned [n_sig]: shapes the plan was made for */
+    int n_sig;
+    bool planned;
+    bool bounded;            /* plan made at input bounds: runs re-infer within it */
+    bool planning_bounds;    /* sn_exec_set_bounds is planning */
+    sn_tensor *bounds;       /* owned [n_inputs]: the planned bounds (sn_exec_set_bounds) */
+    uint8_t *vdep;           /* owned [n_values]: folded value that depends on input shapes */
+    size_t *vcap;            /* owned [n_values]: bytes planned for the value */
+    uint32_t *nreplaces;     /* owned [n_nodes]: prepare's replaces mask (sn_prep_ctx) */
+    uint8_t *copy_dropped;   /* owned [n_values]: aligned copy freed (every reader replaced it); made
+                              * again by the next plan */
+    size_t *copy_released;   /* owned [n_values]: bytes of that block handed back while packing */
+    bool no_groups;          /* snug.node_groups=0: sn_plan_groups forms none */
+    bool strict_ws;          /* session.strict_workspace_verification: Level 2 over Level 1 is an error */
+    enum { EX_FOLD, EX_PREPARE } stage; /* the planning pass under way (ex_drop_unread_inputs) */
+    int prepared_upto;       /* static nodes up to this one are prepared */
+    bool weights_load;       /* snug.weights=load: every weight a kernel reads is read from the file
+                              * into owned memory, nothing of the file is mapped (sn_exec_set_weights_load) */
+    int prep_node;           /* node being prepared (ex_release_cb) */
+    bool dry;                /* sn_exec_estimate_bounds: plan without preparing, allocating or releasing */
+    size_t dry_state;        /* its sum of the prepared state kernels would hold */
+    const sn_tensor **argin; /* owned scratch for kernel arguments */
+    sn_tensor **argout;
+    int arg_cap;
+    int cur_node;            /* node being run (for subgraph calls) */
+    double *node_time;       /* not owned, or NULL: seconds per node, added to (sn_exec_time_nodes) */
+    double t_mark;           /* node timing: when node t_node began */
+    int t_node;
+    sn_exec_state *states;   /* owned [n_states] */
+    int *vstate;             /* owned [n_values]: the state a value feeds or is written into, -1 if none */
+    int n_states;
+    sn_exec_stats stats;
+    int last_row_node;       /* sn_exec_set_last_row: this node reads input 0's last position only, or -1 */
+    sn_tensor last_row;      /* the view of it bound in place of input 0 */
+};
+
+/* exec.c */
+void ex_bind_args(sn_exec *ex, const sn_node *n, const sn_tensor **in, sn_tensor **out);
+void *ex_dyn_alloc(sn_exec *ex, size_t bytes);
+void ex_dyn_release(sn_exec *ex);
+void *ex_folded_alloc(sn_exec *ex, size_t bytes);
+void ex_init_out_info(sn_tensor *t);
+sn_exec_state *ex_state_of(const sn_exec *ex, int v);
+
+/* weights.c: copies, reads and releases of constants */
+int ex_copy_init(sn_exec *ex, int v, sn_err *err);
+void ex_copy_free(sn_exec *ex, int v);
+bool ex_reads_file(const void *ctx, const sn_tensor *t);
+int ex_read_const(const void *ctx, void *dst, const void *src, size_t n, sn_err *err);
+void ex_drop_unread_inputs(sn_exec *ex, const sn_node *n, int i);
+void ex_sweep_released(sn_exec *ex);
+void ex_release_cb(void *ctx, const void *p, size_t n);
+
+/* fold.c */
+int ex_infer_fold(sn_exec *ex, sn_err *err);
+
+/* prepare.c */
+void ex_plan_release(sn_exec *ex);
+int ex_plan_for(sn_exec *ex, sn_err *err);
+
+/* run.c */
+int ex_call_kernel(sn_exec *ex, const sn_node *n, void *state, void *ws, sn_err *err);
+int ex_run_loop(sn_exec *ex, sn_err *err);
+int ex_plan_if_needed(sn_exec *ex, sn_replan policy, sn_err *err);
+int ex_bind_inputs(sn_exec *ex, const sn_tensor *inputs, sn_err *err);
+
+#endif

@@ -1,0 +1,275 @@
+/* A plan made and prepared (exec_impl.h): the stages of plan/plan.h in
+ * order, kernels prepared, buffers from the devices' backends. */
+#include <string.h>
+
+#include "exec/exec_impl.h"
+#include "plan/estimate.h"
+
+void ex_plan_release(sn_exec *ex) {
+    const sn_graph *g = ex->g;
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (ex->nstate[i] && ex->kern[i]->free_state)
+            ex->kern[i]->free_state(ex->nstate[i]);
+        ex->nstate[i] = NULL;
+    }
+    for (int i = 0; i < ex->n_folded; i++)
+        sn_free(ex->folded[i]);
+    ex->n_folded = 0;
+    ex->planned = false;
+    for (int v = 0; ex->pl.values && v < g->n_values; v++)
+        ex->pl.values[v].released = false;
+    if (ex->nreplaces)
+        memset(ex->nreplaces, 0, sizeof *ex->nreplaces * (size_t)g->n_nodes);
+    for (int i = 0; ex->pl.nodes && i < g->n_nodes; i++)
+        ex->pl.nodes[i].state_bytes = 0;
+}
+
+/* Prepare, the executor's side of a plan: every static node's kernel
+ * prepared on its device (state, and the Level-2 workspace it declares),
+ * each declaration checked once against the Level-1 reservation of the
+ * estimate stage: larger is a warning (the memory stage then places the
+ * declared figure) or, under session.strict_workspace_verification, an
+ * error. Constants every reader is done with are released as it goes. */
+static int prepare_kernels(sn_exec *ex, sn_err *err) {
+    const sn_graph *g = ex->g;
+    ex->stage = EX_PREPARE;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const sn_node *n = &g->nodes[i];
+        sn_plan_node *pn = &ex->pl.nodes[i];
+        ex->prepared_upto = i;
+        if (pn->mode != SN_MODE_STATIC)
+            continue;
+        const sn_kernel *k = ex->kern[i];
+        if (k->prepare) {
+            ex_bind_args(ex, n, ex->argin, ex->argout);
+            sn_prep_ctx pc = {.node = n, .n_in = n->n_in, .n_out = n->n_out, .in = ex->argin,
+                              .out = (const sn_tensor *const *)ex->argout, .err = err,
+                              .n_threads = sn_pool_size(ex->pool), .release = ex_release_cb, .release_ctx = ex,
+                              .long_lived = ex->planning_bounds, .dry = ex->dry};
+            ex->prep_node = i;
+            SN_TRY(k->prepare(&pc));
+            if (ex->dry) { /* the state it would build is counted, not kept */
+                if (pc.state && k->free_state)
+                    k->free_state(pc.state);
+                pc.state = NULL;
+                ex->dry_state += pc.state_bytes;
+            }
+            ex->nstate[i] = pc.state;
+            pn->workspace = pc.workspace;
+            pn->state_bytes = pc.state_bytes;
+            ex->stats.kernel_state_bytes += pc.state_bytes;
+            ex->nreplaces[i] = pc.replaces;
+        }
+        if (pn->has_reserve && pn->workspace > pn->ws_reserved) {
+            if (ex->strict_ws)
+                return sn_kfail(err, n, SNUG_ERR_RANGE, "prepare declared %zu bytes of workspace, more than its "
+                                "Level-1 reservation of %zu (session.strict_workspace_verification)",
+                                pn->workspace, pn->ws_reserved);
+            sn_log(ex->log, SNUG_LOG_WARN, "%s '%s': prepare declared %zu bytes of workspace, more than its Level-1 "
+                   "reservation of %zu; the arena is planned with the declared figure", n->p->op_type, n->p->name,
+                   pn->workspace, pn->ws_reserved);
+        }
+        ex_drop_unread_inputs(ex, n, i);
+    }
+    return SNUG_OK;
+}
+
+/* n bytes of device buffer a zeroed: in place where the host sees them,
+ * else through tensor_set in pieces. */
+static int zero_buffer(const sn_backend *be, uint8_t *a, size_t n, sn_err *err) {
+    sn_buffer_type bt;
+    sn_backend_buffer_type(be, &bt);
+    if (bt.host_visible) {
+        memset(a, 0, n);
+        return SNUG_OK;
+    }
+    static const uint8_t zeros[4096];
+    for (size_t off = 0; off < n; off += sizeof zeros)
+        SN_TRY(sn_backend_tensor_set(be, a, off, zeros, n - off < sizeof zeros ? n - off : sizeof zeros, err));
+    return SNUG_OK;
+}
+
+/* Each buffer of the plan from its device's backend (kept while large
+ * enough), and every planned value and workspace bound into it. */
+static int bind_buffers(sn_exec *ex, sn_err *err) {
+    const sn_graph *g = ex->g;
+    for (int b = 0; b < ex->pl.n_buffers; b++) {
+        const sn_plan_buffer *pb = &ex->pl.buffers[b];
+        const sn_backend *be = &ex->backends[pb->device];
+        if (pb->size <= ex->buf_cap[b])
+            continue;
+        uint8_t *a = be->ops->buffer_alloc(be->ctx, pb->size, err);
+        if (!a)
+            return sn_errf(err, SNUG_ERR_OOM, "cannot allocate the %zu-byte activation arena on %s", pb->size,
+                           be->ops->name);
+        if (ex->buf[b])
+            ex->backends[ex->buf_dev[b]].ops->buffer_free(ex->backends[ex->buf_dev[b]].ctx, ex->buf[b]);
+        ex->buf[b] = a;
+        ex->buf_cap[b] = pb->size;
+        ex->buf_dev[b] = pb->device;
+        /* A plan at input bounds serves many runs: its arena is made
+         * resident now (every workspace slot included), so a run never
+         * faults in fresh pages and the memory the plan reports is held. */
+        if (ex->planning_bounds)
+            SN_TRY(zero_buffer(be, a, pb->size, err));
+    }
+    for (int v = 0; v < g->n_values; v++) {
+        const sn_plan_value *pv = &ex->pl.values[v];
+        if (pv->storage != SN_STORE_ARENA)
+            continue;
+        ex->vals[v].data = ex->buf[pv->buffer] + pv->offset;
+        ex->vcap[v] = pv->size;
+    }
+    return SNUG_OK;
+}
+
+/* A plan for the shapes now in ex->vals (graph inputs and outer values):
+ * the stages in order, then prepared and bound. An estimate (ex->dry)
+ * stops before any buffer is allocated. */
+int ex_plan_for(sn_exec *ex, sn_err *err) {
+    const sn_graph *g = ex->g;
+    ex_plan_release(ex);
+    int k = 0; /* the shapes planned for */
+    for (int v = 0; v < g->n_values; v++)
+        if (g->values[v].flags & (SN_VAL_INPUT | SN_VAL_OUTER))
+            ex->sig[k++] = ex->vals[v];
+    ex->n_sig = k;
+    for (int v = 0; v < g->n_values && !ex->dry; v++) { /* an estimate reads no weight */
+        if (ex->copy_released[v]) { /* partly handed back by a plan that failed after packing it */
+            ex_copy_free(ex, v);
+            ex->copy_dropped[v] = 1;
+        }
+        if (ex->copy_dropped[v]) /* copies a previous plan's kernels no longer needed */
+            SN_TRY(ex_copy_init(ex, v, err));
+    }
+    int n_plans = ex->stats.n_plans + 1;
+    size_t copied = ex->stats.copied_init_bytes, persistent = ex->stats.persistent_bytes;
+    memset(&ex->stats, 0, sizeof ex->stats);
+    ex->stats.n_plans = n_plans;
+    ex->stats.copied_init_bytes = copied;
+    ex->stats.persistent_bytes = persistent;
+    ex->pl.threads = sn_pool_size(ex->pool);
+    ex->prepared_upto = -1;
+    /* Graph-input data is hidden while planning: a plan depends on shapes
+     * only (a kernel's prepare must not take an input for a constant). */
+    void **saved = sn_calloc((size_t)g->n_values + 1, sizeof *saved);
+    if (!saved)
+        return sn_errf(err, SNUG_ERR_OOM, "out of memory");
+    for (int v = 0; v < g->n_values; v++)
+        if ((g->values[v].flags & (SN_VAL_INPUT | SN_VAL_OUTER)) && !(g->values[v].flags & SN_VAL_INIT)) {
+            saved[v] = ex->vals[v].data;
+            ex->vals[v].data = NULL;
+        }
+    uint8_t *groupable = NULL;
+    int rc = ex_infer_fold(ex, err);
+    if (rc == SNUG_OK)
+        rc = sn_plan_assign(&ex->pl, g, ex->backends, ex->n_backends, err);
+    if (rc == SNUG_OK && !(groupable = sn_calloc((size_t)g->n_nodes + 1, 1)))
+        rc = sn_errf(err, SNUG_ERR_OOM, "out of memory");
+    for (int i = 0; i < g->n_nodes && rc == SNUG_OK; i++) {
+        const sn_node *n = &g->nodes[i];
+        if (!(ex->kern[i] = sn_backend_kernel(&ex->backends[ex->pl.nodes[i].device], n)))
+            rc = sn_kfail(err, n, SNUG_ERR_UNSUPPORTED, "no %s kernel for this op",
+                          ex->backends[ex->pl.nodes[i].device].ops->name);
+        else
+            groupable[i] = ex->kern[i]->run_group != NULL;
+    }
+    if (rc == SNUG_OK)
+        sn_plan_groups(&ex->pl, g, groupable, !ex->no_groups);
+    sn_free(groupable);
+    if (rc == SNUG_OK)
+        rc = sn_plan_reserve(&ex->pl, g, err);
+    if (rc == SNUG_OK)
+        rc = prepare_kernels(ex, err);
+    for (int v = 0; v < g->n_values; v++)
+        if ((g->values[v].flags & (SN_VAL_INPUT | SN_VAL_OUTER)) && !(g->values[v].flags & SN_VAL_INIT))
+            ex->vals[v].data = saved[v];
+    sn_free(saved);
+    if (rc == SNUG_OK)
+        ex_sweep_released(ex);
+    if (rc == SNUG_OK)
+        rc = sn_plan_memory(&ex->pl, g, err);
+    if (rc == SNUG_OK && !ex->dry)
+        rc = bind_buffers(ex, err);
+    if (rc != SNUG_OK) {
+        ex_plan_release(ex);
+        return rc;
+    }
+    ex->stats.arena_bytes = 0;
+    ex->stats.lower_bound = 0;
+    for (int b = 0; b < ex->pl.n_buffers; b++) {
+        ex->stats.arena_bytes += ex->pl.buffers[b].size;
+        ex->stats.lower_bound += ex->pl.buffers[b].lower_bound;
+    }
+    ex->stats.n_inplace = ex->pl.n_inplace;
+    ex->stats.n_grouped = ex->pl.n_grouped;
+    ex->pl.n_static = ex->stats.n_static;
+    ex->pl.n_dynamic = ex->stats.n_dynamic;
+    ex->pl.n_folded = ex->stats.n_folded;
+    ex->pl.folded_bytes = ex->stats.folded_bytes;
+    ex->pl.state_bytes = ex->stats.kernel_state_bytes;
+    ex->pl.persistent_bytes = ex->stats.persistent_bytes;
+    ex->planned = !ex->dry;
+    return SNUG_OK;
+}
+
+int sn_exec_estimate_bounds(sn_exec *ex, const sn_tensor *bounds, sn_exec_estimate *e, uint8_t *gone,
+                            sn_err *err) {
+    const sn_graph *g = ex->g;
+    memset(e, 0, sizeof *e);
+    sn_exec_stats saved = ex->stats;
+    sn_tensor *in = sn_calloc((size_t)g->n_inputs + 1, sizeof *in);
+    if (!in)
+        return sn_errf(err, SNUG_ERR_OOM, "out of memory");
+    for (int i = 0; i < g->n_inputs; i++) {
+        in[i] = bounds[i];
+        in[i].data = NULL;
+    }
+    ex->dry = true;
+    ex->dry_state = 0;
+    ex->planning_bounds = true;
+    int rc = sn_exec_plan(ex, in, err);
+    ex->planning_bounds = false;
+    ex->dry = false;
+    if (rc == SNUG_OK) {
+        e->arena = ex->stats.arena_bytes;
+        e->lower_bound = ex->stats.lower_bound;
+        e->folded = ex->stats.folded_bytes;
+        e->state = ex->dry_state;
+        e->n_static = ex->stats.n_static;
+        e->n_dynamic = ex->stats.n_dynamic;
+        if (gone)
+            for (int v = 0; v < g->n_values; v++)
+                gone[v] = ex->pl.values[v].released;
+    }
+    ex_plan_release(ex); /* nothing prepared; the folded blocks go */
+    ex->stats = saved;
+    sn_free(in);
+    if (ex->weights_load) /* what folding read through the map */
+        sn_model_release_all(g->model);
+    return rc;
+}
+
+int sn_exec_set_bounds(sn_exec *ex, const sn_tensor *bounds, sn_err *err) {
+    const sn_graph *g = ex->g;
+    for (int i = 0; i < g->n_inputs; i++) {
+        ex->bounds[i] = bounds[i];
+        ex->bounds[i].data = NULL;
+    }
+    ex->bounded = false;
+    ex->planning_bounds = true;
+    int rc = sn_exec_plan(ex, ex->bounds, err);
+    ex->planning_bounds = false;
+    SN_TRY(rc);
+    ex->bounded = true;
+    return SNUG_OK;
+}
+
+int sn_exec_plan(sn_exec *ex, const sn_tensor *inputs, sn_err *err) {
+    const sn_graph *g = ex->g;
+    for (int i = 0; i < g->n_inputs; i++) {
+        ex->vals[g->inputs[i]] = inputs[i];
+        ex->vals[g->inputs[i]].data = NULL;
+    }
+    return ex_plan_for(ex, err);
+}
