@@ -5,7 +5,6 @@
 
 #include "exec/exec_impl.h"
 
-
 static bool sig_equal(const sn_tensor *a, const sn_tensor *b) {
     if (a->kind != b->kind || a->dtype != b->dtype || a->optional != b->optional)
         return false;
