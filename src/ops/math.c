@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "ops/op.h"
-#include "ops/reduce_util.h"
+#include "ops/reduce/reduce_util.h"
 
 /* ======================================================================
  * NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss

@@ -6,7 +6,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/newer.h"
 
 static inline double ld(sn_dtype t, const void *d, int64_t i) {

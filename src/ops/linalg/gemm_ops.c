@@ -1,0 +1,155 @@
+/* Shape helpers shared by the matmul, conv and pool families (gemm_ops.h). */
+#include <string.h>
+
+#include "ops/linalg/gemm_ops.h"
+
+int gk_mm_plan(const sn_node *node, sn_err *err, const sn_tensor *a, const sn_tensor *b, gk_mm *p) {
+    memset(p, 0, sizeof *p);
+    int ra = a->rank, rb = b->rank;
+    if (ra < 1 || rb < 1)
+        return sn_kfail(err, node, SNUG_ERR_SHAPE, "inputs must have rank >= 1 (got %d and %d)", ra, rb);
+    p->M = ra == 1 ? 1 : a->dims[ra - 2];
+    int64_t ka = a->dims[ra - 1];
+    int64_t kb = rb == 1 ? b->dims[0] : b->dims[rb - 2];
+    p->N = rb == 1 ? 1 : b->dims[rb - 1];
+    if (sn_dim_known(ka) && sn_dim_known(kb) && ka != kb)
+        return sn_kfail(err, node, SNUG_ERR_SHAPE, "inner dimensions differ: %lld vs %lld",
+                        (long long)ka, (long long)kb);
+    p->K = sn_dim_known(ka) ? ka : kb;
+    int nba = ra > 2 ? ra - 2 : 0, nbb = rb > 2 ? rb - 2 : 0;
+    int nb = 0;
+    if (nba || nbb)
+        SN_TRY(sn_broadcast_shape(nba, a->dims, nbb, b->dims, &nb, p->bdims, err));
+    if (nb + 2 > SN_MAX_RANK)
+        return sn_kfail(err, node, SNUG_ERR_SHAPE, "rank too large");
+    p->nb = nb;
+    /* batch strides in matrices; a dim of 1 that broadcasts gets stride 0 */
+    int64_t s = 1;
+    for (int d = nb - 1, da = nba - 1; d >= 0; d--, da--) {
+        int64_t ad = da >= 0 ? a->dims[da] : 1;
+        p->sa[d] = (ad == 1) ? 0 : s;
+        if (da >= 0 && ad > 0)
+            s *= ad;
+    }
+    p->na = s;
+    s = 1;
+    for (int d = nb - 1, db = nbb - 1; d >= 0; d--, db--) {
+        int64_t bd = db >= 0 ? b->dims[db] : 1;
+        p->sb[d] = (bd == 1) ? 0 : s;
+        if (db >= 0 && bd > 0)
+            s *= bd;
+    }
+    p->nbm = s;
+    p->n_batch = 1;
+    for (int d = 0; d < nb; d++)
+        p->n_batch = sn_dim_known(p->bdims[d]) && p->n_batch >= 0 ? p->n_batch * p->bdims[d] : -1;
+    int r = 0;
+    for (int d = 0; d < nb; d++)
+        p->out_dims[r++] = p->bdims[d];
+    if (ra > 1)
+        p->out_dims[r++] = p->M;
+    if (rb > 1)
+        p->out_dims[r++] = p->N;
+    p->out_rank = r;
+    return SNUG_OK;
+}
+
+int gk_geo_attrs(const sn_node *node, sn_err *err, int nd, const int64_t *kshape, gk_geo *g) {
+    memset(g, 0, sizeof *g);
+    if (nd < 1 || nd > SN_MAX_RANK - 2)
+        return sn_kfail(err, node, SNUG_ERR_SHAPE, "need 1 to %d spatial dims, got %d", SN_MAX_RANK - 2, nd);
+    g->nd = nd;
+    const int64_t *v;
+    int n = sn_attr_ints(node, "kernel_shape", &v);
+    if (n >= 0) {
+        if (n != nd)
+            return sn_kfail(err, node, SNUG_ERR_INVALID_ARG, "kernel_shape has %d values for %d spatial dims", n, nd);
+        for (int i = 0; i < nd; i++) {
+            if (v[i] < 1 || (kshape && sn_dim_known(kshape[i]) && kshape[i] != v[i]))
+                return sn_kfail(err, node, SNUG_ERR_INVALID_ARG, "bad kernel_shape[%d] = %lld", i, (long long)v[i]);
+            g->k[i] = v[i];
+        }
+    } else if (kshape) {
+        for (int i = 0; i < nd; i++)
+            g->k[i] = kshape[i];
+    } else {
+        return sn_kfail(err, node, SNUG_ERR_INVALID_ARG, "kernel_shape attribute is required");
+    }
+    n = sn_attr_ints(node, "strides", &v);
+    if (n >= 0 && n != nd)
+        return sn_kfail(err, node, SNUG_ERR_INVALID_ARG, "strides has %d values for %d spatial dims", n, nd);
+    for (int i = 0; i < nd; i++) {
+        g->s[i] = n >= 0 ? v[i] : 1;
+        if (g->s[i] < 1)
+            return sn_kfail(err, node, SNUG_ERR_INVALID_ARG, "strides must be >= 1");
+    }
+    n = sn_attr_ints(node, "dilations", &v);
+    if (n >= 0 && n != nd)
+        return sn_kfail(err, node, SNUG_ERR_INVALID_ARG, "dilations has %d values for %d spatial dims", n, nd);
+    for (int i = 0; i < nd; i++) {
+        g->d[i] = n >= 0 ? v[i] : 1;
+        if (g->d[i] < 1)
+            return sn_kfail(err, node, SNUG_ERR_INVALID_ARG, "dilations must be >= 1");
+    }
+    n = sn_attr_ints(node, "pads", &v);
+    if (n >= 0 && n != 2 * nd)
+        return sn_kfail(err, node, SNUG_ERR_INVALID_ARG, "pads has %d values for %d spatial dims", n, nd);
+    for (int i = 0; i < nd; i++) {
+        g->pb[i] = n >= 0 ? v[i] : 0;
+        g->pe[i] = n >= 0 ? v[nd + i] : 0;
+        if (g->pb[i] < 0 || g->pe[i] < 0)
+            return sn_kfail(err, node, SNUG_ERR_INVALID_ARG, "pads must be >= 0");
+    }
+    const char *ap = sn_attr_str(node, "auto_pad", "NOTSET");
+    if (!strcmp(ap, "NOTSET") || !ap[0])
+        g->auto_pad = GK_PAD_NOTSET;
+    else if (!strcmp(ap, "SAME_UPPER"))
+        g->auto_pad = GK_PAD_SAME_UPPER;
+    else if (!strcmp(ap, "SAME_LOWER"))
+        g->auto_pad = GK_PAD_SAME_LOWER;
+    else if (!strcmp(ap, "VALID"))
+        g->auto_pad = GK_PAD_VALID;
+    else
+        return sn_kfail(err, node, SNUG_ERR_INVALID_ARG, "unknown auto_pad '%s'", ap);
+    return SNUG_OK;
+}
+
+int gk_geo_output(const sn_node *node, sn_err *err, gk_geo *g, bool ceil_mode) {
+    for (int i = 0; i < g->nd; i++) {
+        int64_t in = g->in[i], s = g->s[i];
+        int64_t dk = (g->k[i] - 1) * g->d[i] + 1; /* dilated kernel extent */
+        if (!sn_dim_known(in)) {
+            g->out[i] = SN_DIM_UNKNOWN;
+            continue;
+        }
+        switch (g->auto_pad) {
+        case GK_PAD_SAME_UPPER:
+        case GK_PAD_SAME_LOWER: {
+            int64_t out = (in + s - 1) / s;
+            int64_t total = sn_imax(0, (out - 1) * s + dk - in);
+            g->pb[i] = g->auto_pad == GK_PAD_SAME_UPPER ? total / 2 : total - total / 2;
+            g->pe[i] = total - g->pb[i];
+            g->out[i] = out;
+            break;
+        }
+        case GK_PAD_VALID:
+            g->pb[i] = g->pe[i] = 0;
+            g->out[i] = in >= dk ? (in - dk) / s + 1 : 0;
+            break;
+        default: {
+            int64_t span = in + g->pb[i] + g->pe[i] - dk;
+            if (span < 0) {
+                g->out[i] = 0;
+                break;
+            }
+            int64_t out = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
+            if (ceil_mode && (out - 1) * s >= in + g->pb[i])
+                out--; /* the last window must start inside input or left pad */
+            g->out[i] = out;
+        }
+        }
+        if (g->out[i] < 0)
+            return sn_kfail(err, node, SNUG_ERR_SHAPE, "negative output size for spatial dim %d", i);
+    }
+    return SNUG_OK;
+}
