@@ -3,7 +3,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "ops/op.h"
+#include "ops/kit.h"
 #include "ops/reduce/reduce_util.h"
 
 /* ======================================================================
@@ -33,14 +33,14 @@ static int loss_reduction(const sn_node *n, loss_red *r, sn_err *err) {
 static int loss_infer(sn_infer_ctx *c) {
     const sn_node *n = c->node;
     bool sce = !strcmp(n->p->op_type, "SoftmaxCrossEntropyLoss");
-    const sn_tensor *x = c->n_in > 0 ? c->in[0] : NULL;
+    const sn_tensor *x = sn_infer_in(c, 0);
     if (!x)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "missing input");
-    const sn_tensor *t = sn_red_has(c, 1) ? c->in[1] : NULL;
-    const sn_tensor *w = sn_red_has(c, 2) ? c->in[2] : NULL;
+    const sn_tensor *t = sn_has_in(c->in, c->n_in, 1) ? c->in[1] : NULL;
+    const sn_tensor *w = sn_has_in(c->in, c->n_in, 2) ? c->in[2] : NULL;
     loss_red red = LOSS_NONE;
     SN_TRY(loss_reduction(n, &red, c->err));
-    if (!sn_red_is_real(x->dtype))
+    if (!sn_dtype_is_real(x->dtype))
         return sn_kfail(c->err, n, SNUG_ERR_TYPE, "unsupported input type %s",
                         sn_dtype_name(x->dtype));
     if (!t)
@@ -48,7 +48,7 @@ static int loss_infer(sn_infer_ctx *c) {
     if (t->dtype != SN_I32 && t->dtype != SN_I64)
         return sn_kfail(c->err, n, SNUG_ERR_TYPE, "target must be int32 or int64, got %s",
                         sn_dtype_name(t->dtype));
-    if (w && !sn_red_is_real(w->dtype))
+    if (w && !sn_dtype_is_real(w->dtype))
         return sn_kfail(c->err, n, SNUG_ERR_TYPE, "weight has unsupported type %s",
                         sn_dtype_name(w->dtype));
     if (x->rank != SN_RANK_UNKNOWN) {
@@ -76,7 +76,7 @@ static int loss_infer(sn_infer_ctx *c) {
     if (red != LOSS_NONE) {
         y->rank = 0;
     } else if (t->rank != SN_RANK_UNKNOWN) {
-        sn_red_set_out(y, x->dtype, t->rank, t->dims);
+        sn_set_out(y, x->dtype, t->rank, t->dims);
         if (x->rank != SN_RANK_UNKNOWN)
             for (int i = 0; i < t->rank; i++)
                 if (y->dims[i] < 0 && x->dims[i ? i + 1 : 0] >= 0)
@@ -91,7 +91,7 @@ static int loss_infer(sn_infer_ctx *c) {
     if (c->n_out > 1 && c->out[1]) {
         if (!sce)
             return sn_kfail(c->err, n, SNUG_ERR_INVALID_ARG, "too many outputs");
-        sn_red_set_out(c->out[1], x->dtype, x->rank, x->dims);
+        sn_set_out(c->out[1], x->dtype, x->rank, x->dims);
     }
     return SNUG_OK;
 }
@@ -100,14 +100,14 @@ static int loss_run(sn_kctx *c) {
     const sn_node *n = c->node;
     bool sce = !strcmp(n->p->op_type, "SoftmaxCrossEntropyLoss");
     const sn_tensor *x = c->in[0], *t = c->in[1];
-    const sn_tensor *w = sn_red_khas(c, 2) ? c->in[2] : NULL;
+    const sn_tensor *w = sn_has_in(c->in, c->n_in, 2) ? c->in[2] : NULL;
     sn_tensor *y = c->out[0];
     sn_tensor *lp = sce && c->n_out > 1 ? c->out[1] : NULL;
     loss_red red = LOSS_NONE;
     SN_TRY(loss_reduction(n, &red, c->err));
     bool has_ii = sn_attr_get(n, "ignore_index") != NULL;
     int64_t ii = sn_attr_int(n, "ignore_index", 0);
-    int64_t N = x->dims[0], C = x->dims[1], D = sn_red_prod(x->dims, 2, x->rank);
+    int64_t N = x->dims[0], C = x->dims[1], D = sn_dims_prod(x->dims, 2, x->rank);
     if (w && sn_tensor_numel(w) != C)
         return sn_kfail(c->err, n, SNUG_ERR_SHAPE, "weight must have C=%lld elements", (long long)C);
     double sum_l = 0, sum_w = 0;
@@ -365,7 +365,7 @@ static int ein_infer(sn_infer_ctx *c) {
         if (c->in[k]->dtype != dt)
             return sn_kfail(c->err, n, SNUG_ERR_TYPE, "inputs must share one type");
     }
-    if (!(sn_red_is_real(dt) || sn_dtype_is_int(dt)) || dt == SN_U4 || dt == SN_I4)
+    if (!(sn_dtype_is_real(dt) || sn_dtype_is_int(dt)) || dt == SN_U4 || dt == SN_I4)
         return sn_kfail(c->err, n, SNUG_ERR_TYPE, "unsupported input type %s", sn_dtype_name(dt));
     sn_tensor *y = c->out[0];
     y->kind = SN_KIND_TENSOR;
@@ -381,14 +381,6 @@ static int ein_infer(sn_infer_ctx *c) {
     for (int i = 0; i < sp.out_n; i++)
         y->dims[i] = sp.size[sp.out_lab[i]];
     return SNUG_OK;
-}
-
-static inline double ein_ld(sn_dtype t, const void *d, int64_t i) {
-    if (t == SN_F32)
-        return ((const float *)d)[i];
-    if (t == SN_F64)
-        return ((const double *)d)[i];
-    return sn_load_f64(t, d, (size_t)i);
 }
 
 static int ein_run(sn_kctx *c) {
@@ -451,7 +443,7 @@ static int ein_run(sn_kctx *c) {
                     for (int64_t t = 0; t < S; t++) {
                         double p = 1;
                         for (int k = 0; k < K; k++)
-                            p *= ein_ld(dt, c->in[k]->data, off[k] + t * ist[k]);
+                            p *= sn_ld_f64(dt, c->in[k]->data, off[k] + t * ist[k]);
                         acc += p;
                     }
                 }
@@ -488,10 +480,10 @@ static int ein_run(sn_kctx *c) {
  * ====================================================================== */
 
 static int det_infer(sn_infer_ctx *c) {
-    const sn_tensor *x = c->n_in > 0 ? c->in[0] : NULL;
+    const sn_tensor *x = sn_infer_in(c, 0);
     if (!x)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "missing input");
-    if (!sn_red_is_real(x->dtype))
+    if (!sn_dtype_is_real(x->dtype))
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "unsupported input type %s",
                         sn_dtype_name(x->dtype));
     sn_tensor *y = c->out[0];
@@ -507,7 +499,7 @@ static int det_infer(sn_infer_ctx *c) {
     if (a >= 0 && b >= 0 && a != b)
         return sn_kfail(c->err, c->node, SNUG_ERR_SHAPE, "matrices must be square, got %lldx%lld",
                         (long long)a, (long long)b);
-    sn_red_set_out(y, x->dtype, x->rank - 2, x->dims);
+    sn_set_out(y, x->dtype, x->rank - 2, x->dims);
     return SNUG_OK;
 }
 
@@ -530,7 +522,7 @@ static int det_run(sn_kctx *c) {
     const sn_tensor *x = c->in[0];
     sn_tensor *y = c->out[0];
     int64_t M = x->dims[x->rank - 1];
-    int64_t B = sn_red_prod(x->dims, 0, x->rank - 2);
+    int64_t B = sn_dims_prod(x->dims, 0, x->rank - 2);
     double *a = c->ws;
     for (int64_t b = 0; b < B; b++) {
         for (int64_t i = 0; i < M * M; i++)
@@ -588,7 +580,7 @@ static int trilu_k(const sn_node *n, const sn_tensor *kt, int64_t *k, bool *know
 }
 
 static int trilu_infer(sn_infer_ctx *c) {
-    const sn_tensor *x = c->n_in > 0 ? c->in[0] : NULL;
+    const sn_tensor *x = sn_infer_in(c, 0);
     if (!x)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "missing input");
     if (x->dtype == SN_U4 || x->dtype == SN_I4 || x->dtype == SN_UNDEFINED)
@@ -598,8 +590,8 @@ static int trilu_infer(sn_infer_ctx *c) {
         return sn_kfail(c->err, c->node, SNUG_ERR_SHAPE, "input must have rank >= 2");
     int64_t k;
     bool known;
-    SN_TRY(trilu_k(c->node, sn_red_has(c, 1) ? c->in[1] : NULL, &k, &known, c->err));
-    sn_red_set_out(c->out[0], x->dtype, x->rank, x->dims);
+    SN_TRY(trilu_k(c->node, sn_has_in(c->in, c->n_in, 1) ? c->in[1] : NULL, &k, &known, c->err));
+    sn_set_out(c->out[0], x->dtype, x->rank, x->dims);
     return SNUG_OK;
 }
 
@@ -608,10 +600,10 @@ static int trilu_run(sn_kctx *c) {
     sn_tensor *y = c->out[0];
     int64_t k;
     bool known;
-    SN_TRY(trilu_k(c->node, sn_red_khas(c, 1) ? c->in[1] : NULL, &k, &known, c->err));
+    SN_TRY(trilu_k(c->node, sn_has_in(c->in, c->n_in, 1) ? c->in[1] : NULL, &k, &known, c->err));
     bool upper = sn_attr_int(c->node, "upper", 1) != 0;
     int64_t R = x->dims[x->rank - 2], C = x->dims[x->rank - 1];
-    int64_t B = sn_red_prod(x->dims, 0, x->rank - 2);
+    int64_t B = sn_dims_prod(x->dims, 0, x->rank - 2);
     size_t es = sn_dtype_size(x->dtype);
     const char *xs = x->data;
     char *ys = y->data;

@@ -6,28 +6,10 @@
 
 #include "ops/misc.h"
 
-static const sn_tensor *opt_in(const sn_tensor *const *in, int n_in, int i) {
-    return i < n_in && in[i] && in[i]->kind == SN_KIND_TENSOR ? in[i] : NULL;
-}
-
-static bool is_real_dtype(sn_dtype t) {
-    return t == SN_F32 || t == SN_F64 || t == SN_F16 || t == SN_BF16;
-}
-
-static inline double ld(sn_dtype t, const void *d, int64_t i) {
-    return t == SN_F32 ? ((const float *)d)[i] : sn_load_f64(t, d, (size_t)i);
-}
-static inline void st(sn_dtype t, void *d, int64_t i, double v) {
-    if (t == SN_F32)
-        ((float *)d)[i] = (float)v;
-    else
-        sn_store_f64(t, d, (size_t)i, v);
-}
-
 /* ---- NonMaxSuppression (10, 11) ------------------------------------------------ */
 
 static int nms_infer(sn_infer_ctx *c) {
-    const sn_tensor *boxes = c->in[0], *scores = c->n_in > 1 ? c->in[1] : NULL;
+    const sn_tensor *boxes = c->in[0], *scores = sn_infer_in(c, 1);
     if (!scores)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "boxes and scores are required");
     if (boxes->dtype != SN_F32 || scores->dtype != SN_F32)
@@ -149,8 +131,8 @@ static int64_t nms_pass(const sn_tensor *boxes, const sn_tensor *scores, int64_t
 
 static int nms_run(sn_kctx *c) {
     const sn_tensor *boxes = c->in[0], *scores = c->in[1];
-    const sn_tensor *tmax = opt_in(c->in, c->n_in, 2), *tiou = opt_in(c->in, c->n_in, 3),
-                    *tsth = opt_in(c->in, c->n_in, 4);
+    const sn_tensor *tmax = sn_in_tensor(c->in, c->n_in, 2), *tiou = sn_in_tensor(c->in, c->n_in, 3),
+                    *tsth = sn_in_tensor(c->in, c->n_in, 4);
     if (boxes->dims[0] != scores->dims[0] || boxes->dims[1] != scores->dims[2] || boxes->dims[2] != 4)
         return sn_kfail(c->err, c->node, SNUG_ERR_SHAPE, "boxes [B,N,4] and scores [B,C,N] do not agree");
     int64_t max_out = 0;
@@ -177,7 +159,7 @@ static int roialign_infer(sn_infer_ctx *c) {
     if (c->n_in < 3 || !c->in[1] || !c->in[2])
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "X, rois and batch_indices are required");
     const sn_tensor *x = c->in[0], *rois = c->in[1], *bi = c->in[2];
-    if (!is_real_dtype(x->dtype) || rois->dtype != x->dtype)
+    if (!sn_dtype_is_real(x->dtype) || rois->dtype != x->dtype)
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "X and rois must have the same float type");
     if (!sn_dtype_is_int(bi->dtype))
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "batch_indices must be int64");
@@ -225,10 +207,10 @@ static int roialign_run(sn_kctx *c) {
         if (b < 0 || b >= N)
             return sn_kfail(c->err, c->node, SNUG_ERR_RANGE, "batch_indices[%lld] = %lld is outside [0, %lld)",
                             (long long)r, (long long)b, (long long)N);
-        const double x0 = ld(rois->dtype, rois->data, r * 4) * scale - off;
-        const double y0 = ld(rois->dtype, rois->data, r * 4 + 1) * scale - off;
-        const double x1 = ld(rois->dtype, rois->data, r * 4 + 2) * scale - off;
-        const double y1 = ld(rois->dtype, rois->data, r * 4 + 3) * scale - off;
+        const double x0 = sn_ld_f64(rois->dtype, rois->data, r * 4) * scale - off;
+        const double y0 = sn_ld_f64(rois->dtype, rois->data, r * 4 + 1) * scale - off;
+        const double x1 = sn_ld_f64(rois->dtype, rois->data, r * 4 + 2) * scale - off;
+        const double y1 = sn_ld_f64(rois->dtype, rois->data, r * 4 + 3) * scale - off;
         double rw = x1 - x0, rh = y1 - y0;
         if (!half) {
             rw = fmax(rw, 1.0);
@@ -262,10 +244,10 @@ static int roialign_run(sn_kctx *c) {
                                     xhi = xlo + 1;
                                 double ly = yv - (double)ylo, lx = xv - (double)xlo, hy = 1.0 - ly, hx = 1.0 - lx;
                                 w1 = hy * hx, w2 = hy * lx, w3 = ly * hx, w4 = ly * lx;
-                                v1 = ld(x->dtype, x->data, base + ylo * W + xlo);
-                                v2 = ld(x->dtype, x->data, base + ylo * W + xhi);
-                                v3 = ld(x->dtype, x->data, base + yhi * W + xlo);
-                                v4 = ld(x->dtype, x->data, base + yhi * W + xhi);
+                                v1 = sn_ld_f64(x->dtype, x->data, base + ylo * W + xlo);
+                                v2 = sn_ld_f64(x->dtype, x->data, base + ylo * W + xhi);
+                                v3 = sn_ld_f64(x->dtype, x->data, base + yhi * W + xlo);
+                                v4 = sn_ld_f64(x->dtype, x->data, base + yhi * W + xhi);
                             }
                             if (max_mode) {
                                 /* the reference takes the max of the weighted corners */
@@ -277,7 +259,7 @@ static int roialign_run(sn_kctx *c) {
                             }
                         }
                     }
-                    st(y->dtype, y->data, ((r * C + ch) * OH + ph) * OW + pw, max_mode ? acc : acc / count);
+                    sn_st_f64(y->dtype, y->data, ((r * C + ch) * OH + ph) * OW + pw, max_mode ? acc : acc / count);
                 }
         }
     }
@@ -317,7 +299,7 @@ static int gridsample_infer(sn_infer_ctx *c) {
     if (c->n_in < 2 || !c->in[1])
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "X and grid are required");
     const sn_tensor *x = c->in[0], *g = c->in[1];
-    if (!is_real_dtype(x->dtype) || !is_real_dtype(g->dtype))
+    if (!sn_dtype_is_real(x->dtype) || !sn_dtype_is_real(g->dtype))
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "X and grid must be float tensors");
     /* 2-D: X [N,C,H,W], grid [N,oH,oW,2]; 3-D: X [N,C,D,H,W], grid [N,oD,oH,oW,3] */
     int r = x->rank >= 0 ? x->rank : g->rank;
@@ -390,7 +372,7 @@ static double gs_pixel(const gs_plane *p, int64_t iy, int64_t ix) {
         iy = sn_imin(sn_imax(iy, 0), p->H - 1);
         ix = sn_imin(sn_imax(ix, 0), p->W - 1);
     }
-    return ld(p->dt, p->data, p->base + iy * p->W + ix);
+    return sn_ld_f64(p->dt, p->data, p->base + iy * p->W + ix);
 }
 
 static void gs_cubic_coeffs(double t, double c[4]) {
@@ -433,7 +415,7 @@ static double gs_voxel(sn_dtype dt, const void *data, int64_t base, const int64_
         iy = sn_imin(sn_imax(iy, 0), dhw[1] - 1);
         ix = sn_imin(sn_imax(ix, 0), dhw[2] - 1);
     }
-    return ld(dt, data, base + (iz * dhw[1] + iy) * dhw[2] + ix);
+    return sn_ld_f64(dt, data, base + (iz * dhw[1] + iy) * dhw[2] + ix);
 }
 
 static int gridsample3d_run(sn_kctx *c, int mode, int pad) {
@@ -453,9 +435,9 @@ static int gridsample3d_run(sn_kctx *c, int mode, int pad) {
     for (int64_t n = 0; n < N; n++)
         for (int64_t p = 0; p < OP; p++) {
             const int64_t gi = (n * OP + p) * 3;
-            double fx = gs_coord(ld(g->dtype, g->data, gi), dhw[2], ac, mode, pad);
-            double fy = gs_coord(ld(g->dtype, g->data, gi + 1), dhw[1], ac, mode, pad);
-            double fz = gs_coord(ld(g->dtype, g->data, gi + 2), dhw[0], ac, mode, pad);
+            double fx = gs_coord(sn_ld_f64(g->dtype, g->data, gi), dhw[2], ac, mode, pad);
+            double fy = gs_coord(sn_ld_f64(g->dtype, g->data, gi + 1), dhw[1], ac, mode, pad);
+            double fz = gs_coord(sn_ld_f64(g->dtype, g->data, gi + 2), dhw[0], ac, mode, pad);
             bool bad = vol == 0 || !isfinite(fx) || !isfinite(fy) || !isfinite(fz) || fabs(fx) > 1e15 ||
                        fabs(fy) > 1e15 || fabs(fz) > 1e15;
             for (int64_t ch = 0; ch < C; ch++) {
@@ -477,7 +459,7 @@ static int gridsample3d_run(sn_kctx *c, int mode, int pad) {
                                     v += w * gs_voxel(x->dtype, x->data, base, dhw, iz + a, iy + b, ix + e, pad);
                             }
                 }
-                st(y->dtype, y->data, (n * C + ch) * OP + p, v);
+                sn_st_f64(y->dtype, y->data, (n * C + ch) * OP + p, v);
             }
         }
     return SNUG_OK;
@@ -502,7 +484,7 @@ static int gridsample_run(sn_kctx *c) {
         if (pad != GS_ZEROS)
             return sn_kfail(c->err, c->node, SNUG_ERR_SHAPE, "empty input image with padding_mode other than zeros");
         for (int64_t i = 0; i < sn_tensor_numel(y); i++)
-            st(y->dtype, y->data, i, 0.0);
+            sn_st_f64(y->dtype, y->data, i, 0.0);
         return SNUG_OK;
     }
     gs_plane p = {x->dtype, x->data, 0, H, W, pad, -0.5, (double)W - 0.5, -0.5, (double)H - 0.5};
@@ -512,7 +494,7 @@ static int gridsample_run(sn_kctx *c) {
         for (int64_t oy = 0; oy < OH; oy++)
             for (int64_t ox = 0; ox < OW; ox++) {
                 const int64_t gi = ((n * OH + oy) * OW + ox) * 2;
-                const double nx = ld(g->dtype, g->data, gi), ny = ld(g->dtype, g->data, gi + 1);
+                const double nx = sn_ld_f64(g->dtype, g->data, gi), ny = sn_ld_f64(g->dtype, g->data, gi + 1);
                 double fx = ac ? (nx + 1) / 2.0 * (double)(W - 1) : ((nx + 1) * (double)W - 1) / 2.0;
                 double fy = ac ? (ny + 1) / 2.0 * (double)(H - 1) : ((ny + 1) * (double)H - 1) / 2.0;
                 if (mode == GS_NEAREST) {
@@ -535,7 +517,7 @@ static int gridsample_run(sn_kctx *c) {
                 }
                 if (!isfinite(fx) || !isfinite(fy) || fabs(fx) > 1e15 || fabs(fy) > 1e15) {
                     for (int64_t ch = 0; ch < C; ch++)
-                        st(y->dtype, y->data, ((n * C + ch) * OH + oy) * OW + ox, pad == GS_ZEROS ? 0.0 : NAN);
+                        sn_st_f64(y->dtype, y->data, ((n * C + ch) * OH + oy) * OW + ox, pad == GS_ZEROS ? 0.0 : NAN);
                     continue;
                 }
                 for (int64_t ch = 0; ch < C; ch++) {
@@ -563,7 +545,7 @@ static int gridsample_run(sn_kctx *c) {
                             v += cy[a] * row;
                         }
                     }
-                    st(y->dtype, y->data, ((n * C + ch) * OH + oy) * OW + ox, v);
+                    sn_st_f64(y->dtype, y->data, ((n * C + ch) * OH + oy) * OW + ox, v);
                 }
             }
     return SNUG_OK;

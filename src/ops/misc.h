@@ -3,7 +3,7 @@
 #ifndef SN_OPS_MISC_H
 #define SN_OPS_MISC_H
 
-#include "ops/op.h"
+#include "ops/kit.h"
 
 /* misc_text.c */
 int sn_strnorm_infer(sn_infer_ctx *c);

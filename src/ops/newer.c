@@ -9,16 +9,6 @@
 #include "ops/elementwise/elementwise.h"
 #include "ops/newer.h"
 
-static inline double ld(sn_dtype t, const void *d, int64_t i) {
-    return t == SN_F32 ? ((const float *)d)[i] : sn_load_f64(t, d, (size_t)i);
-}
-static inline void st(sn_dtype t, void *d, int64_t i, double v) {
-    if (t == SN_F32)
-        ((float *)d)[i] = (float)v;
-    else
-        sn_store_f64(t, d, (size_t)i, v);
-}
-
 /* Shape-like input as int64 values (at most SN_MAX_RANK); -1 when the data
  * is not known yet. */
 static int shape_input(const sn_tensor *t, int64_t *v) {
@@ -33,10 +23,10 @@ static int shape_input(const sn_tensor *t, int64_t *v) {
  * in the reference. */
 
 static int lpnorm_infer(sn_infer_ctx *c) {
-    const sn_tensor *x = nw_in(c->in, c->n_in, 0);
+    const sn_tensor *x = sn_in(c->in, c->n_in, 0);
     if (!x)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "input is missing");
-    if (!nw_is_real(x->dtype))
+    if (!sn_dtype_is_real(x->dtype))
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "input must be a float tensor, is %s",
                         sn_dtype_name(x->dtype));
     int64_t p = sn_attr_int(c->node, "p", 2);
@@ -45,7 +35,7 @@ static int lpnorm_infer(sn_infer_ctx *c) {
     int axis;
     if (x->rank >= 0 && !sn_axis_norm(sn_attr_int(c->node, "axis", -1), x->rank, &axis))
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "axis out of range for rank %d", x->rank);
-    nw_set_out(c->out[0], x->dtype, x->rank, x->dims);
+    sn_set_out(c->out[0], x->dtype, x->rank, x->dims);
     return SNUG_OK;
 }
 
@@ -66,12 +56,12 @@ static int lpnorm_run(sn_kctx *c) {
             int64_t base = o * A * inner + in;
             double s = 0;
             for (int64_t a = 0; a < A; a++) {
-                double v = ld(t, x->data, base + a * inner);
+                double v = sn_ld_f64(t, x->data, base + a * inner);
                 s += l1 ? fabs(v) : v * v;
             }
             double norm = l1 ? s : sqrt(s);
             for (int64_t a = 0; a < A; a++)
-                st(t, y->data, base + a * inner, ld(t, x->data, base + a * inner) / norm);
+                sn_st_f64(t, y->data, base + a * inner, sn_ld_f64(t, x->data, base + a * inner) / norm);
         }
     return SNUG_OK;
 }
@@ -80,13 +70,13 @@ static int lpnorm_run(sn_kctx *c) {
  * y = x * sigmoid(alpha * x). */
 
 static int swish_infer(sn_infer_ctx *c) {
-    const sn_tensor *x = nw_in(c->in, c->n_in, 0);
+    const sn_tensor *x = sn_in(c->in, c->n_in, 0);
     if (!x)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "input is missing");
-    if (!nw_is_real(x->dtype))
+    if (!sn_dtype_is_real(x->dtype))
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "input must be a float tensor, is %s",
                         sn_dtype_name(x->dtype));
-    nw_set_out(c->out[0], x->dtype, x->rank, x->dims);
+    sn_set_out(c->out[0], x->dtype, x->rank, x->dims);
     return SNUG_OK;
 }
 
@@ -103,8 +93,8 @@ static int swish_run(sn_kctx *c) {
         return SNUG_OK;
     }
     for (int64_t i = 0; i < n; i++) {
-        double v = ld(x->dtype, x->data, i);
-        st(y->dtype, y->data, i, v / (1.0 + exp(-(double)alpha * v)));
+        double v = sn_ld_f64(x->dtype, x->data, i);
+        sn_st_f64(y->dtype, y->data, i, v / (1.0 + exp(-(double)alpha * v)));
     }
     return SNUG_OK;
 }
@@ -168,7 +158,7 @@ static int ccp_geometry(const sn_node *node, sn_err *err, const sn_tensor *x, co
 }
 
 static int ccp_infer(sn_infer_ctx *c) {
-    const sn_tensor *x = nw_in(c->in, c->n_in, 0), *shape = nw_in(c->in, c->n_in, 1);
+    const sn_tensor *x = sn_in(c->in, c->n_in, 0), *shape = sn_in(c->in, c->n_in, 1);
     if (!x || !shape)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "needs inputs input_data and shape");
     if (shape->dtype != SN_I64 && shape->dtype != SN_I32)
@@ -176,13 +166,13 @@ static int ccp_infer(sn_infer_ctx *c) {
     if (sn_dtype_nbytes(x->dtype, 2) != 2 * sn_dtype_size(x->dtype))
         return sn_kfail(c->err, c->node, SNUG_ERR_UNSUPPORTED, "type %s not supported", sn_dtype_name(x->dtype));
     if (x->rank < 0) {
-        nw_set_out(c->out[0], x->dtype, SN_RANK_UNKNOWN, NULL);
+        sn_set_out(c->out[0], x->dtype, SN_RANK_UNKNOWN, NULL);
         return SNUG_OK;
     }
     ccp_geo g;
     bool known;
     SN_TRY(ccp_geometry(c->node, c->err, x, shape, &g, &known));
-    nw_set_out(c->out[0], x->dtype, x->rank, g.out);
+    sn_set_out(c->out[0], x->dtype, x->rank, g.out);
     return SNUG_OK;
 }
 
@@ -294,15 +284,15 @@ static int c2i_check(const sn_node *node, sn_err *err, const sn_tensor *x, c2i_g
 }
 
 static int c2i_infer(sn_infer_ctx *c) {
-    const sn_tensor *x = nw_in(c->in, c->n_in, 0), *is = nw_in(c->in, c->n_in, 1), *bs = nw_in(c->in, c->n_in, 2);
+    const sn_tensor *x = sn_in(c->in, c->n_in, 0), *is = sn_in(c->in, c->n_in, 1), *bs = sn_in(c->in, c->n_in, 2);
     if (!x || !is || !bs)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "needs input, image_shape and block_shape");
-    if (!nw_is_real(x->dtype))
+    if (!sn_dtype_is_real(x->dtype))
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "input must be a float tensor");
     if (x->rank >= 0 && x->rank != 3)
         return sn_kfail(c->err, c->node, SNUG_ERR_SHAPE, "input must be [N, C*prod(block_shape), L]");
     if (is->rank != 1 || !sn_dim_known(is->dims[0])) {
-        nw_set_out(c->out[0], x->dtype, SN_RANK_UNKNOWN, NULL);
+        sn_set_out(c->out[0], x->dtype, SN_RANK_UNKNOWN, NULL);
         return SNUG_OK;
     }
     int nd = (int)is->dims[0];
@@ -325,7 +315,7 @@ static int c2i_infer(sn_infer_ctx *c) {
             d[1] = g.C;
         }
     }
-    nw_set_out(c->out[0], x->dtype, nd + 2, d);
+    sn_set_out(c->out[0], x->dtype, nd + 2, d);
     return SNUG_OK;
 }
 
@@ -342,7 +332,7 @@ static int c2i_run(sn_kctx *c) {
     for (int i = 0; i < nd; i++)
         img_n *= g.img[i];
     for (int64_t i = 0; i < ny; i++)
-        st(y->dtype, y->data, i, 0.0);
+        sn_st_f64(y->dtype, y->data, i, 0.0);
     int64_t planes = x->dims[0] * g.C;
     for (int64_t pl = 0; pl < planes; pl++)
         for (int64_t k = 0; k < g.bl; k++) {
@@ -369,7 +359,7 @@ static int c2i_run(sn_kctx *c) {
                 if (!inside)
                     continue;
                 int64_t o = pl * img_n + yi;
-                st(y->dtype, y->data, o, ld(y->dtype, y->data, o) + ld(x->dtype, x->data, xrow + col));
+                sn_st_f64(y->dtype, y->data, o, sn_ld_f64(y->dtype, y->data, o) + sn_ld_f64(x->dtype, x->data, xrow + col));
             }
         }
     return SNUG_OK;
@@ -381,15 +371,15 @@ static int c2i_run(sn_kctx *c) {
  * coordinates (x, y[, z], 1) of each output pixel. */
 
 static int affg_infer(sn_infer_ctx *c) {
-    const sn_tensor *th = nw_in(c->in, c->n_in, 0), *sz = nw_in(c->in, c->n_in, 1);
+    const sn_tensor *th = sn_in(c->in, c->n_in, 0), *sz = sn_in(c->in, c->n_in, 1);
     if (!th || !sz)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "needs inputs theta and size");
-    if (!nw_is_real(th->dtype))
+    if (!sn_dtype_is_real(th->dtype))
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "theta must be a float tensor");
     if (sz->dtype != SN_I64 || sz->rank != 1)
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "size must be a 1-D int64 tensor");
     if (!sn_dim_known(sz->dims[0])) {
-        nw_set_out(c->out[0], th->dtype, SN_RANK_UNKNOWN, NULL);
+        sn_set_out(c->out[0], th->dtype, SN_RANK_UNKNOWN, NULL);
         return SNUG_OK;
     }
     int64_t r = sz->dims[0];
@@ -413,7 +403,7 @@ static int affg_infer(sn_infer_ctx *c) {
             return sn_kfail(c->err, c->node, SNUG_ERR_SHAPE, "theta batch %lld differs from size N %lld",
                             (long long)th->dims[0], (long long)s[0]);
     }
-    nw_set_out(c->out[0], th->dtype, nd + 2, d);
+    sn_set_out(c->out[0], th->dtype, nd + 2, d);
     return SNUG_OK;
 }
 
@@ -434,7 +424,7 @@ static int affg_run(sn_kctx *c) {
     for (int64_t n = 0; n < N; n++) {
         double t[12];
         for (int i = 0; i < nd * (nd + 1); i++)
-            t[i] = ld(th->dtype, th->data, n * nd * (nd + 1) + i);
+            t[i] = sn_ld_f64(th->dtype, th->data, n * nd * (nd + 1) + i);
         for (int64_t dz = 0; dz < D; dz++)
             for (int64_t hy = 0; hy < H; hy++)
                 for (int64_t wx = 0; wx < W; wx++) {
@@ -447,7 +437,7 @@ static int affg_run(sn_kctx *c) {
                         double s = 0;
                         for (int k = 0; k <= nd; k++)
                             s += t[r * (nd + 1) + k] * b[k];
-                        st(y->dtype, y->data, o++, s);
+                        sn_st_f64(y->dtype, y->data, o++, s);
                     }
                 }
     }
@@ -474,8 +464,8 @@ static int tsc_mode(const sn_node *node, sn_err *err, bool *circular) {
 }
 
 static int tsc_infer(sn_infer_ctx *c) {
-    const sn_tensor *past = nw_in(c->in, c->n_in, 0), *up = nw_in(c->in, c->n_in, 1);
-    const sn_tensor *wi = nw_in(c->in, c->n_in, 2);
+    const sn_tensor *past = sn_in(c->in, c->n_in, 0), *up = sn_in(c->in, c->n_in, 1);
+    const sn_tensor *wi = sn_in(c->in, c->n_in, 2);
     if (!past || !up)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "needs past_cache and update");
     if (up->dtype != past->dtype)
@@ -501,12 +491,12 @@ static int tsc_infer(sn_infer_ctx *c) {
             }
         }
     }
-    nw_set_out(c->out[0], past->dtype, past->rank, past->dims);
+    sn_set_out(c->out[0], past->dtype, past->rank, past->dims);
     return SNUG_OK;
 }
 
 static int tsc_run(sn_kctx *c) {
-    const sn_tensor *past = c->in[0], *up = c->in[1], *wi = nw_in(c->in, c->n_in, 2);
+    const sn_tensor *past = c->in[0], *up = c->in[1], *wi = sn_in(c->in, c->n_in, 2);
     sn_tensor *y = c->out[0];
     int axis;
     bool circ;
@@ -611,26 +601,26 @@ static int dfc_geometry(const sn_node *node, sn_err *err, const sn_tensor *x, co
 }
 
 static int dfc_infer(sn_infer_ctx *c) {
-    const sn_tensor *x = nw_in(c->in, c->n_in, 0), *w = nw_in(c->in, c->n_in, 1), *off = nw_in(c->in, c->n_in, 2);
+    const sn_tensor *x = sn_in(c->in, c->n_in, 0), *w = sn_in(c->in, c->n_in, 1), *off = sn_in(c->in, c->n_in, 2);
     if (!x || !w || !off)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "needs X, W and offset");
-    if (!nw_is_real(x->dtype) || w->dtype != x->dtype || off->dtype != x->dtype)
+    if (!sn_dtype_is_real(x->dtype) || w->dtype != x->dtype || off->dtype != x->dtype)
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "X, W and offset must share one float type");
     for (int i = 3; i < 5; i++) {
-        const sn_tensor *t = nw_in(c->in, c->n_in, i);
+        const sn_tensor *t = sn_in(c->in, c->n_in, i);
         if (t && t->dtype != x->dtype)
             return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "B and mask must have X's type");
     }
     if ((x->rank >= 0 && x->rank != 4) || (w->rank >= 0 && w->rank != 4))
         return sn_kfail(c->err, c->node, SNUG_ERR_UNSUPPORTED, "only 2-D DeformConv (X [N,C,H,W]) is supported");
     if (x->rank < 0 || w->rank < 0) {
-        nw_set_out(c->out[0], x->dtype, 4, NULL);
+        sn_set_out(c->out[0], x->dtype, 4, NULL);
         return SNUG_OK;
     }
     dfc_geo g;
     SN_TRY(dfc_geometry(c->node, c->err, x, w, &g));
     int64_t d[4] = {g.N, g.OC, g.oh, g.ow};
-    nw_set_out(c->out[0], x->dtype, 4, d);
+    sn_set_out(c->out[0], x->dtype, 4, d);
     return SNUG_OK;
 }
 
@@ -646,14 +636,14 @@ static double dfc_sample(sn_dtype t, const void *d, int64_t base, int64_t H, int
             int64_t yy = iy + a, xx = ix + b;
             if (yy < 0 || yy >= H || xx < 0 || xx >= W)
                 continue;
-            v += (a ? ty : 1 - ty) * (b ? tx : 1 - tx) * ld(t, d, base + yy * W + xx);
+            v += (a ? ty : 1 - ty) * (b ? tx : 1 - tx) * sn_ld_f64(t, d, base + yy * W + xx);
         }
     return v;
 }
 
 static int dfc_run(sn_kctx *c) {
     const sn_tensor *x = c->in[0], *w = c->in[1], *off = c->in[2];
-    const sn_tensor *bias = nw_in(c->in, c->n_in, 3), *mask = nw_in(c->in, c->n_in, 4);
+    const sn_tensor *bias = sn_in(c->in, c->n_in, 3), *mask = sn_in(c->in, c->n_in, 4);
     sn_tensor *y = c->out[0];
     dfc_geo g;
     SN_TRY(dfc_geometry(c->node, c->err, x, w, &g));
@@ -679,7 +669,7 @@ static int dfc_run(sn_kctx *c) {
             int64_t grp = oc / ocg;
             for (int64_t i = 0; i < g.oh; i++)
                 for (int64_t j = 0; j < g.ow; j++) {
-                    double acc = bias ? ld(t, bias->data, oc) : 0.0;
+                    double acc = bias ? sn_ld_f64(t, bias->data, oc) : 0.0;
                     for (int64_t cl = 0; cl < icg; cl++) {
                         int64_t ic = grp * icg + cl, ogi = ic / ico;
                         int64_t xbase = (n * g.C + ic) * g.H * g.W;
@@ -687,15 +677,15 @@ static int dfc_run(sn_kctx *c) {
                             for (int64_t b = 0; b < g.kw; b++) {
                                 int64_t k = a * g.kw + b;
                                 int64_t oi = ((n * g.og + ogi) * K + k) * 2 * P + i * g.ow + j;
-                                double py = (double)(i * g.sh - g.ph + a * g.dh) + ld(t, off->data, oi);
-                                double px = (double)(j * g.sw - g.pw + b * g.dw) + ld(t, off->data, oi + P);
+                                double py = (double)(i * g.sh - g.ph + a * g.dh) + sn_ld_f64(t, off->data, oi);
+                                double px = (double)(j * g.sw - g.pw + b * g.dw) + sn_ld_f64(t, off->data, oi + P);
                                 double v = dfc_sample(t, x->data, xbase, g.H, g.W, py, px);
                                 if (mask)
-                                    v *= ld(t, mask->data, ((n * g.og + ogi) * K + k) * P + i * g.ow + j);
-                                acc += v * ld(t, w->data, ((oc * icg + cl) * g.kh + a) * g.kw + b);
+                                    v *= sn_ld_f64(t, mask->data, ((n * g.og + ogi) * K + k) * P + i * g.ow + j);
+                                acc += v * sn_ld_f64(t, w->data, ((oc * icg + cl) * g.kh + a) * g.kw + b);
                             }
                     }
-                    st(t, y->data, ((n * g.OC + oc) * g.oh + i) * g.ow + j, acc);
+                    sn_st_f64(t, y->data, ((n * g.OC + oc) * g.oh + i) * g.ow + j, acc);
                 }
         }
     return SNUG_OK;

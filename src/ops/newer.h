@@ -4,28 +4,7 @@
 #ifndef SN_OPS_NEWER_H
 #define SN_OPS_NEWER_H
 
-#include "ops/op.h"
-
-/* Input i when present (NULL when absent or past n_in). */
-static inline const sn_tensor *nw_in(const sn_tensor *const *in, int n_in, int i) {
-    return i < n_in ? in[i] : NULL;
-}
-
-/* Output o as a tensor of dtype dt and the given shape (dims NULL: all
- * unknown). o may be NULL (absent output). */
-static inline void nw_set_out(sn_tensor *o, sn_dtype dt, int rank, const int64_t *dims) {
-    if (!o)
-        return;
-    o->kind = SN_KIND_TENSOR;
-    o->dtype = dt;
-    o->rank = rank;
-    for (int i = 0; i < rank && i < SN_MAX_RANK; i++)
-        o->dims[i] = dims ? dims[i] : SN_DIM_UNKNOWN;
-}
-
-static inline bool nw_is_real(sn_dtype t) {
-    return t == SN_F32 || t == SN_F64 || t == SN_F16 || t == SN_BF16;
-}
+#include "ops/kit.h"
 
 /* newer_text.c */
 int nw_strconcat_infer(sn_infer_ctx *c);

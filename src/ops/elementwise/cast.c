@@ -219,7 +219,7 @@ void ew_convert(void *o, sn_dtype to, const void *x, sn_dtype from, int64_t n, b
     for (int64_t s = 0; s < n; s += EW_CHUNK) {
         int64_t m = sn_imin(EW_CHUNK, n - s);
         for (int64_t i = 0; i < m; i++)
-            buf[i] = ew_half_ld(from, x, s + i);
+            buf[i] = sn_ld_f32(from, x, s + i);
         cast_from_f32((char *)o + (size_t)s * osz, to, buf, m, saturate);
     }
 }
@@ -430,9 +430,7 @@ int ew_infer_cast(sn_infer_ctx *c) {
     sn_tensor *y = c->out[0];
     if (!y)
         return SNUG_OK;
-    y->kind = SN_KIND_TENSOR;
-    y->dtype = to;
-    sn_tensor_set_shape(y, x->rank, x->dims);
+    sn_set_out(y, to, x->rank, x->dims);
     return SNUG_OK;
 }
 
@@ -530,9 +528,7 @@ int ew_infer_dropout(sn_infer_ctx *c) {
         sn_tensor *y = c->out[j];
         if (!y)
             continue;
-        y->kind = SN_KIND_TENSOR;
-        y->dtype = j == 0 || c->node->opset < 10 ? x->dtype : SN_BOOL;
-        sn_tensor_set_shape(y, x->rank, x->dims);
+        sn_set_out(y, j == 0 || c->node->opset < 10 ? x->dtype : SN_BOOL, x->rank, x->dims);
     }
     return SNUG_OK;
 }

@@ -379,14 +379,14 @@ static void ew_bin_half(const ew_args *A, void *o, const void *const *in, const 
     for (int64_t s = 0; s < n; s += EW_CHUNK) {
         int64_t m = sn_imin(EW_CHUNK, n - s);
         for (int64_t i = 0; i < (st[0] ? m : 1); i++)
-            x[i] = ew_half_ld(A->ta, in[0], st[0] * s + i);
+            x[i] = sn_ld_f32(A->ta, in[0], st[0] * s + i);
         for (int64_t i = 0; i < (st[1] ? m : 1); i++)
-            y[i] = ew_half_ld(A->tb, in[1], st[1] * s + i);
+            y[i] = sn_ld_f32(A->tb, in[1], st[1] * s + i);
         const void *fin[2] = {x, y};
         if (half_out) {
             f(A, r, fin, st, m);
             for (int64_t i = 0; i < m; i++)
-                ew_half_st(A->to, o, s + i, r[i]);
+                sn_st_f32(A->to, o, s + i, r[i]);
         } else {
             f(A, (char *)o + (size_t)s * osz, fin, st, m);
         }

@@ -1,10 +1,10 @@
 /* Shared machinery of the element-wise family (src/ops/elementwise/): the
- * broadcast iterator every n-ary op runs on, kernel signatures, half-float
- * loads/stores, and the kernels the other files of the family define. */
+ * broadcast iterator every n-ary op runs on, kernel signatures, and the
+ * kernels the other files of the family define. */
 #ifndef SN_OPS_ELEMENTWISE_H
 #define SN_OPS_ELEMENTWISE_H
 
-#include "ops/op.h"
+#include "ops/kit.h"
 
 #define EW_MAX_IN 3
 /* Elements per chunk when a kernel converts through a float buffer (half
@@ -52,25 +52,10 @@ void ew_plan_run(const ew_plan *p, sn_pool *pool, ew_kern k, const ew_args *a,
 void ew_unary_run(sn_pool *pool, ew_ukern k, const ew_args *a, void *o, size_t osz,
                   const void *x, size_t xsz, int64_t n);
 
+/* 16-bit and 8-bit floats: computed in float32 chunks (sn_ld_f32, sn_st_f32). */
 static inline bool ew_is_half(sn_dtype t) {
     return t == SN_F16 || t == SN_BF16 || t == SN_F8E4M3FN || t == SN_F8E4M3FNUZ ||
            t == SN_F8E5M2 || t == SN_F8E5M2FNUZ;
-}
-/* Element i of a 16-bit or 8-bit float type as float, and back. */
-static inline float ew_half_ld(sn_dtype t, const void *p, int64_t i) {
-    if (t == SN_F16)
-        return sn_f16_to_f32(((const uint16_t *)p)[i]);
-    if (t == SN_BF16)
-        return sn_bf16_to_f32(((const uint16_t *)p)[i]);
-    return sn_f8_to_f32(t, ((const uint8_t *)p)[i]);
-}
-static inline void ew_half_st(sn_dtype t, void *p, int64_t i, float v) {
-    if (t == SN_F16)
-        ((uint16_t *)p)[i] = sn_f32_to_f16(v);
-    else if (t == SN_BF16)
-        ((uint16_t *)p)[i] = sn_f32_to_bf16(v);
-    else
-        ((uint8_t *)p)[i] = sn_f32_to_f8(t, v, true);
 }
 
 /* Makes output i's string elements own their bytes (copies them into

@@ -264,11 +264,11 @@ static void ew_un_half(const ew_args *A, void *o, const void *x, int64_t n) {
     for (int64_t s = 0; s < n; s += EW_CHUNK) {
         int64_t m = sn_imin(EW_CHUNK, n - s);
         for (int64_t i = 0; i < m; i++)
-            v[i] = ew_half_ld(A->ta, x, s + i);
+            v[i] = sn_ld_f32(A->ta, x, s + i);
         if (half_out) {
             f(A, r, v, m);
             for (int64_t i = 0; i < m; i++)
-                ew_half_st(A->to, o, s + i, r[i]);
+                sn_st_f32(A->to, o, s + i, r[i]);
         } else {
             f(A, (uint8_t *)o + s, v, m); /* bool output */
         }
@@ -301,9 +301,7 @@ static int ew_unop_infer(sn_infer_ctx *c, const ew_unop *op) {
     sn_tensor *y = c->out[0];
     if (!y)
         return SNUG_OK;
-    y->kind = SN_KIND_TENSOR;
-    y->dtype = op->out_bool ? SN_BOOL : x->dtype;
-    sn_tensor_set_shape(y, x->rank, x->dims);
+    sn_set_out(y, op->out_bool ? SN_BOOL : x->dtype, x->rank, x->dims);
     return SNUG_OK;
 }
 

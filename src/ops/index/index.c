@@ -8,22 +8,10 @@
 #include "exec/exec.h"
 #include "ops/shape/shape_util.h"
 
-#define KFAIL(code, ...) sn_kfail(c->err, c->node, code, __VA_ARGS__)
 
-static const sn_tensor *in_at(const sn_infer_ctx *c, int i) { return sk_in(c->in, c->n_in, i); }
-static const sn_tensor *kin(const sn_kctx *c, int i) { return sk_in(c->in, c->n_in, i); }
-
-static int need_tensor(sn_infer_ctx *c, int i) {
-    const sn_tensor *t = in_at(c, i);
-    if (!t)
-        return KFAIL(SNUG_ERR_INVALID_ARG, "input %d is required", i);
-    if (t->kind != SN_KIND_TENSOR)
-        return KFAIL(SNUG_ERR_TYPE, "input %d must be a tensor", i);
-    return SNUG_OK;
-}
 
 static int need_index_type(sn_infer_ctx *c, int i) {
-    SN_TRY(need_tensor(c, i));
+    SN_TRY(sn_need_tensor(c, i));
     if (c->in[i]->dtype != SN_I64 && c->in[i]->dtype != SN_I32)
         return KFAIL(SNUG_ERR_TYPE, "input %d (indices) must be int32 or int64, got %s", i,
                      sn_dtype_name(c->in[i]->dtype));
@@ -55,11 +43,11 @@ static inline bool fix_index(int64_t *v, int64_t d) {
 /* ---- Gather ------------------------------------------------------------- */
 
 static int gather_infer(sn_infer_ctx *c) {
-    SN_TRY(need_tensor(c, 0));
+    SN_TRY(sn_need_tensor(c, 0));
     SN_TRY(need_index_type(c, 1));
     const sn_tensor *x = c->in[0], *ind = c->in[1];
     if (x->rank == SN_RANK_UNKNOWN || ind->rank == SN_RANK_UNKNOWN) {
-        sk_set_out(c->out[0], x->dtype, SN_RANK_UNKNOWN, NULL);
+        sn_set_out(c->out[0], x->dtype, SN_RANK_UNKNOWN, NULL);
         return SNUG_OK;
     }
     int64_t axis = sn_attr_int(c->node, "axis", 0);
@@ -78,18 +66,18 @@ static int gather_infer(sn_infer_ctx *c) {
         od[k++] = ind->dims[i];
     for (int i = a + 1; i < x->rank; i++)
         od[k++] = x->dims[i];
-    sk_set_out(c->out[0], x->dtype, r, od);
+    sn_set_out(c->out[0], x->dtype, r, od);
     return SNUG_OK;
 }
 
 static int gather_run(sn_kctx *c) {
-    const sn_tensor *x = kin(c, 0), *ind = kin(c, 1);
+    const sn_tensor *x = sn_kctx_in(c, 0), *ind = sn_kctx_in(c, 1);
     sn_tensor *y = c->out[0];
     int a = 0;
     sn_axis_norm(sn_attr_int(c->node, "axis", 0), x->rank, &a);
     size_t es = sn_dtype_size(x->dtype);
-    int64_t outer = sk_prod(x->dims, 0, a), D = x->dims[a];
-    size_t inner = (size_t)sk_prod(x->dims, a + 1, x->rank) * es;
+    int64_t outer = sn_dims_prod(x->dims, 0, a), D = x->dims[a];
+    size_t inner = (size_t)sn_dims_prod(x->dims, a + 1, x->rank) * es;
     int64_t ni = sn_tensor_numel(ind);
     for (int64_t j = 0; j < ni; j++) {
         int64_t v = idx_at(ind, j);
@@ -128,7 +116,7 @@ static int gather_run(sn_kctx *c) {
 /* ---- GatherElements ----------------------------------------------------- */
 
 static int gather_el_infer(sn_infer_ctx *c) {
-    SN_TRY(need_tensor(c, 0));
+    SN_TRY(sn_need_tensor(c, 0));
     SN_TRY(need_index_type(c, 1));
     const sn_tensor *x = c->in[0], *ind = c->in[1];
     if (x->rank != SN_RANK_UNKNOWN && ind->rank != SN_RANK_UNKNOWN) {
@@ -139,7 +127,7 @@ static int gather_el_infer(sn_infer_ctx *c) {
         if (!sn_axis_norm(sn_attr_int(c->node, "axis", 0), x->rank, &a))
             return KFAIL(SNUG_ERR_INVALID_ARG, "axis out of range for rank %d", x->rank);
     }
-    sk_set_out(c->out[0], x->dtype, ind->rank, ind->dims);
+    sn_set_out(c->out[0], x->dtype, ind->rank, ind->dims);
     return SNUG_OK;
 }
 
@@ -147,7 +135,7 @@ static int gather_el_infer(sn_infer_ctx *c) {
  * reports the flat offset into a tensor with strides `xs` where axis a's
  * coordinate is replaced by the index value. */
 static int gather_el_run(sn_kctx *c) {
-    const sn_tensor *x = kin(c, 0), *ind = kin(c, 1);
+    const sn_tensor *x = sn_kctx_in(c, 0), *ind = sn_kctx_in(c, 1);
     sn_tensor *y = c->out[0];
     int r = x->rank, a = 0;
     sn_axis_norm(sn_attr_int(c->node, "axis", 0), r, &a);
@@ -182,13 +170,13 @@ static int gather_el_run(sn_kctx *c) {
 /* ---- GatherND ----------------------------------------------------------- */
 
 static int gather_nd_infer(sn_infer_ctx *c) {
-    SN_TRY(need_tensor(c, 0));
+    SN_TRY(sn_need_tensor(c, 0));
     SN_TRY(need_index_type(c, 1));
     const sn_tensor *x = c->in[0], *ind = c->in[1];
     int64_t b = sn_attr_int(c->node, "batch_dims", 0);
     if (x->rank == SN_RANK_UNKNOWN || ind->rank == SN_RANK_UNKNOWN ||
         ind->dims[ind->rank - 1] < 0) {
-        sk_set_out(c->out[0], x->dtype, SN_RANK_UNKNOWN, NULL);
+        sn_set_out(c->out[0], x->dtype, SN_RANK_UNKNOWN, NULL);
         return SNUG_OK;
     }
     int q = ind->rank;
@@ -204,12 +192,12 @@ static int gather_nd_infer(sn_infer_ctx *c) {
         od[r++] = x->dims[i];
     if (r > SN_MAX_RANK)
         return KFAIL(SNUG_ERR_UNSUPPORTED, "output rank too large");
-    sk_set_out(c->out[0], x->dtype, r, od);
+    sn_set_out(c->out[0], x->dtype, r, od);
     return SNUG_OK;
 }
 
 static int gather_nd_run(sn_kctx *c) {
-    const sn_tensor *x = kin(c, 0), *ind = kin(c, 1);
+    const sn_tensor *x = sn_kctx_in(c, 0), *ind = sn_kctx_in(c, 1);
     sn_tensor *y = c->out[0];
     int b = (int)sn_attr_int(c->node, "batch_dims", 0), q = ind->rank;
     int64_t k = ind->dims[q - 1];
@@ -220,9 +208,9 @@ static int gather_nd_run(sn_kctx *c) {
     size_t es = sn_dtype_size(x->dtype);
     int64_t xs[SN_MAX_RANK];
     sn_strides(x->rank, x->dims, xs);
-    int64_t nb = sk_prod(x->dims, 0, b), per = sk_prod(ind->dims, b, q - 1);
-    int64_t slice = sk_prod(x->dims, b + (int)k, x->rank);
-    int64_t bstride = sk_prod(x->dims, b, x->rank);
+    int64_t nb = sn_dims_prod(x->dims, 0, b), per = sn_dims_prod(ind->dims, b, q - 1);
+    int64_t slice = sn_dims_prod(x->dims, b + (int)k, x->rank);
+    int64_t bstride = sn_dims_prod(x->dims, b, x->rank);
     size_t sb = (size_t)slice * es;
     char *o = y->data;
     for (int64_t bi = 0; bi < nb; bi++)
@@ -310,21 +298,21 @@ static void reduce_elem(int red, sn_dtype t, char *dst, const char *src, size_t 
 /* ---- ScatterElements / Scatter ------------------------------------------ */
 
 static int scatter_el_infer(sn_infer_ctx *c) {
-    SN_TRY(need_tensor(c, 0));
+    SN_TRY(sn_need_tensor(c, 0));
     SN_TRY(need_index_type(c, 1));
-    SN_TRY(need_tensor(c, 2));
+    SN_TRY(sn_need_tensor(c, 2));
     const sn_tensor *x = c->in[0], *ind = c->in[1], *u = c->in[2];
     if (u->dtype != x->dtype)
         return KFAIL(SNUG_ERR_TYPE, "updates are %s, data is %s", sn_dtype_name(u->dtype),
                      sn_dtype_name(x->dtype));
     if (x->rank != SN_RANK_UNKNOWN && ind->rank != SN_RANK_UNKNOWN && x->rank != ind->rank)
         return KFAIL(SNUG_ERR_SHAPE, "data rank %d and indices rank %d differ", x->rank, ind->rank);
-    sk_set_out(c->out[0], x->dtype, x->rank, x->dims);
+    sn_set_out(c->out[0], x->dtype, x->rank, x->dims);
     return SNUG_OK;
 }
 
 static int scatter_el_run(sn_kctx *c) {
-    const sn_tensor *x = kin(c, 0), *ind = kin(c, 1), *u = kin(c, 2);
+    const sn_tensor *x = sn_kctx_in(c, 0), *ind = sn_kctx_in(c, 1), *u = sn_kctx_in(c, 2);
     sn_tensor *y = c->out[0];
     int red;
     SN_TRY(parse_reduction(c, x, &red));
@@ -372,19 +360,19 @@ static int scatter_el_run(sn_kctx *c) {
 /* ---- ScatterND ---------------------------------------------------------- */
 
 static int scatter_nd_infer(sn_infer_ctx *c) {
-    SN_TRY(need_tensor(c, 0));
+    SN_TRY(sn_need_tensor(c, 0));
     SN_TRY(need_index_type(c, 1));
-    SN_TRY(need_tensor(c, 2));
+    SN_TRY(sn_need_tensor(c, 2));
     const sn_tensor *x = c->in[0], *u = c->in[2];
     if (u->dtype != x->dtype)
         return KFAIL(SNUG_ERR_TYPE, "updates are %s, data is %s", sn_dtype_name(u->dtype),
                      sn_dtype_name(x->dtype));
-    sk_set_out(c->out[0], x->dtype, x->rank, x->dims);
+    sn_set_out(c->out[0], x->dtype, x->rank, x->dims);
     return SNUG_OK;
 }
 
 static int scatter_nd_run(sn_kctx *c) {
-    const sn_tensor *x = kin(c, 0), *ind = kin(c, 1), *u = kin(c, 2);
+    const sn_tensor *x = sn_kctx_in(c, 0), *ind = sn_kctx_in(c, 1), *u = sn_kctx_in(c, 2);
     sn_tensor *y = c->out[0];
     int red;
     SN_TRY(parse_reduction(c, x, &red));
@@ -407,7 +395,7 @@ static int scatter_nd_run(sn_kctx *c) {
         memcpy(y->data, x->data, nb);
     int64_t xs[SN_MAX_RANK];
     sn_strides(x->rank, x->dims, xs);
-    int64_t m = sk_prod(ind->dims, 0, q - 1), slice = sk_prod(x->dims, (int)k, x->rank);
+    int64_t m = sn_dims_prod(ind->dims, 0, q - 1), slice = sn_dims_prod(x->dims, (int)k, x->rank);
     for (int pass = 0; pass < 2; pass++)
         for (int64_t i = 0; i < m; i++) {
             int64_t off = 0;
@@ -448,12 +436,12 @@ static int onehot_depth(sn_err *err, const sn_node *node, const sn_tensor *d, in
 
 static int onehot_infer(sn_infer_ctx *c) {
     for (int i = 0; i < 3; i++)
-        SN_TRY(need_tensor(c, i));
+        SN_TRY(sn_need_tensor(c, i));
     const sn_tensor *ind = c->in[0], *val = c->in[2];
     if (val->rank != SN_RANK_UNKNOWN && sn_tensor_numel(val) >= 0 && sn_tensor_numel(val) != 2)
         return KFAIL(SNUG_ERR_SHAPE, "values must hold two elements");
     if (ind->rank == SN_RANK_UNKNOWN) {
-        sk_set_out(c->out[0], val->dtype, SN_RANK_UNKNOWN, NULL);
+        sn_set_out(c->out[0], val->dtype, SN_RANK_UNKNOWN, NULL);
         return SNUG_OK;
     }
     int r = ind->rank + 1, a;
@@ -465,18 +453,18 @@ static int onehot_infer(sn_infer_ctx *c) {
     SN_TRY(onehot_depth(c->err, c->node, c->in[1], &depth));
     for (int i = 0, j = 0; i < r; i++)
         od[i] = i == a ? depth : ind->dims[j++];
-    sk_set_out(c->out[0], val->dtype, r, od);
+    sn_set_out(c->out[0], val->dtype, r, od);
     return SNUG_OK;
 }
 
 static int onehot_run(sn_kctx *c) {
-    const sn_tensor *ind = kin(c, 0), *val = kin(c, 2);
+    const sn_tensor *ind = sn_kctx_in(c, 0), *val = sn_kctx_in(c, 2);
     sn_tensor *y = c->out[0];
     int a = 0;
     sn_axis_norm(sn_attr_int(c->node, "axis", -1), y->rank, &a);
     int64_t depth = y->dims[a];
     size_t es = sn_dtype_size(y->dtype);
-    int64_t outer = sk_prod(y->dims, 0, a), inner = sk_prod(y->dims, a + 1, y->rank);
+    int64_t outer = sn_dims_prod(y->dims, 0, a), inner = sn_dims_prod(y->dims, a + 1, y->rank);
     int64_t n = sn_tensor_numel(y);
     const char *off = val->data, *on = (const char *)val->data + es;
     for (int64_t i = 0; i < n; i++)
@@ -520,7 +508,7 @@ static bool is_nonzero(sn_dtype t, const void *d, int64_t i) {
 }
 
 static int nonzero_infer(sn_infer_ctx *c) {
-    SN_TRY(need_tensor(c, 0));
+    SN_TRY(sn_need_tensor(c, 0));
     const sn_tensor *x = c->in[0];
     int64_t od[2] = {x->rank == SN_RANK_UNKNOWN ? SN_DIM_UNKNOWN : x->rank, SN_DIM_UNKNOWN};
     int64_t n = sn_tensor_numel(x);
@@ -530,12 +518,12 @@ static int nonzero_infer(sn_infer_ctx *c) {
             cnt += is_nonzero(x->dtype, x->data, i);
         od[1] = cnt;
     }
-    sk_set_out(c->out[0], SN_I64, 2, od);
+    sn_set_out(c->out[0], SN_I64, 2, od);
     return SNUG_OK;
 }
 
 static int nonzero_run(sn_kctx *c) {
-    const sn_tensor *x = kin(c, 0);
+    const sn_tensor *x = sn_kctx_in(c, 0);
     sn_tensor *y = c->out[0];
     int64_t n = sn_tensor_numel(x), nnz = y->dims[1], j = 0, idx[SN_MAX_RANK] = {0};
     int r = x->rank;
@@ -560,8 +548,8 @@ static int nonzero_run(sn_kctx *c) {
 /* ---- Compress ----------------------------------------------------------- */
 
 static int compress_infer(sn_infer_ctx *c) {
-    SN_TRY(need_tensor(c, 0));
-    SN_TRY(need_tensor(c, 1));
+    SN_TRY(sn_need_tensor(c, 0));
+    SN_TRY(sn_need_tensor(c, 1));
     const sn_tensor *x = c->in[0], *cond = c->in[1];
     if (cond->dtype != SN_BOOL)
         return KFAIL(SNUG_ERR_TYPE, "condition must be bool, got %s", sn_dtype_name(cond->dtype));
@@ -571,7 +559,7 @@ static int compress_infer(sn_infer_ctx *c) {
     int a = -1;
     int64_t len;
     if (x->rank == SN_RANK_UNKNOWN) {
-        sk_set_out(c->out[0], x->dtype, aa ? SN_RANK_UNKNOWN : 1, NULL);
+        sn_set_out(c->out[0], x->dtype, aa ? SN_RANK_UNKNOWN : 1, NULL);
         return SNUG_OK;
     }
     if (aa) {
@@ -592,25 +580,25 @@ static int compress_infer(sn_infer_ctx *c) {
             cnt += ((const uint8_t *)cond->data)[i] != 0;
     }
     if (a < 0) {
-        sk_set_out(c->out[0], x->dtype, 1, &cnt);
+        sn_set_out(c->out[0], x->dtype, 1, &cnt);
     } else {
-        sk_set_out(c->out[0], x->dtype, x->rank, x->dims);
+        sn_set_out(c->out[0], x->dtype, x->rank, x->dims);
         c->out[0]->dims[a] = cnt;
     }
     return SNUG_OK;
 }
 
 static int compress_run(sn_kctx *c) {
-    const sn_tensor *x = kin(c, 0), *cond = kin(c, 1);
+    const sn_tensor *x = sn_kctx_in(c, 0), *cond = sn_kctx_in(c, 1);
     sn_tensor *y = c->out[0];
     size_t es = sn_dtype_size(x->dtype);
     int64_t outer = 1, len, inner = 1;
     if (sn_attr_get(c->node, "axis")) {
         int a = 0;
         sn_axis_norm(sn_attr_int(c->node, "axis", 0), x->rank, &a);
-        outer = sk_prod(x->dims, 0, a);
+        outer = sn_dims_prod(x->dims, 0, a);
         len = x->dims[a];
-        inner = sk_prod(x->dims, a + 1, x->rank);
+        inner = sn_dims_prod(x->dims, a + 1, x->rank);
     } else {
         len = sn_tensor_numel(x);
     }
@@ -717,9 +705,9 @@ static bool uniq_setup(const sn_node *node, const sn_tensor *x, uniq_ctx *u, int
     if (sn_attr_get(node, "axis")) {
         if (!sn_axis_norm(sn_attr_int(node, "axis", 0), x->rank, axis))
             return false;
-        u->outer = sk_prod(x->dims, 0, *axis);
+        u->outer = sn_dims_prod(x->dims, 0, *axis);
         u->n = x->dims[*axis];
-        u->inner = sk_prod(x->dims, *axis + 1, x->rank);
+        u->inner = sn_dims_prod(x->dims, *axis + 1, x->rank);
     } else {
         u->outer = u->inner = 1;
         u->n = sn_tensor_numel(x);
@@ -728,21 +716,21 @@ static bool uniq_setup(const sn_node *node, const sn_tensor *x, uniq_ctx *u, int
 }
 
 static int unique_infer(sn_infer_ctx *c) {
-    SN_TRY(need_tensor(c, 0));
+    SN_TRY(sn_need_tensor(c, 0));
     const sn_tensor *x = c->in[0];
     bool has_axis = sn_attr_get(c->node, "axis") != NULL;
     if (has_axis && x->rank != SN_RANK_UNKNOWN) {
         int a;
         if (!sn_axis_norm(sn_attr_int(c->node, "axis", 0), x->rank, &a))
             return KFAIL(SNUG_ERR_INVALID_ARG, "axis out of range for rank %d", x->rank);
-        sk_set_out(c->out[0], x->dtype, x->rank, x->dims);
+        sn_set_out(c->out[0], x->dtype, x->rank, x->dims);
         c->out[0]->dims[a] = SN_DIM_UNKNOWN;
     } else {
-        sk_set_out(c->out[0], x->dtype, has_axis ? SN_RANK_UNKNOWN : 1, NULL);
+        sn_set_out(c->out[0], x->dtype, has_axis ? SN_RANK_UNKNOWN : 1, NULL);
     }
     for (int i = 1; i < 4 && i < c->n_out; i++)
         if (c->out[i])
-            sk_set_out(c->out[i], SN_I64, 1, NULL);
+            sn_set_out(c->out[i], SN_I64, 1, NULL);
     return SNUG_OK;
 }
 
@@ -776,7 +764,7 @@ static size_t unique_estimate(const sn_infer_ctx *c) {
 }
 
 static int unique_run(sn_kctx *c) {
-    const sn_tensor *x = kin(c, 0);
+    const sn_tensor *x = sn_kctx_in(c, 0);
     uniq_ctx u;
     int axis;
     if (!uniq_setup(c->node, x, &u, &axis))
@@ -857,7 +845,7 @@ static int unique_run(sn_kctx *c) {
 /* ---- ReverseSequence ---------------------------------------------------- */
 
 static int revseq_infer(sn_infer_ctx *c) {
-    SN_TRY(need_tensor(c, 0));
+    SN_TRY(sn_need_tensor(c, 0));
     SN_TRY(need_index_type(c, 1));
     const sn_tensor *x = c->in[0];
     int64_t ba = sn_attr_int(c->node, "batch_axis", 1), ta = sn_attr_int(c->node, "time_axis", 0);
@@ -865,15 +853,15 @@ static int revseq_infer(sn_infer_ctx *c) {
         return KFAIL(SNUG_ERR_INVALID_ARG, "batch_axis/time_axis must be 0 and 1");
     if (x->rank != SN_RANK_UNKNOWN && x->rank < 2)
         return KFAIL(SNUG_ERR_SHAPE, "input must have rank >= 2");
-    sk_set_out(c->out[0], x->dtype, x->rank, x->dims);
+    sn_set_out(c->out[0], x->dtype, x->rank, x->dims);
     return SNUG_OK;
 }
 
 static int revseq_run(sn_kctx *c) {
-    const sn_tensor *x = kin(c, 0), *lens = kin(c, 1);
+    const sn_tensor *x = sn_kctx_in(c, 0), *lens = sn_kctx_in(c, 1);
     sn_tensor *y = c->out[0];
     int ba = (int)sn_attr_int(c->node, "batch_axis", 1), ta = 1 - ba;
-    int64_t B = x->dims[ba], T = x->dims[ta], R = sk_prod(x->dims, 2, x->rank);
+    int64_t B = x->dims[ba], T = x->dims[ta], R = sn_dims_prod(x->dims, 2, x->rank);
     if (sn_tensor_numel(lens) != B)
         return KFAIL(SNUG_ERR_SHAPE, "sequence_lens has %lld values for batch %lld",
                      (long long)sn_tensor_numel(lens), (long long)B);

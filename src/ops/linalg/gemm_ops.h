@@ -4,24 +4,7 @@
 
 #include <string.h>
 
-#include "ops/op.h"
-
-/* Input i, or NULL when absent. */
-static inline const sn_tensor *gk_in(const sn_tensor *const *in, int n_in, int i) {
-    return i < n_in ? in[i] : NULL;
-}
-
-static inline void gk_set_out(sn_tensor *o, sn_dtype dt, int rank, const int64_t *dims) {
-    if (!o)
-        return;
-    o->kind = SN_KIND_TENSOR;
-    o->dtype = dt;
-    o->rank = rank;
-    for (int i = 0; i < rank && i < SN_MAX_RANK; i++)
-        o->dims[i] = dims ? dims[i] : SN_DIM_UNKNOWN;
-}
-
-static inline int64_t gk_numel(const sn_tensor *t) { return t ? sn_tensor_numel(t) : 0; }
+#include "ops/kit.h"
 
 /* ---- matmul batching (numpy semantics) ------------------------------------ */
 

@@ -80,12 +80,12 @@ static int matmul_infer(sn_infer_ctx *c) {
     if (!mm_dtype_ok(a->dtype))
         return sn_kfail(c->err, c->node, SNUG_ERR_UNSUPPORTED, "type %s not supported", sn_dtype_name(a->dtype));
     if (a->rank == SN_RANK_UNKNOWN || b->rank == SN_RANK_UNKNOWN) {
-        gk_set_out(c->out[0], a->dtype, SN_RANK_UNKNOWN, NULL);
+        sn_set_out(c->out[0], a->dtype, SN_RANK_UNKNOWN, NULL);
         return SNUG_OK;
     }
     gk_mm p;
     SN_TRY(gk_mm_plan(c->node, c->err, a, b, &p));
-    gk_set_out(c->out[0], a->dtype, p.out_rank, p.out_dims);
+    sn_set_out(c->out[0], a->dtype, p.out_rank, p.out_dims);
     return SNUG_OK;
 }
 
@@ -135,7 +135,7 @@ static bool mm_batch_split(const gk_mm *p, int threads) {
 /* Bytes of one slot of the split batch: an int claim flag, then the product's
  * one-thread workspace, both kept 64-byte aligned. */
 static size_t mm_slot_bytes(const gk_mm *p) {
-    return 64 + ((sn_sgemm_workspace(p->M, p->N, p->K, 1) + 63) & ~(size_t)63);
+    return 64 + sn_align64(sn_sgemm_workspace(p->M, p->N, p->K, 1));
 }
 
 static size_t mm_workspace(const gk_mm *p, int threads) {
@@ -222,7 +222,7 @@ static int matmul_run(sn_kctx *c) {
     gk_mm p;
     SN_TRY(gk_mm_plan(c->node, c->err, a, b, &p));
     int64_t M = p.M, N = p.N, K = p.K;
-    if (gk_numel(y) == 0)
+    if (sn_in_numel(y) == 0)
         return SNUG_OK;
     if (a->dtype == SN_F32) {
         const float *A = a->data, *B = b->data;
@@ -305,20 +305,20 @@ static int gemm_shape(const sn_node *node, sn_err *err, const sn_tensor *a, cons
 static int gemm_infer(sn_infer_ctx *c) {
     if (c->n_in < 2 || !c->in[0] || !c->in[1])
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "needs inputs A and B");
-    const sn_tensor *a = c->in[0], *b = c->in[1], *cc = gk_in(c->in, c->n_in, 2);
+    const sn_tensor *a = c->in[0], *b = c->in[1], *cc = sn_in(c->in, c->n_in, 2);
     if (a->dtype != b->dtype || (cc && cc->dtype != a->dtype))
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "A, B and C must have the same type");
     if (!mm_dtype_ok(a->dtype))
         return sn_kfail(c->err, c->node, SNUG_ERR_UNSUPPORTED, "type %s not supported", sn_dtype_name(a->dtype));
     if (a->rank == SN_RANK_UNKNOWN || b->rank == SN_RANK_UNKNOWN) {
         int64_t d[2] = {SN_DIM_UNKNOWN, SN_DIM_UNKNOWN};
-        gk_set_out(c->out[0], a->dtype, 2, d);
+        sn_set_out(c->out[0], a->dtype, 2, d);
         return SNUG_OK;
     }
     gemm_dims g = {0};
     SN_TRY(gemm_shape(c->node, c->err, a, b, cc, &g));
     int64_t d[2] = {g.M, g.N};
-    gk_set_out(c->out[0], a->dtype, 2, d);
+    sn_set_out(c->out[0], a->dtype, 2, d);
     return SNUG_OK;
 }
 
@@ -326,7 +326,7 @@ static int gemm_prepare(sn_prep_ctx *c) {
     if (c->in[0]->dtype != SN_F32)
         return SNUG_OK;
     gemm_dims g = {0};
-    SN_TRY(gemm_shape(c->node, c->err, c->in[0], c->in[1], gk_in(c->in, c->n_in, 2), &g));
+    SN_TRY(gemm_shape(c->node, c->err, c->in[0], c->in[1], sn_in(c->in, c->n_in, 2), &g));
     c->workspace = sn_sgemm_workspace(g.M, g.N, g.K, c->n_threads);
     return SNUG_OK;
 }
@@ -336,13 +336,13 @@ static size_t gemm_estimate(const sn_infer_ctx *c) {
         !sn_tensor_shape_known(c->in[0]) || !sn_tensor_shape_known(c->in[1]))
         return 0;
     gemm_dims g = {0};
-    if (gemm_shape(c->node, NULL, c->in[0], c->in[1], gk_in(c->in, c->n_in, 2), &g) != SNUG_OK)
+    if (gemm_shape(c->node, NULL, c->in[0], c->in[1], sn_in(c->in, c->n_in, 2), &g) != SNUG_OK)
         return 0;
     return sn_sgemm_workspace(g.M, g.N, g.K, sn_gemm_threads(c->n_threads));
 }
 
 static int gemm_run(sn_kctx *c) {
-    const sn_tensor *a = c->in[0], *b = c->in[1], *cc = gk_in(c->in, c->n_in, 2);
+    const sn_tensor *a = c->in[0], *b = c->in[1], *cc = sn_in(c->in, c->n_in, 2);
     sn_tensor *y = c->out[0];
     gemm_dims g = {0};
     SN_TRY(gemm_shape(c->node, c->err, a, b, cc, &g));
@@ -351,7 +351,7 @@ static int gemm_run(sn_kctx *c) {
     int64_t M = g.M, N = g.N, K = g.K;
     if (M == 0 || N == 0)
         return SNUG_OK;
-    if (cc && gk_numel(cc) == 0)
+    if (cc && sn_in_numel(cc) == 0)
         return sn_kfail(c->err, c->node, SNUG_ERR_SHAPE, "C is empty");
     /* C's strides over [M, N]: 0 where it broadcasts */
     int64_t csm = 0, csn = 0;
@@ -406,7 +406,7 @@ typedef struct qparam {
 static int qparam_make(const sn_node *node, sn_err *err, const sn_tensor *t, int64_t per,
                        int64_t n_mats, const char *what, qparam *q) {
     q->t = t;
-    q->n = t ? gk_numel(t) : 0;
+    q->n = t ? sn_in_numel(t) : 0;
     q->per = 0;
     if (!t || q->n == 1)
         return SNUG_OK;
@@ -425,21 +425,21 @@ static inline int64_t qparam_idx(const qparam *q, int64_t mat, int64_t i) {
 }
 
 static int mmi_infer(sn_infer_ctx *c) {
-    const sn_tensor *a = c->in[0], *b = gk_in(c->in, c->n_in, 1);
+    const sn_tensor *a = c->in[0], *b = sn_in(c->in, c->n_in, 1);
     if (!a || !b)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "needs inputs A and B");
     if (!is_q8(a->dtype) || !is_q8(b->dtype))
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "A and B must be int8 or uint8");
-    const sn_tensor *az = gk_in(c->in, c->n_in, 2), *bz = gk_in(c->in, c->n_in, 3);
+    const sn_tensor *az = sn_in(c->in, c->n_in, 2), *bz = sn_in(c->in, c->n_in, 3);
     if ((az && az->dtype != a->dtype) || (bz && bz->dtype != b->dtype))
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "zero points must match their input's type");
     if (a->rank == SN_RANK_UNKNOWN || b->rank == SN_RANK_UNKNOWN) {
-        gk_set_out(c->out[0], SN_I32, SN_RANK_UNKNOWN, NULL);
+        sn_set_out(c->out[0], SN_I32, SN_RANK_UNKNOWN, NULL);
         return SNUG_OK;
     }
     gk_mm p;
     SN_TRY(gk_mm_plan(c->node, c->err, a, b, &p));
-    gk_set_out(c->out[0], SN_I32, p.out_rank, p.out_dims);
+    sn_set_out(c->out[0], SN_I32, p.out_rank, p.out_dims);
     return SNUG_OK;
 }
 
@@ -457,7 +457,7 @@ static inline int32_t qdot(const sn_tensor *a, const sn_tensor *b, size_t ao, si
 
 static int mmi_run(sn_kctx *c) {
     const sn_tensor *a = c->in[0], *b = c->in[1];
-    const sn_tensor *az = gk_in(c->in, c->n_in, 2), *bz = gk_in(c->in, c->n_in, 3);
+    const sn_tensor *az = sn_in(c->in, c->n_in, 2), *bz = sn_in(c->in, c->n_in, 3);
     gk_mm p;
     SN_TRY(gk_mm_plan(c->node, c->err, a, b, &p));
     qparam qa, qb;
@@ -503,12 +503,12 @@ static int qlmm_infer(sn_infer_ctx *c) {
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "scales must be float32");
     sn_dtype yt = c->in[7]->dtype;
     if (a->rank == SN_RANK_UNKNOWN || b->rank == SN_RANK_UNKNOWN) {
-        gk_set_out(c->out[0], yt, SN_RANK_UNKNOWN, NULL);
+        sn_set_out(c->out[0], yt, SN_RANK_UNKNOWN, NULL);
         return SNUG_OK;
     }
     gk_mm p;
     SN_TRY(gk_mm_plan(c->node, c->err, a, b, &p));
-    gk_set_out(c->out[0], yt, p.out_rank, p.out_dims);
+    sn_set_out(c->out[0], yt, p.out_rank, p.out_dims);
     return SNUG_OK;
 }
 
@@ -524,9 +524,9 @@ static int qlmm_run(sn_kctx *c) {
     SN_TRY(qparam_make(c->node, c->err, az, p.M, p.na, "a_zero_point", &qaz));
     SN_TRY(qparam_make(c->node, c->err, bs, p.N, p.nbm, "b_scale", &qbs));
     SN_TRY(qparam_make(c->node, c->err, bz, p.N, p.nbm, "b_zero_point", &qbz));
-    if (gk_numel(ys) != 1 || gk_numel(yz) != 1)
+    if (sn_in_numel(ys) != 1 || sn_in_numel(yz) != 1)
         return sn_kfail(c->err, c->node, SNUG_ERR_SHAPE, "y_scale and y_zero_point must be scalars");
-    if (gk_numel(as) == 0 || gk_numel(bs) == 0 || gk_numel(az) == 0 || gk_numel(bz) == 0)
+    if (sn_in_numel(as) == 0 || sn_in_numel(bs) == 0 || sn_in_numel(az) == 0 || sn_in_numel(bz) == 0)
         return sn_kfail(c->err, c->node, SNUG_ERR_SHAPE, "empty scale or zero point");
     float ysv = ((const float *)ys->data)[0];
     double yzv = (double)sn_load_i64(yz->dtype, yz->data, 0);

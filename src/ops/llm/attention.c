@@ -20,7 +20,6 @@
 #include "ops/llm/kernels.h"
 #include "ops/llm/llm.h"
 
-#define KFAIL(code, ...) sn_kfail(c->err, c->node, code, __VA_ARGS__)
 #define ATTN_SLOTS 64
 
 /* ---- workspace carving -------------------------------------------------- */
@@ -31,7 +30,7 @@ typedef struct carve {
 } carve;
 
 static float *carve_f(carve *w, int64_t n) {
-    size_t b = llm_al((size_t)(n > 0 ? n : 1) * sizeof(float));
+    size_t b = sn_align64((size_t)(n > 0 ? n : 1) * sizeof(float));
     float *r = w->p ? (float *)(w->p + w->used) : NULL;
     w->used += b;
     return r;
@@ -153,7 +152,7 @@ static bool attn_make_row(const attn_job *j, int64_t r, float *scores, llm_attn_
 
 static float *slot_acc(const attn_job *j, int64_t slot, float **scores) {
     float *acc = (float *)(j->slots + (size_t)slot * j->slot_bytes);
-    *scores = j->n_scores ? acc + llm_al((size_t)j->Hv * sizeof(float)) / sizeof(float) : NULL;
+    *scores = j->n_scores ? acc + sn_align64((size_t)j->Hv * sizeof(float)) / sizeof(float) : NULL;
     return acc;
 }
 
@@ -203,8 +202,8 @@ static void attn_units_task(void *arg, int64_t u0, int64_t u1) {
 
 /* A slot: Hv floats of accumulators, then rows x n_scores floats of scores. */
 static size_t attn_slot_bytes(int64_t Hv, int64_t n_scores, int rows) {
-    return llm_al((size_t)(Hv > 0 ? Hv : 1) * sizeof(float)) +
-           llm_al((size_t)n_scores * (size_t)(rows > 0 ? rows : 1) * sizeof(float));
+    return sn_align64((size_t)(Hv > 0 ? Hv : 1) * sizeof(float)) +
+           sn_align64((size_t)n_scores * (size_t)(rows > 0 ? rows : 1) * sizeof(float));
 }
 
 static void attn_run_rows(attn_job *j, sn_pool *pool, carve *w) {
@@ -262,17 +261,17 @@ static int gqa_geom_of(const sn_node *node, int n_in, const sn_tensor *const *in
         return sn_kfail(err, node, SNUG_ERR_INVALID_ARG,
                         "num_heads %lld must be a positive multiple of kv_num_heads %lld",
                         (long long)g->Nq, (long long)g->Nkv);
-    if (!llm_is_real(q->dtype) || q->dtype == SN_F64)
+    if (!sn_dtype_is_real(q->dtype) || q->dtype == SN_F64)
         return sn_kfail(err, node, SNUG_ERR_TYPE, "query type %s not supported",
                         sn_dtype_name(q->dtype));
     if (q->rank != 3)
         return sn_kfail(err, node, SNUG_ERR_SHAPE, "query must be 3-D, got rank %d", q->rank);
     for (int i = GQA_KSCALE; i <= GQA_QSEQ; i++)
-        if (i != GQA_QSEQ && llm_has(n_in, in, i))
+        if (i != GQA_QSEQ && sn_has_in(in, n_in, i))
             return sn_kfail(err, node, SNUG_ERR_UNSUPPORTED,
                             "input %d (quantized cache / q-k norm) is not supported", i);
-    g->packed = !llm_has(n_in, in, GQA_K);
-    if (g->packed != !llm_has(n_in, in, GQA_V))
+    g->packed = !sn_has_in(in, n_in, GQA_K);
+    if (g->packed != !sn_has_in(in, n_in, GQA_V))
         return sn_kfail(err, node, SNUG_ERR_INVALID_ARG, "key and value must be given together");
     g->B = q->dims[0];
     g->S = q->dims[1];
@@ -301,10 +300,10 @@ static int gqa_geom_of(const sn_node *node, int n_in, const sn_tensor *const *in
             return sn_kfail(err, node, SNUG_ERR_UNSUPPORTED,
                             "key sequence length must equal the query's");
     }
-    if (llm_has(n_in, in, GQA_PK) != llm_has(n_in, in, GQA_PV))
+    if (sn_has_in(in, n_in, GQA_PK) != sn_has_in(in, n_in, GQA_PV))
         return sn_kfail(err, node, SNUG_ERR_INVALID_ARG,
                         "past_key and past_value must be given together");
-    if (llm_has(n_in, in, GQA_PK)) {
+    if (sn_has_in(in, n_in, GQA_PK)) {
         const sn_tensor *pk = in[GQA_PK];
         if (pk->dtype != q->dtype)
             return sn_kfail(err, node, SNUG_ERR_UNSUPPORTED,
@@ -332,7 +331,7 @@ static int gqa_geom_of(const sn_node *node, int n_in, const sn_tensor *const *in
     }
     g->Lc = g->total < 0 || g->Lp < 0 ? -1 : sn_imax(g->total, g->Lp);
     if (sn_attr_int(node, "do_rotary", 0)) {
-        if (!llm_has(n_in, in, GQA_COS) || !llm_has(n_in, in, GQA_SIN))
+        if (!sn_has_in(in, n_in, GQA_COS) || !sn_has_in(in, n_in, GQA_SIN))
             return sn_kfail(err, node, SNUG_ERR_INVALID_ARG, "do_rotary needs cos_cache and sin_cache");
         const sn_tensor *cs = in[GQA_COS];
         if (cs->rank != 2)
@@ -351,10 +350,10 @@ int llm_gqa_infer(sn_infer_ctx *c) {
     SN_TRY(gqa_geom_of(c->node, c->n_in, c->in, &g, c->err));
     sn_dtype dt = c->in[GQA_Q]->dtype;
     int64_t od[3] = {g.B, g.S, g.H >= 0 ? g.Nq * g.H : -1};
-    llm_set_out(c->out[0], dt, 3, od);
+    sn_set_out(c->out[0], dt, 3, od);
     int64_t pd[4] = {g.B, g.Nkv, g.Lc, g.H};
     for (int i = 1; i < 3 && i < c->n_out; i++)
-        llm_set_out(c->out[i], dt, 4, pd);
+        sn_set_out(c->out[i], dt, 4, pd);
     if (c->n_out > 3 && c->out[3])
         return KFAIL(SNUG_ERR_UNSUPPORTED, "output_qk is not supported");
     return SNUG_OK;
@@ -413,7 +412,7 @@ static size_t gqa_carve(int n_in, const sn_tensor *const *in, sn_tensor *const *
         fin[i] = NULL;
     for (int i = 0; i < n_in && i < 17; i++)
         if (i != GQA_SEQLENS && i != GQA_TOTAL && i != GQA_POS && i != GQA_QSEQ &&
-            llm_has(n_in, in, i))
+            sn_has_in(in, n_in, i))
             fin[i] = carve_in(w, in[i]);
     for (int i = 0; i < 3; i++)
         fout[i] = i < n_out && out[i] ? carve_out(w, out[i]) : NULL;
@@ -520,7 +519,7 @@ int llm_gqa_run(sn_kctx *c) {
     gqa_run o = {0};
     o.seqlens = in[GQA_SEQLENS]->data;
     o.S = S;
-    if (llm_has(c->n_in, in, GQA_QSEQ)) {
+    if (sn_has_in(in, c->n_in, GQA_QSEQ)) {
         if (in[GQA_QSEQ]->dtype != SN_I32 || sn_tensor_numel(in[GQA_QSEQ]) != B)
             return KFAIL(SNUG_ERR_SHAPE, "query_seqlens must be int32 [batch_size]");
         o.qseq = in[GQA_QSEQ]->data;
@@ -563,7 +562,7 @@ int llm_gqa_run(sn_kctx *c) {
         krs = Nkv * H;
     }
     int interleaved = (int)sn_attr_int(c->node, "rotary_interleaved", 0);
-    const int64_t *pos_ids = llm_has(c->n_in, in, GQA_POS) ? in[GQA_POS]->data : NULL;
+    const int64_t *pos_ids = sn_has_in(in, c->n_in, GQA_POS) ? in[GQA_POS]->data : NULL;
     if (pos_ids && sn_tensor_numel(in[GQA_POS]) < B * S)
         return KFAIL(SNUG_ERR_SHAPE, "position_ids must be (batch_size, sequence_length)");
     int64_t half = g.rot / 2, max_pos = g.rot ? in[GQA_COS]->dims[0] : 0;
@@ -608,12 +607,12 @@ int llm_gqa_run(sn_kctx *c) {
     o.causal = sn_attr_int(c->node, "causal", 1) != 0;
     o.window = sn_attr_int(c->node, "local_window_size", -1);
     o.smooth = sn_attr_int(c->node, "smooth_softmax", 0) != 0;
-    if (llm_has(c->n_in, in, GQA_SINK)) {
+    if (sn_has_in(in, c->n_in, GQA_SINK)) {
         if (sn_tensor_numel(in[GQA_SINK]) != Nq)
             return KFAIL(SNUG_ERR_SHAPE, "head_sink must have num_heads values");
         o.sink = fin[GQA_SINK];
     }
-    if (llm_has(c->n_in, in, GQA_BIAS)) {
+    if (sn_has_in(in, c->n_in, GQA_BIAS)) {
         const sn_tensor *ab = in[GQA_BIAS];
         if (ab->rank != 4 || (ab->dims[0] != 1 && ab->dims[0] != B) ||
             (ab->dims[1] != 1 && ab->dims[1] != Nq) || ab->dims[2] != S ||
@@ -671,13 +670,13 @@ static int mha_geom_of(const sn_node *node, int n_in, const sn_tensor *const *in
     g->N = sn_attr_int(node, "num_heads", 0);
     if (g->N <= 0)
         return sn_kfail(err, node, SNUG_ERR_INVALID_ARG, "num_heads must be positive");
-    if (!llm_is_real(q->dtype) || q->dtype == SN_F64)
+    if (!sn_dtype_is_real(q->dtype) || q->dtype == SN_F64)
         return sn_kfail(err, node, SNUG_ERR_TYPE, "query type %s not supported",
                         sn_dtype_name(q->dtype));
-    if (llm_has(n_in, in, MHA_PLEN) || llm_has(n_in, in, MHA_CACHE))
+    if (sn_has_in(in, n_in, MHA_PLEN) || sn_has_in(in, n_in, MHA_CACHE))
         return sn_kfail(err, node, SNUG_ERR_UNSUPPORTED,
                         "past_sequence_length / cache_indirection are not supported");
-    bool hk = llm_has(n_in, in, MHA_K), hv = llm_has(n_in, in, MHA_V);
+    bool hk = sn_has_in(in, n_in, MHA_K), hv = sn_has_in(in, n_in, MHA_V);
     g->B = q->dims[0];
     g->S = q->dims[1];
     if (!hk) {
@@ -716,7 +715,7 @@ static int mha_geom_of(const sn_node *node, int n_in, const sn_tensor *const *in
                 in[MHA_V]->dims[1] != g->N || in[MHA_V]->dims[2] != k->dims[2])
                 return sn_kfail(err, node, SNUG_ERR_SHAPE,
                                 "BNSH key/value must be (batch, heads, kv_seq, head)");
-            if (llm_has(n_in, in, MHA_PK))
+            if (sn_has_in(in, n_in, MHA_PK))
                 return sn_kfail(err, node, SNUG_ERR_INVALID_ARG,
                                 "past_key is not allowed with BNSH key");
             g->qkv = 3;
@@ -726,10 +725,10 @@ static int mha_geom_of(const sn_node *node, int n_in, const sn_tensor *const *in
             return sn_kfail(err, node, SNUG_ERR_SHAPE, "key must be 3-D, 4-D or 5-D");
         }
     }
-    if (llm_has(n_in, in, MHA_PK) != llm_has(n_in, in, MHA_PV))
+    if (sn_has_in(in, n_in, MHA_PK) != sn_has_in(in, n_in, MHA_PV))
         return sn_kfail(err, node, SNUG_ERR_INVALID_ARG,
                         "past_key and past_value must be given together");
-    if (llm_has(n_in, in, MHA_PK)) {
+    if (sn_has_in(in, n_in, MHA_PK)) {
         const sn_tensor *pk = in[MHA_PK], *pv = in[MHA_PV];
         if (pk->rank != 4 || pv->rank != 4 || pk->dims[1] != g->N || pk->dims[3] != g->H ||
             pv->dims[3] != g->Hv || pv->dims[2] != pk->dims[2])
@@ -737,7 +736,7 @@ static int mha_geom_of(const sn_node *node, int n_in, const sn_tensor *const *in
                             "past_key/past_value must be (batch, heads, past_len, head)");
         g->P = pk->dims[2];
     }
-    if (llm_has(n_in, in, MHA_BIAS) && g->qkv == 3)
+    if (sn_has_in(in, n_in, MHA_BIAS) && g->qkv == 3)
         return sn_kfail(err, node, SNUG_ERR_UNSUPPORTED, "bias with BNSH key is not supported");
     g->T = g->P + g->L;
     return SNUG_OK;
@@ -746,19 +745,19 @@ static int mha_geom_of(const sn_node *node, int n_in, const sn_tensor *const *in
 int llm_mha_infer(sn_infer_ctx *c) {
     const sn_tensor *q = c->in[MHA_Q];
     for (int i = 0; i < 3; i++)
-        if (llm_has(c->n_in, c->in, i) && c->in[i]->rank == SN_RANK_UNKNOWN) {
-            llm_set_out(c->out[0], q->dtype, SN_RANK_UNKNOWN, NULL);
+        if (sn_has_in(c->in, c->n_in, i) && c->in[i]->rank == SN_RANK_UNKNOWN) {
+            sn_set_out(c->out[0], q->dtype, SN_RANK_UNKNOWN, NULL);
             return SNUG_OK;
         }
     mha_geom g;
     SN_TRY(mha_geom_of(c->node, c->n_in, c->in, &g, c->err));
     int64_t od[3] = {g.B, g.S, g.N * g.Hv};
-    llm_set_out(c->out[0], q->dtype, 3, od);
+    sn_set_out(c->out[0], q->dtype, 3, od);
     int64_t kd[4] = {g.B, g.N, g.T, g.H}, vd[4] = {g.B, g.N, g.T, g.Hv};
     if (c->n_out > 1)
-        llm_set_out(c->out[1], q->dtype, 4, kd);
+        sn_set_out(c->out[1], q->dtype, 4, kd);
     if (c->n_out > 2)
-        llm_set_out(c->out[2], q->dtype, 4, vd);
+        sn_set_out(c->out[2], q->dtype, 4, vd);
     if (c->n_out > 3 && c->out[3])
         return KFAIL(SNUG_ERR_UNSUPPORTED, "the qk output is not supported");
     return SNUG_OK;
@@ -789,14 +788,14 @@ static bool mha_setup(const attn_job *j, int64_t b, int64_t h, int64_t s, llm_at
 static void mha_carve(const sn_tensor *const *in, int n_in, sn_tensor *const *out, int n_out,
                       const mha_geom *g, carve *w, const float **fin, float **fbuf) {
     for (int i = 0; i < 8; i++)
-        fin[i] = i != MHA_MASK && llm_has(n_in, in, i) ? carve_in(w, in[i]) : NULL;
+        fin[i] = i != MHA_MASK && sn_has_in(in, n_in, i) ? carve_in(w, in[i]) : NULL;
     float *pk = n_out > 1 && out[1] ? carve_out(w, out[1]) : NULL;
     float *pv = n_out > 2 && out[2] ? carve_out(w, out[2]) : NULL;
     fbuf[0] = pk ? pk : carve_f(w, g->B * g->N * g->T * g->H);
     fbuf[1] = pv ? pv : carve_f(w, g->B * g->N * g->T * g->Hv);
     fbuf[2] = carve_f(w, g->B * g->N * g->S * g->H);            /* q BNSH */
     fbuf[3] = carve_out(w, out[0]);                              /* y */
-    fbuf[4] = llm_has(n_in, in, MHA_MASK) ? carve_f(w, g->B * g->S * g->T) : NULL;
+    fbuf[4] = sn_has_in(in, n_in, MHA_MASK) ? carve_f(w, g->B * g->S * g->T) : NULL;
 }
 
 int llm_mha_prepare(sn_prep_ctx *c) {
@@ -874,7 +873,7 @@ int llm_mha_run(sn_kctx *c) {
     }
     mha_run o = {.causal = sn_attr_int(c->node, "unidirectional", 0) != 0, .P = P, .T = T};
     float mfv = sn_attr_float(c->node, "mask_filter_value", -10000.0f);
-    if (llm_has(c->n_in, in, MHA_MASK)) {
+    if (sn_has_in(in, c->n_in, MHA_MASK)) {
         const sn_tensor *m = in[MHA_MASK];
         if (m->dtype != SN_I32)
             return KFAIL(SNUG_ERR_TYPE, "key_padding_mask must be int32");
@@ -903,7 +902,7 @@ int llm_mha_run(sn_kctx *c) {
         }
         o.mask = mb;
     }
-    if (llm_has(c->n_in, in, MHA_ABIAS)) {
+    if (sn_has_in(in, c->n_in, MHA_ABIAS)) {
         const sn_tensor *ab = in[MHA_ABIAS];
         if (ab->rank != 4 || (ab->dims[0] != 1 && ab->dims[0] != B) ||
             (ab->dims[1] != 1 && ab->dims[1] != N) || ab->dims[2] != S || ab->dims[3] != T)
@@ -942,7 +941,7 @@ static int sd_geom_of(const sn_node *node, int n_in, const sn_tensor *const *in,
                       sn_err *err) {
     memset(g, 0, sizeof *g);
     const sn_tensor *q = in[SD_Q], *k = in[SD_K], *v = in[SD_V];
-    if (!llm_is_real(q->dtype) || k->dtype != q->dtype || v->dtype != q->dtype)
+    if (!sn_dtype_is_real(q->dtype) || k->dtype != q->dtype || v->dtype != q->dtype)
         return sn_kfail(err, node, SNUG_ERR_TYPE, "Q, K, V must share one float type");
     if (q->rank != k->rank || q->rank != v->rank || (q->rank != 3 && q->rank != 4))
         return sn_kfail(err, node, SNUG_ERR_SHAPE, "Q, K, V must all be 3-D or all 4-D");
@@ -980,10 +979,10 @@ static int sd_geom_of(const sn_node *node, int n_in, const sn_tensor *const *in,
                         (long long)g->Nkv);
     if (k->dims[0] != g->B || v->dims[0] != g->B)
         return sn_kfail(err, node, SNUG_ERR_SHAPE, "batch sizes differ");
-    if (llm_has(n_in, in, SD_PK) != llm_has(n_in, in, SD_PV))
+    if (sn_has_in(in, n_in, SD_PK) != sn_has_in(in, n_in, SD_PV))
         return sn_kfail(err, node, SNUG_ERR_INVALID_ARG,
                         "past_key and past_value must be given together");
-    if (llm_has(n_in, in, SD_PK)) {
+    if (sn_has_in(in, n_in, SD_PK)) {
         const sn_tensor *pk = in[SD_PK], *pv = in[SD_PV];
         if (pk->rank != 4 || pv->rank != 4 || pk->dims[0] != g->B || pk->dims[1] != g->Nkv ||
             pk->dims[3] != g->H || pv->dims[1] != g->Nkv || pv->dims[2] != pk->dims[2] ||
@@ -992,11 +991,11 @@ static int sd_geom_of(const sn_node *node, int n_in, const sn_tensor *const *in,
                             "past_key/past_value must be (batch, kv_heads, past, head)");
         g->P = pk->dims[2];
     }
-    if (llm_has(n_in, in, SD_NONPAD) && llm_has(n_in, in, SD_PK))
+    if (sn_has_in(in, n_in, SD_NONPAD) && sn_has_in(in, n_in, SD_PK))
         return sn_kfail(err, node, SNUG_ERR_INVALID_ARG,
                         "nonpad_kv_seqlen cannot be combined with past_key");
     g->T = g->P + g->L;
-    if (llm_has(n_in, in, SD_MASK)) {
+    if (sn_has_in(in, n_in, SD_MASK)) {
         const sn_tensor *m = in[SD_MASK];
         if (m->dtype != SN_BOOL && m->dtype != q->dtype)
             return sn_kfail(err, node, SNUG_ERR_TYPE, "attn_mask must be bool or Q's type");
@@ -1020,26 +1019,26 @@ int llm_sdpa_infer(sn_infer_ctx *c) {
     const sn_tensor *q = c->in[SD_Q];
     for (int i = 0; i < 3; i++)
         if (c->in[i]->rank == SN_RANK_UNKNOWN) {
-            llm_set_out(c->out[0], q->dtype, SN_RANK_UNKNOWN, NULL);
+            sn_set_out(c->out[0], q->dtype, SN_RANK_UNKNOWN, NULL);
             return SNUG_OK;
         }
     sd_geom g;
     SN_TRY(sd_geom_of(c->node, c->n_in, c->in, &g, c->err));
     if (g.three_d) {
         int64_t d[3] = {g.B, g.S, g.Nq * g.Hv};
-        llm_set_out(c->out[0], q->dtype, 3, d);
+        sn_set_out(c->out[0], q->dtype, 3, d);
     } else {
         int64_t d[4] = {g.B, g.Nq, g.S, g.Hv};
-        llm_set_out(c->out[0], q->dtype, 4, d);
+        sn_set_out(c->out[0], q->dtype, 4, d);
     }
     int64_t kd[4] = {g.B, g.Nkv, g.T, g.H}, vd[4] = {g.B, g.Nkv, g.T, g.Hv};
     int64_t qd[4] = {g.B, g.Nq, g.S, g.T};
     if (c->n_out > 1)
-        llm_set_out(c->out[1], q->dtype, 4, kd);
+        sn_set_out(c->out[1], q->dtype, 4, kd);
     if (c->n_out > 2)
-        llm_set_out(c->out[2], q->dtype, 4, vd);
+        sn_set_out(c->out[2], q->dtype, 4, vd);
     if (c->n_out > 3)
-        llm_set_out(c->out[3], q->dtype, 4, qd);
+        sn_set_out(c->out[3], q->dtype, 4, qd);
     return SNUG_OK;
 }
 
@@ -1083,7 +1082,7 @@ static bool sd_setup(const attn_job *j, int64_t b, int64_t h, int64_t s, llm_att
 static void sd_carve(const sn_tensor *const *in, int n_in, sn_tensor *const *out, int n_out,
                      const sd_geom *g, carve *w, const float **fin, float **fb) {
     for (int i = 0; i < 6; i++)
-        fin[i] = i != SD_MASK && llm_has(n_in, in, i) ? carve_in(w, in[i]) : NULL;
+        fin[i] = i != SD_MASK && sn_has_in(in, n_in, i) ? carve_in(w, in[i]) : NULL;
     float *pk = n_out > 1 && out[1] ? carve_out(w, out[1]) : NULL;
     float *pv = n_out > 2 && out[2] ? carve_out(w, out[2]) : NULL;
     fb[0] = pk ? pk : carve_f(w, g->B * g->Nkv * g->T * g->H);
@@ -1091,7 +1090,7 @@ static void sd_carve(const sn_tensor *const *in, int n_in, sn_tensor *const *out
     fb[2] = g->three_d ? carve_f(w, g->B * g->Nq * g->S * g->H) : NULL;
     fb[3] = carve_out(w, out[0]);
     fb[4] = n_out > 3 && out[3] ? carve_out(w, out[3]) : NULL;
-    fb[5] = llm_has(n_in, in, SD_MASK) ? carve_f(w, sn_tensor_numel(in[SD_MASK])) : NULL;
+    fb[5] = sn_has_in(in, n_in, SD_MASK) ? carve_f(w, sn_tensor_numel(in[SD_MASK])) : NULL;
 }
 
 int llm_sdpa_prepare(sn_prep_ctx *c) {
@@ -1142,7 +1141,7 @@ int llm_sdpa_run(sn_kctx *c) {
     sd_run o = {.causal = sn_attr_int(c->node, "is_causal", 0) != 0, .P = P, .S = S, .T = T};
     o.left = sn_attr_int(c->node, "left_window_size", -1);
     o.right = sn_attr_int(c->node, "right_window_size", -1);
-    if (llm_has(c->n_in, in, SD_NONPAD)) {
+    if (sn_has_in(in, c->n_in, SD_NONPAD)) {
         const sn_tensor *np = in[SD_NONPAD];
         if (np->dtype != SN_I64 || sn_tensor_numel(np) != B)
             return KFAIL(SNUG_ERR_SHAPE, "nonpad_kv_seqlen must be int64 [batch]");
@@ -1152,7 +1151,7 @@ int llm_sdpa_run(sn_kctx *c) {
                 return KFAIL(SNUG_ERR_INVALID_ARG, "nonpad_kv_seqlen[%lld]=%lld out of [0, %lld]",
                              (long long)b, (long long)o.nonpad[b], (long long)T);
     }
-    if (llm_has(c->n_in, in, SD_MASK)) {
+    if (sn_has_in(in, c->n_in, SD_MASK)) {
         const sn_tensor *m = in[SD_MASK];
         int64_t mn = sn_tensor_numel(m);
         float *mb = fb[5];

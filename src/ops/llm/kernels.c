@@ -15,10 +15,6 @@
 
 /* ---- dtype staging ------------------------------------------------------ */
 
-bool llm_is_real(sn_dtype t) {
-    return t == SN_F32 || t == SN_F16 || t == SN_BF16 || t == SN_F64;
-}
-
 void llm_to_f32(sn_dtype t, const void *src, float *dst, int64_t n) {
     switch (t) {
     case SN_F32:

@@ -9,8 +9,6 @@
 
 /* ---- dtype staging: float16/bfloat16/double tensors are computed in float */
 
-/* True for the float types the LLM kernels accept (f32, f16, bf16, f64). */
-bool llm_is_real(sn_dtype t);
 void llm_to_f32(sn_dtype t, const void *src, float *dst, int64_t n);
 void llm_from_f32(sn_dtype t, const float *src, void *dst, int64_t n);
 

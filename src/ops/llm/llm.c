@@ -14,22 +14,8 @@
 #include "ops/llm/kernels.h"
 #include "ops/llm/llm.h"
 
-#define KFAIL(code, ...) sn_kfail(c->err, c->node, code, __VA_ARGS__)
 #define CHUNK 256
 
-static int64_t numel(const sn_tensor *t) {
-    return sn_tensor_numel(t);
-}
-
-static int64_t prod(const int64_t *d, int a, int b) {
-    int64_t p = 1;
-    for (int i = a; i < b; i++) {
-        if (d[i] < 0)
-            return -1;
-        p *= d[i];
-    }
-    return p;
-}
 
 /* ======================================================================
  * GELU family: Gelu, FastGelu, QuickGelu, BiasGelu (com.microsoft)
@@ -44,9 +30,9 @@ static gelu_kind gelu_kind_of(const sn_node *n) {
 
 static int gelu_infer(sn_infer_ctx *c) {
     const sn_tensor *x = c->in[0];
-    if (!llm_is_real(x->dtype))
+    if (!sn_dtype_is_real(x->dtype))
         return KFAIL(SNUG_ERR_TYPE, "unsupported input type %s", sn_dtype_name(x->dtype));
-    if (llm_has(c->n_in, c->in, 1)) {
+    if (sn_has_in(c->in, c->n_in, 1)) {
         const sn_tensor *b = c->in[1];
         if (b->dtype != x->dtype)
             return KFAIL(SNUG_ERR_TYPE, "bias type %s differs from input type %s",
@@ -60,7 +46,7 @@ static int gelu_infer(sn_infer_ctx *c) {
             return KFAIL(SNUG_ERR_SHAPE, "bias length %lld differs from the last input dim %lld",
                          (long long)b->dims[0], (long long)x->dims[x->rank - 1]);
     }
-    llm_set_out(c->out[0], x->dtype, x->rank, x->dims);
+    sn_set_out(c->out[0], x->dtype, x->rank, x->dims);
     return SNUG_OK;
 }
 
@@ -85,14 +71,14 @@ static void gelu_apply(gelu_kind k, float alpha, float *v, int64_t n) {
 
 static int gelu_run(sn_kctx *c) {
     const sn_tensor *x = c->in[0];
-    const sn_tensor *b = llm_has(c->n_in, c->in, 1) ? c->in[1] : NULL;
+    const sn_tensor *b = sn_has_in(c->in, c->n_in, 1) ? c->in[1] : NULL;
     sn_tensor *y = c->out[0];
     gelu_kind k = gelu_kind_of(c->node);
     float alpha = sn_attr_float(c->node, "alpha", 1.702f);
-    int64_t n = numel(x);
+    int64_t n = sn_tensor_numel(x);
     if (n <= 0)
         return SNUG_OK;
-    int64_t L = b ? numel(b) : n;
+    int64_t L = b ? sn_tensor_numel(b) : n;
     if (L <= 0 || n % L)
         return KFAIL(SNUG_ERR_SHAPE, "bias length %lld does not divide the input", (long long)L);
     size_t es = sn_dtype_size(x->dtype);
@@ -145,36 +131,36 @@ static int norm_axis(sn_infer_ctx *c, const sn_tensor *x, int *axis) {
 
 static int norm_infer(sn_infer_ctx *c) {
     const sn_tensor *x = c->in[0], *g = c->in[1];
-    if (!llm_is_real(x->dtype) || !llm_is_real(g->dtype))
+    if (!sn_dtype_is_real(x->dtype) || !sn_dtype_is_real(g->dtype))
         return KFAIL(SNUG_ERR_TYPE, "unsupported types %s, %s", sn_dtype_name(x->dtype),
                      sn_dtype_name(g->dtype));
     sn_dtype ydt = g->dtype; /* Y has the scale's type (V) */
     if (x->rank == SN_RANK_UNKNOWN) {
-        llm_set_out(c->out[0], ydt, SN_RANK_UNKNOWN, NULL);
+        sn_set_out(c->out[0], ydt, SN_RANK_UNKNOWN, NULL);
         for (int i = 1; i < c->n_out; i++)
-            llm_set_out(c->out[i], stash_dtype(c->node, x->dtype), SN_RANK_UNKNOWN, NULL);
+            sn_set_out(c->out[i], stash_dtype(c->node, x->dtype), SN_RANK_UNKNOWN, NULL);
         return SNUG_OK;
     }
     if (x->rank == 0)
         return KFAIL(SNUG_ERR_SHAPE, "input must have rank >= 1");
     int axis = 0;
     SN_TRY(norm_axis(c, x, &axis));
-    int64_t n = prod(x->dims, axis, x->rank), gn = numel(g);
+    int64_t n = sn_dims_prod(x->dims, axis, x->rank), gn = sn_tensor_numel(g);
     if (n >= 0 && gn >= 0 && gn != n && gn != 1)
         return KFAIL(SNUG_ERR_SHAPE, "scale has %lld elements, the normalized shape %lld",
                      (long long)gn, (long long)n);
-    if (llm_has(c->n_in, c->in, 2)) {
-        int64_t bn = numel(c->in[2]);
+    if (sn_has_in(c->in, c->n_in, 2)) {
+        int64_t bn = sn_tensor_numel(c->in[2]);
         if (n >= 0 && bn >= 0 && bn != n && bn != 1)
             return KFAIL(SNUG_ERR_SHAPE, "bias has %lld elements, the normalized shape %lld",
                          (long long)bn, (long long)n);
     }
-    llm_set_out(c->out[0], ydt, x->rank, x->dims);
+    sn_set_out(c->out[0], ydt, x->rank, x->dims);
     int64_t sd[SN_MAX_RANK];
     for (int i = 0; i < x->rank; i++)
         sd[i] = i < axis ? x->dims[i] : 1;
     for (int i = 1; i < c->n_out; i++)
-        llm_set_out(c->out[i], stash_dtype(c->node, x->dtype), x->rank, sd);
+        sn_set_out(c->out[i], stash_dtype(c->node, x->dtype), x->rank, sd);
     return SNUG_OK;
 }
 
@@ -184,9 +170,9 @@ static int norm_prepare(sn_prep_ctx *c) {
     int axis;
     if (!sn_axis_norm(a, x->rank, &axis))
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "axis out of range");
-    int64_t n = prod(x->dims, axis, x->rank);
+    int64_t n = sn_dims_prod(x->dims, axis, x->rank);
     /* staged x row, y row, gamma, beta (all n floats) */
-    c->workspace = 4 * llm_al((size_t)(n > 0 ? n : 1) * sizeof(float));
+    c->workspace = 4 * sn_align64((size_t)(n > 0 ? n : 1) * sizeof(float));
     return SNUG_OK;
 }
 
@@ -195,7 +181,7 @@ static int norm_prepare(sn_prep_ctx *c) {
 static const float *stage_vec(const sn_tensor *t, int64_t n, float *dst) {
     if (!t)
         return NULL;
-    int64_t tn = numel(t);
+    int64_t tn = sn_tensor_numel(t);
     if (t->dtype == SN_F32 && tn == n)
         return t->data;
     if (tn == n) {
@@ -222,14 +208,14 @@ static int norm_run(sn_kctx *c) {
     int axis;
     if (!sn_axis_norm(a, x->rank, &axis))
         return KFAIL(SNUG_ERR_INVALID_ARG, "axis out of range");
-    int64_t rows = prod(x->dims, 0, axis), n = prod(x->dims, axis, x->rank);
+    int64_t rows = sn_dims_prod(x->dims, 0, axis), n = sn_dims_prod(x->dims, axis, x->rank);
     if (rows <= 0 || n <= 0)
         return SNUG_OK;
-    size_t vb = llm_al((size_t)n * sizeof(float));
+    size_t vb = sn_align64((size_t)n * sizeof(float));
     float *xs = c->ws, *ys = (float *)((char *)c->ws + vb);
     float *gs = (float *)((char *)c->ws + 2 * vb), *bs = (float *)((char *)c->ws + 3 * vb);
     const float *g = stage_vec(c->in[1], n, gs);
-    const float *be = k == NORM_LN ? stage_vec(llm_has(c->n_in, c->in, 2) ? c->in[2] : NULL, n, bs)
+    const float *be = k == NORM_LN ? stage_vec(sn_has_in(c->in, c->n_in, 2) ? c->in[2] : NULL, n, bs)
                                    : NULL;
     sn_tensor *y = c->out[0];
     sn_tensor *mean_out = k == NORM_LN && c->n_out > 1 ? c->out[1] : NULL;
@@ -271,7 +257,7 @@ static int skip_bias_index(const sn_node *n) {
 
 static int skip_infer(sn_infer_ctx *c) {
     const sn_tensor *x = c->in[0], *s = c->in[1], *g = c->in[2];
-    if (!llm_is_real(x->dtype) || s->dtype != x->dtype || g->dtype != x->dtype)
+    if (!sn_dtype_is_real(x->dtype) || s->dtype != x->dtype || g->dtype != x->dtype)
         return KFAIL(SNUG_ERR_TYPE, "input, skip and gamma must share one float type");
     if (x->rank != SN_RANK_UNKNOWN) {
         if (x->rank < 2 || x->rank > 3)
@@ -281,19 +267,19 @@ static int skip_infer(sn_infer_ctx *c) {
                                            (H >= 0 && s->dims[s->rank - 1] >= 0 &&
                                             s->dims[s->rank - 1] != H)))
             return KFAIL(SNUG_ERR_SHAPE, "skip shape does not match the input");
-        int64_t gn = numel(g);
+        int64_t gn = sn_tensor_numel(g);
         if (H >= 0 && gn >= 0 && gn != H)
             return KFAIL(SNUG_ERR_SHAPE, "gamma has %lld elements, hidden size is %lld",
                          (long long)gn, (long long)H);
     }
-    llm_set_out(c->out[0], x->dtype, x->rank, x->dims);
+    sn_set_out(c->out[0], x->dtype, x->rank, x->dims);
     if (c->n_out > 3)
-        llm_set_out(c->out[3], x->dtype, x->rank, x->dims);
+        sn_set_out(c->out[3], x->dtype, x->rank, x->dims);
     int64_t sd[SN_MAX_RANK];
     for (int i = 0; i < x->rank; i++)
         sd[i] = i == x->rank - 1 ? 1 : x->dims[i];
     for (int i = 1; i < 3 && i < c->n_out; i++)
-        llm_set_out(c->out[i], SN_F32, x->rank, sd);
+        sn_set_out(c->out[i], SN_F32, x->rank, sd);
     return SNUG_OK;
 }
 
@@ -303,14 +289,14 @@ static int skip_infer(sn_infer_ctx *c) {
 #define SKIP_GROUP 8
 
 static size_t skip_slot_bytes(int64_t H) {
-    return (SKIP_GROUP + 3) * llm_al((size_t)(H > 0 ? H : 1) * sizeof(float));
+    return (SKIP_GROUP + 3) * sn_align64((size_t)(H > 0 ? H : 1) * sizeof(float));
 }
 
 static int skip_prepare(sn_prep_ctx *c) {
     const sn_tensor *x = c->in[0];
     int64_t H = x->rank > 0 ? x->dims[x->rank - 1] : 1;
     /* gamma, beta, bias staged; then one slot per thread */
-    c->workspace = 3 * llm_al((size_t)(H > 0 ? H : 1) * sizeof(float)) +
+    c->workspace = 3 * sn_align64((size_t)(H > 0 ? H : 1) * sizeof(float)) +
                    (size_t)(c->n_threads > 1 ? c->n_threads : 1) * skip_slot_bytes(H);
     return SNUG_OK;
 }
@@ -350,7 +336,7 @@ static void skip_sum_row(const skip_job *j, int64_t r, float *sum, float *xs, fl
 static void skip_task(void *arg, int64_t t0, int64_t t1) {
     const skip_job *j = arg;
     int64_t H = j->H;
-    size_t vb = llm_al((size_t)H * sizeof(float));
+    size_t vb = sn_align64((size_t)H * sizeof(float));
     for (int64_t t = t0; t < t1; t++) {
         char *slot = j->slots + (size_t)t * skip_slot_bytes(H);
         float *xs = (float *)(slot + SKIP_GROUP * vb), *ss = (float *)(slot + (SKIP_GROUP + 1) * vb);
@@ -395,20 +381,20 @@ static int skip_run(sn_kctx *c) {
     skip_job j = {.x = x, .s = s, .simp = skip_is_simplified(c->node)};
     j.eps = sn_attr_float(c->node, "epsilon", 1e-12f);
     j.H = x->dims[x->rank - 1];
-    j.rows = j.H > 0 ? numel(x) / j.H : 0;
+    j.rows = j.H > 0 ? sn_tensor_numel(x) / j.H : 0;
     if (j.rows <= 0 || j.H <= 0)
         return SNUG_OK;
-    j.srows = numel(s) / j.H;
+    j.srows = sn_tensor_numel(s) / j.H;
     if (j.srows <= 0 || j.rows % j.srows)
         return KFAIL(SNUG_ERR_SHAPE, "skip has %lld rows, input %lld", (long long)j.srows,
                      (long long)j.rows);
-    size_t vb = llm_al((size_t)j.H * sizeof(float));
+    size_t vb = sn_align64((size_t)j.H * sizeof(float));
     char *w = c->ws;
     j.g = stage_vec(c->in[2], j.H, (float *)w);
     j.be = j.simp ? NULL
-                  : stage_vec(llm_has(c->n_in, c->in, 3) ? c->in[3] : NULL, j.H, (float *)(w + vb));
+                  : stage_vec(sn_has_in(c->in, c->n_in, 3) ? c->in[3] : NULL, j.H, (float *)(w + vb));
     int bi = skip_bias_index(c->node);
-    j.bias = stage_vec(llm_has(c->n_in, c->in, bi) ? c->in[bi] : NULL, j.H, (float *)(w + 2 * vb));
+    j.bias = stage_vec(sn_has_in(c->in, c->n_in, bi) ? c->in[bi] : NULL, j.H, (float *)(w + 2 * vb));
     j.slots = w + 3 * vb;
     j.y = c->out[0];
     j.mean_out = c->n_out > 1 ? c->out[1] : NULL;
@@ -444,7 +430,7 @@ static int rope_geom_of(const sn_node *node, int n_in, const sn_tensor *const *i
     bool onnx = strcmp(node->p->domain, "com.microsoft") != 0;
     const sn_tensor *x = in[0];
     const sn_tensor *cs = onnx ? in[1] : in[2];
-    const sn_tensor *pid = onnx ? (llm_has(n_in, in, 3) ? in[3] : NULL) : in[1];
+    const sn_tensor *pid = onnx ? (sn_has_in(in, n_in, 3) ? in[3] : NULL) : in[1];
     memset(g, 0, sizeof *g);
     g->onnx = onnx;
     int64_t nh = sn_attr_int(node, "num_heads", 0);
@@ -513,16 +499,16 @@ static int rope_geom_of(const sn_node *node, int n_in, const sn_tensor *const *i
 
 static int rope_infer(sn_infer_ctx *c) {
     const sn_tensor *x = c->in[0];
-    if (!llm_is_real(x->dtype))
+    if (!sn_dtype_is_real(x->dtype))
         return KFAIL(SNUG_ERR_TYPE, "unsupported input type %s", sn_dtype_name(x->dtype));
-    llm_set_out(c->out[0], x->dtype, x->rank, x->dims);
+    sn_set_out(c->out[0], x->dtype, x->rank, x->dims);
     return SNUG_OK;
 }
 
 static int rope_prepare(sn_prep_ctx *c) {
     rope_geom g;
     SN_TRY(rope_geom_of(c->node, c->n_in, c->in, &g, c->err));
-    c->workspace = llm_al((size_t)(2 * g.H + g.rot + 2) * sizeof(float));
+    c->workspace = sn_align64((size_t)(2 * g.H + g.rot + 2) * sizeof(float));
     return SNUG_OK;
 }
 
@@ -531,7 +517,7 @@ static int rope_run(sn_kctx *c) {
     SN_TRY(rope_geom_of(c->node, c->n_in, c->in, &g, c->err));
     const sn_tensor *x = c->in[0];
     const sn_tensor *cs = g.onnx ? c->in[1] : c->in[2], *sn = g.onnx ? c->in[2] : c->in[3];
-    const sn_tensor *pid = g.onnx ? (llm_has(c->n_in, c->in, 3) ? c->in[3] : NULL) : c->in[1];
+    const sn_tensor *pid = g.onnx ? (sn_has_in(c->in, c->n_in, 3) ? c->in[3] : NULL) : c->in[1];
     sn_tensor *y = c->out[0];
     int64_t half = g.rot / 2, max_pos = cs->rank == 2 ? cs->dims[0] : 0;
     if (sn_tensor_numel(sn) != sn_tensor_numel(cs))

@@ -36,7 +36,6 @@
 #include "ops/llm/kernels.h"
 #include "ops/llm/llm.h"
 
-#define KFAIL(code, ...) sn_kfail(c->err, c->node, code, __VA_ARGS__)
 #define MNB_GEMM_MIN_M 4
 #define MNB_PANEL_BYTES ((int64_t)2 << 20) /* dequantized panel (prefill), about */
 #define MNB_PANEL_MIN 64                       /* columns, at least */
@@ -108,9 +107,9 @@ static int mnb_geom_of(const sn_node *node, int n_in, const sn_tensor *const *in
     if (sc->dtype != a->dtype)
         return sn_kfail(err, node, SNUG_ERR_TYPE, "scales type %s differs from A's %s",
                         sn_dtype_name(sc->dtype), sn_dtype_name(a->dtype));
-    if (llm_has(n_in, in, 4))
+    if (sn_has_in(in, n_in, 4))
         return sn_kfail(err, node, SNUG_ERR_UNSUPPORTED, "g_idx is not supported");
-    if (llm_has(n_in, in, 3)) {
+    if (sn_has_in(in, n_in, 3)) {
         sn_dtype zt = in[3]->dtype;
         if (zt == SN_U8)
             g->zp_kind = 1;
@@ -120,7 +119,7 @@ static int mnb_geom_of(const sn_node *node, int n_in, const sn_tensor *const *in
             return sn_kfail(err, node, SNUG_ERR_TYPE, "zero_points type %s not supported",
                             sn_dtype_name(zt));
     }
-    if (llm_has(n_in, in, 5) && in[5]->dtype != a->dtype)
+    if (sn_has_in(in, n_in, 5) && in[5]->dtype != a->dtype)
         return sn_kfail(err, node, SNUG_ERR_TYPE, "bias type differs from A's");
     if (a->rank < 1)
         return sn_kfail(err, node, SNUG_ERR_SHAPE, "A must have rank >= 1");
@@ -150,7 +149,7 @@ static int mnb_geom_of(const sn_node *node, int n_in, const sn_tensor *const *in
                                 (long long)sn_tensor_numel(in[3]), (long long)want);
         }
     }
-    if (llm_has(n_in, in, 5) && sn_tensor_numel(in[5]) != g->N)
+    if (sn_has_in(in, n_in, 5) && sn_tensor_numel(in[5]) != g->N)
         return sn_kfail(err, node, SNUG_ERR_SHAPE, "bias has %lld values, expected N=%lld",
                         (long long)sn_tensor_numel(in[5]), (long long)g->N);
     g->int8 = MNB_INT8_ACC4 && b_const && sn_attr_int(node, "accuracy_level", 0) == 4 &&
@@ -168,7 +167,7 @@ int llm_mnb_infer(sn_infer_ctx *c) {
     const sn_tensor *a = c->in[0];
     SN_TRY(mnb_geom_of(c->node, c->n_in, c->in, false, false, &g, c->err));
     if (a->rank == SN_RANK_UNKNOWN) {
-        llm_set_out(c->out[0], a->dtype, SN_RANK_UNKNOWN, NULL);
+        sn_set_out(c->out[0], a->dtype, SN_RANK_UNKNOWN, NULL);
         return SNUG_OK;
     }
     if (a->dims[a->rank - 1] >= 0 && a->dims[a->rank - 1] != g.K)
@@ -177,7 +176,7 @@ int llm_mnb_infer(sn_infer_ctx *c) {
     int64_t d[SN_MAX_RANK];
     memcpy(d, a->dims, sizeof(int64_t) * (size_t)a->rank);
     d[a->rank - 1] = g.N;
-    llm_set_out(c->out[0], a->dtype, a->rank, d);
+    sn_set_out(c->out[0], a->dtype, a->rank, d);
     return SNUG_OK;
 }
 
@@ -209,34 +208,34 @@ static void mnb_ws_layout(const mnb_geom *g, sn_dtype dt, int threads, mnb_ws *w
     bool stage = dt != SN_F32;
     size_t f = sizeof(float);
     if (stage) {
-        w->a = llm_al((size_t)(g->M * g->K) * f);
-        w->y = llm_al((size_t)(g->M * g->N) * f);
-        w->sc = llm_al((size_t)(g->N * g->kb) * f);
-        w->zp = g->zp_kind == 2 ? llm_al((size_t)(g->N * g->kb) * f) : 0;
-        w->bias = llm_al((size_t)g->N * f);
+        w->a = sn_align64((size_t)(g->M * g->K) * f);
+        w->y = sn_align64((size_t)(g->M * g->N) * f);
+        w->sc = sn_align64((size_t)(g->N * g->kb) * f);
+        w->zp = g->zp_kind == 2 ? sn_align64((size_t)(g->N * g->kb) * f) : 0;
+        w->bias = sn_align64((size_t)g->N * f);
     }
     if (g->ort4) {
-        w->qa = llm_al((size_t)g->M * llm_mnb4_row_bytes(g->kb)); /* prepared rows */
+        w->qa = sn_align64((size_t)g->M * llm_mnb4_row_bytes(g->kb)); /* prepared rows */
     } else if (g->int8) {
-        w->qa = llm_al((size_t)(g->M * g->kb * g->bs));
-        w->sa = llm_al((size_t)(g->M * g->kb) * f);
-        w->ab = llm_al((size_t)(g->M * g->kb) * f);
+        w->qa = sn_align64((size_t)(g->M * g->kb * g->bs));
+        w->sa = sn_align64((size_t)(g->M * g->kb) * f);
+        w->ab = sn_align64((size_t)(g->M * g->kb) * f);
     }
     if (g->gemm && g->bits == 4) { /* B dequantized block by block into the GEMM's panels */
-        w->gemm = llm_al(sn_sgemm_workspace(g->M, g->N, g->K, threads));
+        w->gemm = sn_align64(sn_sgemm_workspace(g->M, g->N, g->K, threads));
     } else if (g->gemm) {
         int64_t nb = mnb_panel_cols(g);
-        w->panel = llm_al((size_t)(nb * g->K) * f);
-        w->gemm = llm_al(sn_sgemm_workspace(g->M, nb, g->K, threads));
+        w->panel = sn_align64((size_t)(nb * g->K) * f);
+        w->gemm = sn_align64(sn_sgemm_workspace(g->M, nb, g->K, threads));
     } else if (g->unpacked) {
         if (g->M > 1)
-            w->panel = llm_al((size_t)(mnb_upanel_cols(g) * g->K) * f);
+            w->panel = sn_align64((size_t)(mnb_upanel_cols(g) * g->K) * f);
     } else if (!g->ort4 && !g->ort8) {
-        w->slot = g->int8 ? MNB_SLOTS * llm_al((size_t)g->bs * f) : 0;
+        w->slot = g->int8 ? MNB_SLOTS * sn_align64((size_t)g->bs * f) : 0;
         if (!g->int8)
-            w->asum = llm_al((size_t)(g->M * g->kb) * f);
+            w->asum = sn_align64((size_t)(g->M * g->kb) * f);
         if (!g->int8 && g->bits == 4)
-            w->ap = llm_al((size_t)(g->M * (g->K / g->bs) * g->bs) * f);
+            w->ap = sn_align64((size_t)(g->M * (g->K / g->bs) * g->bs) * f);
     }
     w->total = w->a + w->y + w->sc + w->zp + w->bias + w->qa + w->sa + w->ab + w->asum + w->ap +
                w->slot + w->panel + w->gemm;
@@ -523,7 +522,7 @@ static int mnb_begin(sn_kctx *c, mnb_call *k) {
     k->y = y;
     k->cols = NULL;
     k->stage = MNB_RUN;
-    const sn_tensor *bias_t = llm_has(c->n_in, c->in, 5) ? c->in[5] : NULL;
+    const sn_tensor *bias_t = sn_has_in(c->in, c->n_in, 5) ? c->in[5] : NULL;
     const float *bias = NULL;
     if (bias_t) {
         if (dt == SN_F32) {
@@ -665,7 +664,7 @@ static void mnb_compute(sn_kctx *c, mnb_call *k) {
         memset(k->y, 0, (size_t)(g.M * g.N) * sizeof(float));
         sn_pool_for(c->pool, g.M, 1, mnb_quantize_a, j);
         j->slots = p;
-        j->slot_bytes = llm_al((size_t)g.bs * sizeof(float));
+        j->slot_bytes = sn_align64((size_t)g.bs * sizeof(float));
         sn_pool_for(c->pool, MNB_SLOTS, 1, mnb_slot_task, j);
     }
 }

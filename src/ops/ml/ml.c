@@ -11,15 +11,15 @@
 
 /* ---- Binarizer ------------------------------------------------------------------------------- */
 
-static bool bin_type(sn_dtype t) { return nw_is_real(t) || t == SN_I64 || t == SN_I32; }
+static bool bin_type(sn_dtype t) { return sn_dtype_is_real(t) || t == SN_I64 || t == SN_I32; }
 
 int nw_binarizer_infer(sn_infer_ctx *c) {
-    const sn_tensor *x = nw_in(c->in, c->n_in, 0);
+    const sn_tensor *x = sn_in(c->in, c->n_in, 0);
     if (!x)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "input is missing");
     if (!bin_type(x->dtype))
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "input type %s not supported", sn_dtype_name(x->dtype));
-    nw_set_out(c->out[0], x->dtype, x->rank, x->dims);
+    sn_set_out(c->out[0], x->dtype, x->rank, x->dims);
     return SNUG_OK;
 }
 
@@ -45,7 +45,7 @@ int nw_binarizer_run(sn_kctx *c) {
  * onnxruntime does. */
 
 int nw_afe_infer(sn_infer_ctx *c) {
-    const sn_tensor *x = nw_in(c->in, c->n_in, 0), *idx = nw_in(c->in, c->n_in, 1);
+    const sn_tensor *x = sn_in(c->in, c->n_in, 0), *idx = sn_in(c->in, c->n_in, 1);
     if (!x || !idx)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "needs inputs X and Y");
     if (!(bin_type(x->dtype) || x->dtype == SN_STRING))
@@ -53,7 +53,7 @@ int nw_afe_infer(sn_infer_ctx *c) {
     if (idx->dtype != SN_I64)
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "Y must be int64");
     if (x->rank < 0) {
-        nw_set_out(c->out[0], x->dtype, SN_RANK_UNKNOWN, NULL);
+        sn_set_out(c->out[0], x->dtype, SN_RANK_UNKNOWN, NULL);
         return SNUG_OK;
     }
     if (x->rank == 0)
@@ -65,7 +65,7 @@ int nw_afe_infer(sn_infer_ctx *c) {
     else
         memcpy(d, x->dims, sizeof(int64_t) * (size_t)(r - 1));
     d[r - 1] = k >= 0 ? k : SN_DIM_UNKNOWN;
-    nw_set_out(c->out[0], x->dtype, r, d);
+    sn_set_out(c->out[0], x->dtype, r, d);
     return SNUG_OK;
 }
 
@@ -188,7 +188,7 @@ static int le_sources(const sn_node *node, sn_err *err, le_src *ks, le_src *vs) 
 }
 
 int nw_labelenc_infer(sn_infer_ctx *c) {
-    const sn_tensor *x = nw_in(c->in, c->n_in, 0);
+    const sn_tensor *x = sn_in(c->in, c->n_in, 0);
     if (!x)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "input is missing");
     le_src ks, vs;
@@ -196,12 +196,12 @@ int nw_labelenc_infer(sn_infer_ctx *c) {
     if (le_kind(x->dtype) != le_kind(ks.t))
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "input of type %s but keys of type %s",
                         sn_dtype_name(x->dtype), sn_dtype_name(ks.t));
-    if (!(x->dtype == SN_STRING || sn_dtype_is_int(x->dtype) || nw_is_real(x->dtype)) ||
-        !(vs.t == SN_STRING || sn_dtype_is_int(vs.t) || nw_is_real(vs.t)) ||
+    if (!(x->dtype == SN_STRING || sn_dtype_is_int(x->dtype) || sn_dtype_is_real(x->dtype)) ||
+        !(vs.t == SN_STRING || sn_dtype_is_int(vs.t) || sn_dtype_is_real(vs.t)) ||
         sn_dtype_nbytes(vs.t, 2) != 2 * sn_dtype_size(vs.t))
         return sn_kfail(c->err, c->node, SNUG_ERR_UNSUPPORTED, "types %s -> %s not supported",
                         sn_dtype_name(x->dtype), sn_dtype_name(vs.t));
-    nw_set_out(c->out[0], vs.t, x->rank, x->dims);
+    sn_set_out(c->out[0], vs.t, x->rank, x->dims);
     return SNUG_OK;
 }
 
@@ -335,10 +335,10 @@ void nw_tree_free(void *state) {
 }
 
 int nw_tree_infer(sn_infer_ctx *c) {
-    const sn_tensor *x = nw_in(c->in, c->n_in, 0);
+    const sn_tensor *x = sn_in(c->in, c->n_in, 0);
     if (!x)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "input is missing");
-    if (!nw_is_real(x->dtype))
+    if (!sn_dtype_is_real(x->dtype))
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "X must be a float tensor");
     if (x->rank >= 0 && x->rank != 2)
         return sn_kfail(c->err, c->node, SNUG_ERR_SHAPE, "X must be [N, features]");
@@ -346,7 +346,7 @@ int nw_tree_infer(sn_infer_ctx *c) {
     if (nt < 1)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "n_targets must be positive");
     int64_t d[2] = {x->rank == 2 ? x->dims[0] : SN_DIM_UNKNOWN, nt};
-    nw_set_out(c->out[0], x->dtype, 2, d);
+    sn_set_out(c->out[0], x->dtype, 2, d);
     return SNUG_OK;
 }
 

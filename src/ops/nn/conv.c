@@ -29,13 +29,6 @@ typedef struct conv_shape {
     int64_t op[SN_MAX_RANK];        /* ConvTranspose output_padding */
 } conv_shape;
 
-static int64_t prod(const int64_t *d, int n) {
-    int64_t p = 1;
-    for (int i = 0; i < n; i++)
-        p = (sn_dim_known(d[i]) && p >= 0) ? p * d[i] : -1;
-    return p;
-}
-
 /* x: [N, C, in...]; w: Conv [M, C/group, k...], ConvTranspose [C, M/group, k...].
  * Fills s and y's dims (rank x->rank). With unknown input dims the
  * corresponding output dims are unknown. */
@@ -123,17 +116,15 @@ static int conv_shape_make(const sn_node *node, sn_err *err, const sn_tensor *x,
                 return sn_kfail(err, node, SNUG_ERR_SHAPE, "negative output size in spatial dim %d", i);
         }
     }
-    s->ksz = prod(s->g.k, nd);
-    s->insz = prod(s->g.in, nd);
-    s->outsz = prod(s->g.out, nd);
+    s->ksz = sn_dims_prod(s->g.k, 0, nd);
+    s->insz = sn_dims_prod(s->g.in, 0, nd);
+    s->outsz = sn_dims_prod(s->g.out, 0, nd);
     ydims[0] = s->N;
     ydims[1] = s->M;
     for (int i = 0; i < nd; i++)
         ydims[2 + i] = s->g.out[i];
     return SNUG_OK;
 }
-
-static bool conv_float_ok(sn_dtype t) { return t == SN_F32 || t == SN_F64 || t == SN_F16 || t == SN_BF16; }
 
 static int conv_check_bias(const sn_node *node, sn_err *err, const sn_tensor *b, int64_t M) {
     if (!b)
@@ -145,16 +136,16 @@ static int conv_check_bias(const sn_node *node, sn_err *err, const sn_tensor *b,
 }
 
 static int conv_infer_common(sn_infer_ctx *c, bool transpose) {
-    const sn_tensor *x = gk_in(c->in, c->n_in, 0), *w = gk_in(c->in, c->n_in, 1);
-    const sn_tensor *b = gk_in(c->in, c->n_in, 2);
+    const sn_tensor *x = sn_in(c->in, c->n_in, 0), *w = sn_in(c->in, c->n_in, 1);
+    const sn_tensor *b = sn_in(c->in, c->n_in, 2);
     if (!x || !w)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "needs inputs X and W");
     if (x->dtype != w->dtype || (b && b->dtype != x->dtype))
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "X, W and B must have the same type");
-    if (!conv_float_ok(x->dtype))
+    if (!sn_dtype_is_real(x->dtype))
         return sn_kfail(c->err, c->node, SNUG_ERR_UNSUPPORTED, "type %s not supported", sn_dtype_name(x->dtype));
     if (x->rank == SN_RANK_UNKNOWN) {
-        gk_set_out(c->out[0], x->dtype, w->rank, NULL);
+        sn_set_out(c->out[0], x->dtype, w->rank, NULL);
         return SNUG_OK;
     }
     const int64_t *ks;
@@ -165,14 +156,14 @@ static int conv_infer_common(sn_infer_ctx *c, bool transpose) {
         int64_t yd[SN_MAX_RANK];
         for (int i = 0; i < x->rank; i++)
             yd[i] = i == 0 ? x->dims[0] : SN_DIM_UNKNOWN;
-        gk_set_out(c->out[0], x->dtype, x->rank, yd);
+        sn_set_out(c->out[0], x->dtype, x->rank, yd);
         return SNUG_OK;
     }
     conv_shape s;
     int64_t yd[SN_MAX_RANK];
     SN_TRY(conv_shape_make(c->node, c->err, x, w, transpose, &s, yd));
     SN_TRY(conv_check_bias(c->node, c->err, b, s.M));
-    gk_set_out(c->out[0], x->dtype, x->rank, yd);
+    sn_set_out(c->out[0], x->dtype, x->rank, yd);
     return SNUG_OK;
 }
 
@@ -212,7 +203,7 @@ static void conv_ws_sizes(const conv_shape *s, int threads, conv_ws *w) {
     if (conv_is_depthwise2d(s))
         return;
     int64_t chunk = conv_chunk(s);
-    w->col_bytes = ((size_t)(s->Cg * s->ksz * chunk) * sizeof(float) + 63) / 64 * 64;
+    w->col_bytes = sn_align64((size_t)(s->Cg * s->ksz * chunk) * sizeof(float));
     w->gemm_bytes = sn_sgemm_workspace(s->Mg, chunk, s->Cg * s->ksz, threads);
 }
 
@@ -355,7 +346,7 @@ static void add_bias_f32(float *y, const float *b, int64_t N, int64_t M, int64_t
 
 static void conv_run_f32(sn_kctx *c, const conv_shape *s) {
     const float *X = c->in[0]->data, *Wt = c->in[1]->data;
-    const sn_tensor *bt = gk_in(c->in, c->n_in, 2);
+    const sn_tensor *bt = sn_in(c->in, c->n_in, 2);
     const float *B = bt ? bt->data : NULL;
     float *Y = c->out[0]->data;
     if (conv_is_depthwise2d(s)) {
@@ -397,7 +388,7 @@ static void conv_run_f32(sn_kctx *c, const conv_shape *s) {
 static inline double chan_val(const sn_tensor *t, int64_t m) {
     if (!t)
         return 0.0;
-    return sn_load_f64(t->dtype, t->data, gk_numel(t) == 1 ? 0 : (size_t)m);
+    return sn_load_f64(t->dtype, t->data, sn_in_numel(t) == 1 ? 0 : (size_t)m);
 }
 
 /* y[n, m, o] = sum_{c, k} (x - xz) * (w - wz[m]) for every output element;
@@ -464,13 +455,13 @@ static int conv_run(sn_kctx *c) {
     conv_shape s;
     int64_t yd[SN_MAX_RANK];
     SN_TRY(conv_shape_make(c->node, c->err, c->in[0], c->in[1], false, &s, yd));
-    if (gk_numel(c->out[0]) == 0)
+    if (sn_in_numel(c->out[0]) == 0)
         return SNUG_OK;
     if (c->in[0]->dtype == SN_F32) {
         conv_run_f32(c, &s);
         return SNUG_OK;
     }
-    fstore f = {c->out[0]->dtype, c->out[0]->data, gk_in(c->in, c->n_in, 2)};
+    fstore f = {c->out[0]->dtype, c->out[0]->data, sn_in(c->in, c->n_in, 2)};
     conv_direct(&s, c->in[0], c->in[1], 0.0, NULL, store_float, &f);
     return SNUG_OK;
 }
@@ -505,7 +496,7 @@ static int64_t convt_chunk(const conv_shape *s) {
 
 static void convt_ws_sizes(const conv_shape *s, int threads, conv_ws *w) {
     int64_t chunk = convt_chunk(s);
-    w->col_bytes = ((size_t)(s->Mg * s->ksz * chunk) * sizeof(float) + 63) / 64 * 64;
+    w->col_bytes = sn_align64((size_t)(s->Mg * s->ksz * chunk) * sizeof(float));
     w->gemm_bytes = sn_sgemm_workspace(s->Mg * s->ksz, chunk, s->Cg, threads);
 }
 
@@ -580,7 +571,7 @@ static void col2im_chans(void *arg, int64_t m0, int64_t m1) {
 
 static void convt_run_f32(sn_kctx *c, const conv_shape *s) {
     const float *X = c->in[0]->data, *Wt = c->in[1]->data;
-    const sn_tensor *bt = gk_in(c->in, c->n_in, 2);
+    const sn_tensor *bt = sn_in(c->in, c->n_in, 2);
     float *Y = c->out[0]->data;
     conv_ws w;
     convt_ws_sizes(s, sn_pool_size(c->pool), &w);
@@ -608,14 +599,14 @@ static int convt_run(sn_kctx *c) {
     conv_shape s;
     int64_t yd[SN_MAX_RANK];
     SN_TRY(conv_shape_make(c->node, c->err, c->in[0], c->in[1], true, &s, yd));
-    if (gk_numel(c->out[0]) == 0)
+    if (sn_in_numel(c->out[0]) == 0)
         return SNUG_OK;
     if (c->in[0]->dtype == SN_F32) {
         convt_run_f32(c, &s);
         return SNUG_OK;
     }
     /* direct gather: y[n, m, o] = sum over (c, k) with o = i*s - pb + k*d */
-    const sn_tensor *x = c->in[0], *w = c->in[1], *b = gk_in(c->in, c->n_in, 2);
+    const sn_tensor *x = c->in[0], *w = c->in[1], *b = sn_in(c->in, c->n_in, 2);
     sn_tensor *y = c->out[0];
     const gk_geo *g = &s.g;
     int nd = g->nd;
@@ -679,20 +670,20 @@ static int chan_param_check(const sn_node *node, sn_err *err, const sn_tensor *t
 }
 
 static int convint_infer(sn_infer_ctx *c) {
-    const sn_tensor *x = gk_in(c->in, c->n_in, 0), *w = gk_in(c->in, c->n_in, 1);
+    const sn_tensor *x = sn_in(c->in, c->n_in, 0), *w = sn_in(c->in, c->n_in, 1);
     if (!x || !w)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "needs inputs x and w");
     if (!is_q8(x->dtype) || !is_q8(w->dtype))
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "x and w must be int8 or uint8");
     if (x->rank == SN_RANK_UNKNOWN) {
-        gk_set_out(c->out[0], SN_I32, w->rank, NULL);
+        sn_set_out(c->out[0], SN_I32, w->rank, NULL);
         return SNUG_OK;
     }
     conv_shape s;
     int64_t yd[SN_MAX_RANK];
     SN_TRY(conv_shape_make(c->node, c->err, x, w, false, &s, yd));
-    SN_TRY(chan_param_check(c->node, c->err, gk_in(c->in, c->n_in, 3), s.M, "w_zero_point"));
-    gk_set_out(c->out[0], SN_I32, x->rank, yd);
+    SN_TRY(chan_param_check(c->node, c->err, sn_in(c->in, c->n_in, 3), s.M, "w_zero_point"));
+    sn_set_out(c->out[0], SN_I32, x->rank, yd);
     return SNUG_OK;
 }
 
@@ -705,8 +696,8 @@ static int convint_run(sn_kctx *c) {
     conv_shape s;
     int64_t yd[SN_MAX_RANK];
     SN_TRY(conv_shape_make(c->node, c->err, c->in[0], c->in[1], false, &s, yd));
-    const sn_tensor *xz = gk_in(c->in, c->n_in, 2), *wz = gk_in(c->in, c->n_in, 3);
-    if ((xz && gk_numel(xz) != 1) || (wz && gk_numel(wz) != 1 && gk_numel(wz) != s.M))
+    const sn_tensor *xz = sn_in(c->in, c->n_in, 2), *wz = sn_in(c->in, c->n_in, 3);
+    if ((xz && sn_in_numel(xz) != 1) || (wz && sn_in_numel(wz) != 1 && sn_in_numel(wz) != s.M))
         return sn_kfail(c->err, c->node, SNUG_ERR_SHAPE, "bad zero point size");
     conv_direct(&s, c->in[0], c->in[1], chan_val(xz, 0), wz, store_i32, c->out[0]->data);
     return SNUG_OK;
@@ -719,14 +710,14 @@ static int qlconv_infer(sn_infer_ctx *c) {
     for (int i = 0; i < 8; i++)
         if (!c->in[i])
             return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "input %d is required", i);
-    const sn_tensor *x = c->in[0], *w = c->in[3], *b = gk_in(c->in, c->n_in, 8);
+    const sn_tensor *x = c->in[0], *w = c->in[3], *b = sn_in(c->in, c->n_in, 8);
     if (!is_q8(x->dtype) || !is_q8(w->dtype) || !is_q8(c->in[7]->dtype))
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "x, w and y_zero_point must be int8 or uint8");
     if (b && b->dtype != SN_I32)
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "B must be int32");
     sn_dtype yt = c->in[7]->dtype;
     if (x->rank == SN_RANK_UNKNOWN) {
-        gk_set_out(c->out[0], yt, w->rank, NULL);
+        sn_set_out(c->out[0], yt, w->rank, NULL);
         return SNUG_OK;
     }
     conv_shape s;
@@ -735,7 +726,7 @@ static int qlconv_infer(sn_infer_ctx *c) {
     SN_TRY(chan_param_check(c->node, c->err, c->in[4], s.M, "w_scale"));
     SN_TRY(chan_param_check(c->node, c->err, c->in[5], s.M, "w_zero_point"));
     SN_TRY(conv_check_bias(c->node, c->err, b, s.M));
-    gk_set_out(c->out[0], yt, x->rank, yd);
+    sn_set_out(c->out[0], yt, x->rank, yd);
     return SNUG_OK;
 }
 
@@ -763,13 +754,13 @@ static int qlconv_run(sn_kctx *c) {
     int64_t yd[SN_MAX_RANK];
     SN_TRY(conv_shape_make(c->node, c->err, c->in[0], c->in[3], false, &s, yd));
     const sn_tensor *ws = c->in[4], *wz = c->in[5];
-    if (gk_numel(c->in[1]) != 1 || gk_numel(c->in[2]) != 1 || gk_numel(c->in[6]) != 1 || gk_numel(c->in[7]) != 1)
+    if (sn_in_numel(c->in[1]) != 1 || sn_in_numel(c->in[2]) != 1 || sn_in_numel(c->in[6]) != 1 || sn_in_numel(c->in[7]) != 1)
         return sn_kfail(c->err, c->node, SNUG_ERR_SHAPE, "x and y scales and zero points must be scalars");
-    if ((gk_numel(ws) != 1 && gk_numel(ws) != s.M) || (gk_numel(wz) != 1 && gk_numel(wz) != s.M))
+    if ((sn_in_numel(ws) != 1 && sn_in_numel(ws) != s.M) || (sn_in_numel(wz) != 1 && sn_in_numel(wz) != s.M))
         return sn_kfail(c->err, c->node, SNUG_ERR_SHAPE, "w_scale and w_zero_point must have 1 or %lld values",
                         (long long)s.M);
     qstore q = {c->out[0]->dtype, c->out[0]->data, ((const float *)c->in[1]->data)[0],
-                ((const float *)c->in[6]->data)[0], chan_val(c->in[7], 0), ws, gk_in(c->in, c->n_in, 8)};
+                ((const float *)c->in[6]->data)[0], chan_val(c->in[7], 0), ws, sn_in(c->in, c->n_in, 8)};
     conv_direct(&s, c->in[0], c->in[3], chan_val(c->in[2], 0), wz, store_q, &q);
     return SNUG_OK;
 }

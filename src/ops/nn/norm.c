@@ -7,7 +7,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "ops/op.h"
+#include "ops/kit.h"
 #include "ops/reduce/reduce_util.h"
 
 /* ======================================================================
@@ -37,29 +37,29 @@ static int smx_geom(const sn_node *n, const sn_tensor *x, int64_t *outer, int64_
                         (long long)axis, x->rank);
     if (!v13 && axis == x->rank)
         a = x->rank;
-    *outer = sn_red_prod(x->dims, 0, a);
+    *outer = sn_dims_prod(x->dims, 0, a);
     if (v13) {
         *L = x->dims[a];
-        *inner = sn_red_prod(x->dims, a + 1, x->rank);
+        *inner = sn_dims_prod(x->dims, a + 1, x->rank);
     } else {
-        *L = sn_red_prod(x->dims, a, x->rank);
+        *L = sn_dims_prod(x->dims, a, x->rank);
         *inner = 1;
     }
     return SNUG_OK;
 }
 
 static int smx_infer(sn_infer_ctx *c) {
-    const sn_tensor *x = c->n_in > 0 ? c->in[0] : NULL;
+    const sn_tensor *x = sn_infer_in(c, 0);
     if (!x)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "missing input");
-    if (!sn_red_is_real(x->dtype))
+    if (!sn_dtype_is_real(x->dtype))
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "unsupported input type %s",
                         sn_dtype_name(x->dtype));
     if (x->rank != SN_RANK_UNKNOWN) {
         int64_t o, l, i;
         SN_TRY(smx_geom(c->node, x, &o, &l, &i, c->err));
     }
-    sn_red_set_out(c->out[0], x->dtype, x->rank, x->dims);
+    sn_set_out(c->out[0], x->dtype, x->rank, x->dims);
     return SNUG_OK;
 }
 
@@ -69,7 +69,7 @@ static size_t smx_ws(const sn_node *n, const sn_tensor *x) {
     sn_err err;
     if (x->rank == SN_RANK_UNKNOWN || smx_geom(n, x, &outer, &L, &inner, &err) != SNUG_OK)
         return 0;
-    return inner > 1 ? 2 * sn_red_align((size_t)inner * sizeof(double)) : 0;
+    return inner > 1 ? 2 * sn_align16((size_t)inner * sizeof(double)) : 0;
 }
 
 static size_t smx_estimate(const sn_infer_ctx *c) { return smx_ws(c->node, c->in[0]); }
@@ -386,10 +386,10 @@ static int smx_run(sn_kctx *c) {
             int64_t grain = sn_imax(1, 16384 / L);
             sn_pool_for(c->pool, outer, grain, f32 ? smx_rows_fn_f32(kind, true) : smx_rows_f64, &j);
         } else if (f32) {
-            float *m = c->ws, *s = (float *)((char *)c->ws + sn_red_align((size_t)inner * 8));
+            float *m = c->ws, *s = (float *)((char *)c->ws + sn_align16((size_t)inner * 8));
             smx_cols_f32(x->data, y->data, outer, L, inner, kind, m, s);
         } else {
-            double *m = c->ws, *s = (double *)((char *)c->ws + sn_red_align((size_t)inner * 8));
+            double *m = c->ws, *s = (double *)((char *)c->ws + sn_align16((size_t)inner * 8));
             smx_cols_f64(x->data, y->data, outer, L, inner, kind, m, s);
         }
         return SNUG_OK;
@@ -398,10 +398,10 @@ static int smx_run(sn_kctx *c) {
     for (int64_t o = 0; o < outer; o++)
         for (int64_t i = 0; i < inner; i++) {
             int64_t base = o * L * inner + i;
-            float m = sn_red_ldf(x->dtype, x->data, base);
+            float m = sn_ld_f32(x->dtype, x->data, base);
             int64_t am = 0;
             for (int64_t l = 1; l < L; l++) {
-                float v = sn_red_ldf(x->dtype, x->data, base + l * inner);
+                float v = sn_ld_f32(x->dtype, x->data, base + l * inner);
                 if (v > m) {
                     m = v;
                     am = l;
@@ -410,18 +410,18 @@ static int smx_run(sn_kctx *c) {
             float s = 0.0f;
             if (kind != SMX_HARD)
                 for (int64_t l = 0; l < L; l++)
-                    s += expf(sn_red_ldf(x->dtype, x->data, base + l * inner) - m);
+                    s += expf(sn_ld_f32(x->dtype, x->data, base + l * inner) - m);
             float ls = logf(s);
             for (int64_t l = 0; l < L; l++) {
                 int64_t e = base + l * inner;
-                float v = sn_red_ldf(x->dtype, x->data, e), r;
+                float v = sn_ld_f32(x->dtype, x->data, e), r;
                 if (kind == SMX_HARD)
                     r = l == am ? 1.0f : 0.0f;
                 else if (kind == SMX_SOFT)
                     r = expf(v - m) / s;
                 else
                     r = v - m - ls;
-                sn_red_stf(y->dtype, y->data, e, r);
+                sn_st_f32(y->dtype, y->data, e, r);
             }
         }
     return SNUG_OK;
@@ -508,7 +508,7 @@ static int check_param(const sn_node *n, const sn_tensor *t, const char *what, i
                        sn_err *err) {
     if (!t)
         return sn_kfail(err, n, SNUG_ERR_INVALID_ARG, "missing input %s", what);
-    if (!sn_red_is_real(t->dtype))
+    if (!sn_dtype_is_real(t->dtype))
         return sn_kfail(err, n, SNUG_ERR_TYPE, "%s has unsupported type %s", what,
                         sn_dtype_name(t->dtype));
     int64_t cnt = sn_tensor_numel(t);
@@ -544,10 +544,10 @@ static int bn_params(const sn_node *n, const sn_tensor *const *in, int n_in, int
 
 static int bn_infer(sn_infer_ctx *c) {
     const sn_node *n = c->node;
-    const sn_tensor *x = c->n_in > 0 ? c->in[0] : NULL;
+    const sn_tensor *x = sn_infer_in(c, 0);
     if (!x)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "missing input");
-    if (!sn_red_is_real(x->dtype))
+    if (!sn_dtype_is_real(x->dtype))
         return sn_kfail(c->err, n, SNUG_ERR_TYPE, "unsupported input type %s",
                         sn_dtype_name(x->dtype));
     int64_t C = -1, inner = -1, P = -1;
@@ -555,10 +555,10 @@ static int bn_infer(sn_infer_ctx *c) {
         if (x->rank < 2)
             return sn_kfail(c->err, n, SNUG_ERR_SHAPE, "input must have rank >= 2, got %d", x->rank);
         C = x->dims[1];
-        inner = sn_red_prod(x->dims, 2, x->rank);
+        inner = sn_dims_prod(x->dims, 2, x->rank);
     }
     SN_TRY(bn_params(n, c->in, c->n_in, C, inner, &P, c->err));
-    sn_red_set_out(c->out[0], x->dtype, x->rank, x->dims);
+    sn_set_out(c->out[0], x->dtype, x->rank, x->dims);
     int64_t pd[SN_MAX_RANK];
     const sn_tensor *mean = c->in[3];
     for (int o = 1; o < c->n_out; o++) {
@@ -568,7 +568,7 @@ static int bn_infer(sn_infer_ctx *c) {
             return sn_kfail(c->err, n, SNUG_ERR_INVALID_ARG,
                             "outputs running_mean/var need training_mode=1");
         memcpy(pd, mean->dims, sizeof pd);
-        sn_red_set_out(c->out[o], mean->dtype, mean->rank, pd);
+        sn_set_out(c->out[o], mean->dtype, mean->rank, pd);
     }
     return SNUG_OK;
 }
@@ -578,10 +578,10 @@ static size_t bn_ws(const sn_node *n, const sn_tensor *const *in, int n_in) {
     const sn_tensor *x = in[0];
     int64_t P;
     sn_err err;
-    if (x->rank < 2 || bn_params(n, in, n_in, x->dims[1], sn_red_prod(x->dims, 2, x->rank), &P,
+    if (x->rank < 2 || bn_params(n, in, n_in, x->dims[1], sn_dims_prod(x->dims, 2, x->rank), &P,
                                  &err) != SNUG_OK || P < 0)
         return 0;
-    return 4 * sn_red_align((size_t)P * sizeof(double));
+    return 4 * sn_align16((size_t)P * sizeof(double));
 }
 
 static size_t bn_estimate(const sn_infer_ctx *c) { return bn_ws(c->node, c->in, c->n_in); }
@@ -594,11 +594,11 @@ static int bn_prepare(sn_prep_ctx *c) {
 static int bn_run(sn_kctx *c) {
     const sn_node *n = c->node;
     const sn_tensor *x = c->in[0];
-    int64_t N = x->dims[0], C = x->dims[1], inner = sn_red_prod(x->dims, 2, x->rank), P;
+    int64_t N = x->dims[0], C = x->dims[1], inner = sn_dims_prod(x->dims, 2, x->rank), P;
     SN_TRY(bn_params(n, c->in, c->n_in, C, inner, &P, c->err));
     if (P != C)
         inner = 1; /* per-element parameters: blocks of one */
-    size_t stride = sn_red_align((size_t)P * sizeof(double));
+    size_t stride = sn_align16((size_t)P * sizeof(double));
     double *a = c->ws;
     double *b = (double *)((char *)c->ws + stride);
     double *bm = (double *)((char *)c->ws + 2 * stride);
@@ -655,10 +655,10 @@ static int bn_run(sn_kctx *c) {
 
 static int in_infer(sn_infer_ctx *c) {
     const sn_node *n = c->node;
-    const sn_tensor *x = c->n_in > 0 ? c->in[0] : NULL;
+    const sn_tensor *x = sn_infer_in(c, 0);
     if (!x)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "missing input");
-    if (!sn_red_is_real(x->dtype))
+    if (!sn_dtype_is_real(x->dtype))
         return sn_kfail(c->err, n, SNUG_ERR_TYPE, "unsupported input type %s",
                         sn_dtype_name(x->dtype));
     int64_t C = -1;
@@ -667,9 +667,9 @@ static int in_infer(sn_infer_ctx *c) {
             return sn_kfail(c->err, n, SNUG_ERR_SHAPE, "input must have rank >= 2, got %d", x->rank);
         C = x->dims[1];
     }
-    SN_TRY(check_param(n, sn_red_has(c, 1) ? c->in[1] : NULL, "scale", C, c->err));
-    SN_TRY(check_param(n, sn_red_has(c, 2) ? c->in[2] : NULL, "B", C, c->err));
-    sn_red_set_out(c->out[0], x->dtype, x->rank, x->dims);
+    SN_TRY(check_param(n, sn_has_in(c->in, c->n_in, 1) ? c->in[1] : NULL, "scale", C, c->err));
+    SN_TRY(check_param(n, sn_has_in(c->in, c->n_in, 2) ? c->in[2] : NULL, "B", C, c->err));
+    sn_set_out(c->out[0], x->dtype, x->rank, x->dims);
     return SNUG_OK;
 }
 
@@ -678,7 +678,7 @@ static int in_infer(sn_infer_ctx *c) {
 static size_t chan_ws(const sn_tensor *x) {
     if (x->rank < 2 || x->dims[1] < 0)
         return 0;
-    return 2 * sn_red_align((size_t)x->dims[1] * sizeof(double));
+    return 2 * sn_align16((size_t)x->dims[1] * sizeof(double));
 }
 
 static size_t chan_estimate(const sn_infer_ctx *c) { return chan_ws(c->in[0]); }
@@ -690,10 +690,10 @@ static int chan_prepare(sn_prep_ctx *c) {
 
 static int in_run(sn_kctx *c) {
     const sn_tensor *x = c->in[0], *sc = c->in[1], *bi = c->in[2];
-    int64_t N = x->dims[0], C = x->dims[1], inner = sn_red_prod(x->dims, 2, x->rank);
+    int64_t N = x->dims[0], C = x->dims[1], inner = sn_dims_prod(x->dims, 2, x->rank);
     double eps = sn_attr_float(c->node, "epsilon", 1e-5f);
     double *a = c->ws;
-    double *b = (double *)((char *)c->ws + sn_red_align((size_t)C * sizeof(double)));
+    double *b = (double *)((char *)c->ws + sn_align16((size_t)C * sizeof(double)));
     if (inner == 0)
         return SNUG_OK;
     /* one (n) at a time: a/b hold that sample's per-channel affine */
@@ -728,7 +728,7 @@ static int ln_geom(const sn_node *n, const sn_tensor *x, int *axis, sn_err *err)
 /* A parameter (Scale or B) must broadcast to the normalized shape x[axis:]. */
 static int ln_check_bcast(const sn_node *n, const sn_tensor *x, int axis, const sn_tensor *t,
                           const char *what, sn_err *err) {
-    if (!sn_red_is_real(t->dtype))
+    if (!sn_dtype_is_real(t->dtype))
         return sn_kfail(err, n, SNUG_ERR_TYPE, "%s has unsupported type %s", what,
                         sn_dtype_name(t->dtype));
     if (t->rank == SN_RANK_UNKNOWN)
@@ -749,18 +749,18 @@ static int ln_check_bcast(const sn_node *n, const sn_tensor *x, int axis, const 
 
 static int ln_infer(sn_infer_ctx *c) {
     const sn_node *n = c->node;
-    const sn_tensor *x = c->n_in > 0 ? c->in[0] : NULL;
+    const sn_tensor *x = sn_infer_in(c, 0);
     if (!x)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "missing input");
-    if (!sn_red_is_real(x->dtype))
+    if (!sn_dtype_is_real(x->dtype))
         return sn_kfail(c->err, n, SNUG_ERR_TYPE, "unsupported input type %s",
                         sn_dtype_name(x->dtype));
     int64_t st = sn_attr_int(n, "stash_type", 1);
-    if (!sn_dtype_valid((int)st) || !sn_red_is_real((sn_dtype)st))
+    if (!sn_dtype_valid((int)st) || !sn_dtype_is_real((sn_dtype)st))
         return sn_kfail(c->err, n, SNUG_ERR_INVALID_ARG, "bad stash_type %lld", (long long)st);
-    if (!sn_red_has(c, 1))
+    if (!sn_has_in(c->in, c->n_in, 1))
         return sn_kfail(c->err, n, SNUG_ERR_INVALID_ARG, "missing input Scale");
-    sn_red_set_out(c->out[0], x->dtype, x->rank, x->dims);
+    sn_set_out(c->out[0], x->dtype, x->rank, x->dims);
     if (x->rank == SN_RANK_UNKNOWN) {
         for (int o = 1; o < 3 && o < c->n_out; o++)
             if (c->out[o]) {
@@ -773,13 +773,13 @@ static int ln_infer(sn_infer_ctx *c) {
     int axis = 0;
     SN_TRY(ln_geom(n, x, &axis, c->err));
     SN_TRY(ln_check_bcast(n, x, axis, c->in[1], "Scale", c->err));
-    if (sn_red_has(c, 2))
+    if (sn_has_in(c->in, c->n_in, 2))
         SN_TRY(ln_check_bcast(n, x, axis, c->in[2], "B", c->err));
     int64_t d[SN_MAX_RANK];
     for (int i = 0; i < x->rank; i++)
         d[i] = i < axis ? x->dims[i] : 1;
     for (int o = 1; o < 3 && o < c->n_out; o++)
-        sn_red_set_out(c->out[o], (sn_dtype)st, x->rank, d);
+        sn_set_out(c->out[o], (sn_dtype)st, x->rank, d);
     return SNUG_OK;
 }
 
@@ -807,12 +807,12 @@ static int64_t ln_pidx(const sn_tensor *x, int axis, const sn_tensor *t, int64_t
 static int ln_run(sn_kctx *c) {
     const sn_node *n = c->node;
     const sn_tensor *x = c->in[0], *sc = c->in[1];
-    const sn_tensor *bt = sn_red_khas(c, 2) ? c->in[2] : NULL;
+    const sn_tensor *bt = sn_has_in(c->in, c->n_in, 2) ? c->in[2] : NULL;
     sn_tensor *y = c->out[0];
     sn_tensor *mo = c->n_out > 1 ? c->out[1] : NULL, *so = c->n_out > 2 ? c->out[2] : NULL;
     int axis = 0;
     SN_TRY(ln_geom(n, x, &axis, c->err));
-    int64_t R = sn_red_prod(x->dims, 0, axis), D = sn_red_prod(x->dims, axis, x->rank);
+    int64_t R = sn_dims_prod(x->dims, 0, axis), D = sn_dims_prod(x->dims, axis, x->rank);
     double eps = sn_attr_float(n, "epsilon", 1e-5f);
     bool fast = x->dtype == SN_F32 && sc->dtype == SN_F32 && sn_tensor_numel(sc) == D &&
                 (!bt || (bt->dtype == SN_F32 && sn_tensor_numel(bt) == D));
@@ -863,13 +863,13 @@ static int ln_run(sn_kctx *c) {
 
 static int gn_check(const sn_infer_ctx *c, int64_t *G) {
     const sn_node *n = c->node;
-    const sn_tensor *x = c->n_in > 0 ? c->in[0] : NULL;
+    const sn_tensor *x = sn_infer_in(c, 0);
     if (!x)
         return sn_kfail(c->err, n, SNUG_ERR_INVALID_ARG, "missing input");
     *G = sn_attr_int(n, "num_groups", -1);
     if (*G <= 0)
         return sn_kfail(c->err, n, SNUG_ERR_INVALID_ARG, "num_groups must be positive");
-    if (!sn_red_is_real(x->dtype))
+    if (!sn_dtype_is_real(x->dtype))
         return sn_kfail(c->err, n, SNUG_ERR_TYPE, "unsupported input type %s",
                         sn_dtype_name(x->dtype));
     if (x->rank == SN_RANK_UNKNOWN)
@@ -881,7 +881,7 @@ static int gn_check(const sn_infer_ctx *c, int64_t *G) {
         return sn_kfail(c->err, n, SNUG_ERR_SHAPE, "channels %lld not divisible by num_groups %lld",
                         (long long)C, (long long)*G);
     for (int i = 1; i <= 2; i++) {
-        const sn_tensor *t = sn_red_has(c, i) ? c->in[i] : NULL;
+        const sn_tensor *t = sn_has_in(c->in, c->n_in, i) ? c->in[i] : NULL;
         SN_TRY(check_param(n, t, i == 1 ? "scale" : "bias", -1, c->err));
         int64_t cnt = sn_tensor_numel(t);
         if (cnt >= 0 && C >= 0 && cnt != C && (n->opset >= 21 || cnt != *G))
@@ -895,7 +895,7 @@ static int gn_check(const sn_infer_ctx *c, int64_t *G) {
 static int gn_infer(sn_infer_ctx *c) {
     int64_t G;
     SN_TRY(gn_check(c, &G));
-    sn_red_set_out(c->out[0], c->in[0]->dtype, c->in[0]->rank, c->in[0]->dims);
+    sn_set_out(c->out[0], c->in[0]->dtype, c->in[0]->rank, c->in[0]->dims);
     return SNUG_OK;
 }
 
@@ -903,12 +903,12 @@ static int gn_run(sn_kctx *c) {
     const sn_node *n = c->node;
     const sn_tensor *x = c->in[0], *sc = c->in[1], *bi = c->in[2];
     int64_t G = sn_attr_int(n, "num_groups", 1);
-    int64_t N = x->dims[0], C = x->dims[1], inner = sn_red_prod(x->dims, 2, x->rank);
+    int64_t N = x->dims[0], C = x->dims[1], inner = sn_dims_prod(x->dims, 2, x->rank);
     int64_t CG = C / G;
     bool per_ch = sn_tensor_numel(sc) == C && (n->opset >= 21 || G == C || sn_tensor_numel(sc) != G);
     double eps = sn_attr_float(n, "epsilon", 1e-5f);
     double *a = c->ws;
-    double *b = (double *)((char *)c->ws + sn_red_align((size_t)C * sizeof(double)));
+    double *b = (double *)((char *)c->ws + sn_align16((size_t)C * sizeof(double)));
     if (inner * CG == 0)
         return SNUG_OK;
     for (int64_t k = 0; k < N; k++) {
@@ -937,17 +937,17 @@ static int gn_run(sn_kctx *c) {
 
 static int lrn_infer(sn_infer_ctx *c) {
     const sn_node *n = c->node;
-    const sn_tensor *x = c->n_in > 0 ? c->in[0] : NULL;
+    const sn_tensor *x = sn_infer_in(c, 0);
     if (!x)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "missing input");
-    if (!sn_red_is_real(x->dtype))
+    if (!sn_dtype_is_real(x->dtype))
         return sn_kfail(c->err, n, SNUG_ERR_TYPE, "unsupported input type %s",
                         sn_dtype_name(x->dtype));
     if (sn_attr_int(n, "size", 0) <= 0)
         return sn_kfail(c->err, n, SNUG_ERR_INVALID_ARG, "attribute size must be positive");
     if (x->rank != SN_RANK_UNKNOWN && x->rank < 2)
         return sn_kfail(c->err, n, SNUG_ERR_SHAPE, "input must have rank >= 2");
-    sn_red_set_out(c->out[0], x->dtype, x->rank, x->dims);
+    sn_set_out(c->out[0], x->dtype, x->rank, x->dims);
     return SNUG_OK;
 }
 
@@ -958,7 +958,7 @@ static int lrn_run(sn_kctx *c) {
     int64_t size = sn_attr_int(n, "size", 1);
     double alpha = sn_attr_float(n, "alpha", 1e-4f), beta = sn_attr_float(n, "beta", 0.75f);
     double bias = sn_attr_float(n, "bias", 1.0f);
-    int64_t N = x->dims[0], C = x->dims[1], inner = sn_red_prod(x->dims, 2, x->rank);
+    int64_t N = x->dims[0], C = x->dims[1], inner = sn_dims_prod(x->dims, 2, x->rank);
     int64_t lo = (size - 1) / 2, hi = size / 2; /* floor and ceil of (size-1)/2 */
     double k = alpha / (double)size;
     for (int64_t b = 0; b < N; b++)

@@ -67,7 +67,7 @@ static bool pool_dtype_ok(sn_dtype t, int kind) {
 }
 
 static int pool_infer_common(sn_infer_ctx *c, int kind) {
-    const sn_tensor *x = gk_in(c->in, c->n_in, 0);
+    const sn_tensor *x = sn_in(c->in, c->n_in, 0);
     if (!x)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "needs input X");
     if (!pool_dtype_ok(x->dtype, kind))
@@ -76,15 +76,15 @@ static int pool_infer_common(sn_infer_ctx *c, int kind) {
     if (ind && kind != POOL_MAX)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "only MaxPool has a second output");
     if (x->rank == SN_RANK_UNKNOWN) {
-        gk_set_out(c->out[0], x->dtype, SN_RANK_UNKNOWN, NULL);
-        gk_set_out(ind, SN_I64, SN_RANK_UNKNOWN, NULL);
+        sn_set_out(c->out[0], x->dtype, SN_RANK_UNKNOWN, NULL);
+        sn_set_out(ind, SN_I64, SN_RANK_UNKNOWN, NULL);
         return SNUG_OK;
     }
     pool_shape s;
     int64_t yd[SN_MAX_RANK];
     SN_TRY(pool_shape_make(c->node, c->err, x, kind, &s, yd));
-    gk_set_out(c->out[0], x->dtype, x->rank, yd);
-    gk_set_out(ind, SN_I64, x->rank, yd);
+    sn_set_out(c->out[0], x->dtype, x->rank, yd);
+    sn_set_out(ind, SN_I64, x->rank, yd);
     return SNUG_OK;
 }
 
@@ -101,8 +101,6 @@ typedef struct pool_job {
     int64_t *ind; /* MaxPool Indices, or NULL */
 } pool_job;
 
-static inline double ld_any(sn_dtype t, const void *p, int64_t i) { return sn_load_f64(t, p, (size_t)i); }
-static inline void st_any(sn_dtype t, void *p, int64_t i, double v) { sn_store_f64(t, p, (size_t)i, v); }
 static inline double ld_f32(sn_dtype t, const void *p, int64_t i) {
     (void)t;
     return ((const float *)p)[i];
@@ -189,7 +187,7 @@ static inline void st_f32(sn_dtype t, void *p, int64_t i, double v) {
     }
 
 POOL_PLANES(pool_planes_f32, ld_f32, st_f32)
-POOL_PLANES(pool_planes_any, ld_any, st_any)
+POOL_PLANES(pool_planes_any, sn_ld_f64, sn_st_f64)
 
 static int pool_run_common(sn_kctx *c, int kind) {
     const sn_tensor *x = c->in[0];
@@ -213,14 +211,14 @@ static int lppool_run(sn_kctx *c) { return pool_run_common(c, POOL_LP); }
 /* ---- global pools ------------------------------------------------------------------- */
 
 static int gpool_infer_common(sn_infer_ctx *c, int kind) {
-    const sn_tensor *x = gk_in(c->in, c->n_in, 0);
+    const sn_tensor *x = sn_in(c->in, c->n_in, 0);
     if (!x)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "needs input X");
     if (!pool_dtype_ok(x->dtype, POOL_AVG))
         return sn_kfail(c->err, c->node, SNUG_ERR_UNSUPPORTED, "type %s not supported", sn_dtype_name(x->dtype));
     (void)kind;
     if (x->rank == SN_RANK_UNKNOWN) {
-        gk_set_out(c->out[0], x->dtype, SN_RANK_UNKNOWN, NULL);
+        sn_set_out(c->out[0], x->dtype, SN_RANK_UNKNOWN, NULL);
         return SNUG_OK;
     }
     if (x->rank < 3)
@@ -230,7 +228,7 @@ static int gpool_infer_common(sn_infer_ctx *c, int kind) {
     yd[1] = x->dims[1];
     for (int i = 2; i < x->rank; i++)
         yd[i] = 1;
-    gk_set_out(c->out[0], x->dtype, x->rank, yd);
+    sn_set_out(c->out[0], x->dtype, x->rank, yd);
     return SNUG_OK;
 }
 
@@ -329,14 +327,14 @@ static int unpool_shape(const sn_node *node, sn_err *err, const sn_tensor *x, gk
 }
 
 static int unpool_infer(sn_infer_ctx *c) {
-    const sn_tensor *x = gk_in(c->in, c->n_in, 0), *ind = gk_in(c->in, c->n_in, 1);
-    const sn_tensor *os = gk_in(c->in, c->n_in, 2);
+    const sn_tensor *x = sn_in(c->in, c->n_in, 0), *ind = sn_in(c->in, c->n_in, 1);
+    const sn_tensor *os = sn_in(c->in, c->n_in, 2);
     if (!x || !ind)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "needs inputs X and I");
     if (ind->dtype != SN_I64)
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "I must be int64");
     if (x->rank == SN_RANK_UNKNOWN) {
-        gk_set_out(c->out[0], x->dtype, SN_RANK_UNKNOWN, NULL);
+        sn_set_out(c->out[0], x->dtype, SN_RANK_UNKNOWN, NULL);
         return SNUG_OK;
     }
     gk_geo g;
@@ -350,7 +348,7 @@ static int unpool_infer(sn_infer_ctx *c) {
         for (int i = 0; i < x->rank; i++)
             inf[i] = n >= 0 ? v[i] : SN_DIM_UNKNOWN;
     }
-    gk_set_out(c->out[0], x->dtype, x->rank, inf);
+    sn_set_out(c->out[0], x->dtype, x->rank, inf);
     return SNUG_OK;
 }
 
@@ -364,10 +362,10 @@ static int unpool_run(sn_kctx *c) {
     int64_t n_inf = 1;
     for (int i = 0; i < r; i++)
         n_inf *= inf[i];
-    int64_t nx = gk_numel(x);
-    if (gk_numel(ind) != nx)
+    int64_t nx = sn_in_numel(x);
+    if (sn_in_numel(ind) != nx)
         return sn_kfail(c->err, c->node, SNUG_ERR_SHAPE, "I has %lld elements, X has %lld",
-                        (long long)gk_numel(ind), (long long)nx);
+                        (long long)sn_in_numel(ind), (long long)nx);
     size_t es = sn_dtype_size(x->dtype);
     memset(y->data, 0, sn_tensor_nbytes(y));
     const int64_t *I = ind->data;

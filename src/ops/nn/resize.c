@@ -9,7 +9,6 @@
 
 #include "ops/shape/shape_util.h"
 
-#define KFAIL(code, ...) sn_kfail(c->err, c->node, code, __VA_ARGS__)
 
 enum { RZ_NEAREST, RZ_LINEAR, RZ_CUBIC };
 enum { CT_HALF_PIXEL, CT_HALF_PIXEL_SYM, CT_PYTORCH_HALF_PIXEL, CT_ALIGN_CORNERS, CT_ASYMMETRIC,
@@ -85,11 +84,11 @@ static int rz_make(const sn_node *node, sn_err *err, const sn_tensor *const *in,
     bool upsample = !strcmp(node->p->op_type, "Upsample");
     const sn_tensor *roi = NULL, *sc = NULL, *sz = NULL;
     if (upsample || node->opset < 11) {
-        sc = sk_in(in, n_in, 1);
+        sc = sn_in(in, n_in, 1);
     } else {
-        roi = sk_in(in, n_in, 1);
-        sc = sk_in(in, n_in, 2);
-        sz = sk_in(in, n_in, 3);
+        roi = sn_in(in, n_in, 1);
+        sc = sn_in(in, n_in, 2);
+        sz = sn_in(in, n_in, 3);
         if (tensor_empty(sc))
             sc = NULL;
         if (tensor_empty(sz))
@@ -226,11 +225,11 @@ bad_axes:
 }
 
 static int resize_infer(sn_infer_ctx *c) {
-    const sn_tensor *x = sk_in(c->in, c->n_in, 0);
+    const sn_tensor *x = sn_in(c->in, c->n_in, 0);
     if (!x || x->kind != SN_KIND_TENSOR)
         return KFAIL(SNUG_ERR_INVALID_ARG, "input X must be a tensor");
     if (x->rank == SN_RANK_UNKNOWN) {
-        sk_set_out(c->out[0], x->dtype, SN_RANK_UNKNOWN, NULL);
+        sn_set_out(c->out[0], x->dtype, SN_RANK_UNKNOWN, NULL);
         return SNUG_OK;
     }
     rz_params p;
@@ -239,7 +238,7 @@ static int resize_infer(sn_infer_ctx *c) {
         return c->err->code;
     if (rc == 0) {
         /* axes that are not resized keep their dims */
-        sk_set_out(c->out[0], x->dtype, x->rank, p.out);
+        sn_set_out(c->out[0], x->dtype, x->rank, p.out);
         for (int i = 0; i < x->rank; i++)
             if (p.out[i] == x->dims[i] && p.scale[i] == 1.0)
                 c->out[0]->dims[i] = x->dims[i];
@@ -247,7 +246,7 @@ static int resize_infer(sn_infer_ctx *c) {
     }
     if (p.mode != RZ_NEAREST && !sn_dtype_is_float(x->dtype) && !sn_dtype_is_int(x->dtype))
         return KFAIL(SNUG_ERR_TYPE, "mode needs numeric data, got %s", sn_dtype_name(x->dtype));
-    sk_set_out(c->out[0], x->dtype, x->rank, p.out);
+    sn_set_out(c->out[0], x->dtype, x->rank, p.out);
     return SNUG_OK;
 }
 
@@ -410,8 +409,6 @@ static void build_axis(const rz_params *p, int a, int64_t in, int64_t out, rz_ax
     }
 }
 
-static size_t align16(size_t v) { return (v + 15) & ~(size_t)15; }
-
 /* Tap tables for every axis; false when a dim is not known. */
 static bool resize_ws_bytes(const rz_params *p, const sn_tensor *x, const sn_tensor *y, size_t *total) {
     *total = 16;
@@ -420,8 +417,8 @@ static bool resize_ws_bytes(const rz_params *p, const sn_tensor *x, const sn_ten
         if (in < 0 || out < 0)
             return false;
         int64_t n = taps_bound(p, in, out);
-        *total += align16((size_t)(out * n) * sizeof(int64_t)) +
-                  align16((size_t)(out * n) * sizeof(double)) + align16((size_t)out);
+        *total += sn_align16((size_t)(out * n) * sizeof(int64_t)) +
+                  sn_align16((size_t)(out * n) * sizeof(double)) + sn_align16((size_t)out);
     }
     return true;
 }
@@ -444,10 +441,6 @@ static size_t resize_estimate(const sn_infer_ctx *c) {
         rz_attrs(c->node, NULL, &p) || !resize_ws_bytes(&p, c->in[0], c->out[0], &total))
         return 0;
     return total;
-}
-
-static inline double load_el(sn_dtype t, const void *d, int64_t i) {
-    return t == SN_F32 ? ((const float *)d)[i] : sn_load_f64(t, d, (size_t)i);
 }
 
 static void store_el(sn_dtype t, void *d, int64_t i, double v) {
@@ -476,7 +469,7 @@ static void store_el(sn_dtype t, void *d, int64_t i, double v) {
 }
 
 static int resize_run(sn_kctx *c) {
-    const sn_tensor *x = sk_in(c->in, c->n_in, 0);
+    const sn_tensor *x = sn_in(c->in, c->n_in, 0);
     sn_tensor *y = c->out[0];
     rz_params p;
     int rc = rz_make(c->node, c->err, c->in, c->n_in, &p);
@@ -498,8 +491,8 @@ static int resize_run(sn_kctx *c) {
     size_t need = 16;
     for (int a = 0; a < r; a++) {
         int64_t out = y->dims[a], nb = taps_bound(&p, x->dims[a], out);
-        need += align16((size_t)(out * nb) * sizeof(int64_t)) +
-                align16((size_t)(out * nb) * sizeof(double)) + align16((size_t)out);
+        need += sn_align16((size_t)(out * nb) * sizeof(int64_t)) +
+                sn_align16((size_t)(out * nb) * sizeof(double)) + sn_align16((size_t)out);
     }
     if (!sk_ws_fits(c, need))
         return KFAIL(SNUG_ERR_INTERNAL, "workspace from prepare is too small for these shapes");
@@ -511,11 +504,11 @@ static int resize_run(sn_kctx *c) {
             return KFAIL(SNUG_ERR_INTERNAL, "tap count %lld exceeds workspace", (long long)n);
         ax[a].n = n;
         ax[a].idx = (int64_t *)ws;
-        ws += align16((size_t)(out * taps_bound(&p, in, out)) * sizeof(int64_t));
+        ws += sn_align16((size_t)(out * taps_bound(&p, in, out)) * sizeof(int64_t));
         ax[a].w = (double *)ws;
-        ws += align16((size_t)(out * taps_bound(&p, in, out)) * sizeof(double));
+        ws += sn_align16((size_t)(out * taps_bound(&p, in, out)) * sizeof(double));
         ax[a].extrap = (uint8_t *)ws;
-        ws += align16((size_t)out);
+        ws += sn_align16((size_t)out);
         build_axis(&p, a, in, out, &ax[a]);
     }
     int64_t xs[SN_MAX_RANK], o[SN_MAX_RANK] = {0};
@@ -583,7 +576,7 @@ static int resize_run(sn_kctx *c) {
                     w *= ax[a].w[j];
                     off += ax[a].idx[j] * xs[a];
                 }
-                acc += w * load_el(t, x->data, off);
+                acc += w * sn_ld_f64(t, x->data, off);
                 int k = na - 1;
                 for (; k >= 0; k--) {
                     if (++tp[k] < ax[act[k]].n)

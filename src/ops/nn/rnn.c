@@ -14,7 +14,7 @@
 #include <strings.h>
 
 #include "ops/gemm.h"
-#include "ops/op.h"
+#include "ops/kit.h"
 
 enum { RNN_SIMPLE, RNN_GRU, RNN_LSTM };
 
@@ -135,10 +135,6 @@ static int rnn_cfg_read(const sn_node *n, int kind, rnn_cfg *cfg, sn_err *err) {
 /* Input indices. */
 enum { IN_X, IN_W, IN_R, IN_B, IN_SEQ, IN_H0, IN_C0, IN_P };
 
-static const sn_tensor *opt_in(int n_in, const sn_tensor *const *in, int i) {
-    return i < n_in && in[i] && in[i]->kind == SN_KIND_TENSOR ? in[i] : NULL;
-}
-
 /* Checks dim d of t against want when both are known. */
 static int dim_check(const sn_node *n, const sn_tensor *t, const char *what, int d, int64_t want, sn_err *err) {
     if (t->rank >= 0 && sn_dim_known(t->dims[d]) && sn_dim_known(want) && t->dims[d] != want)
@@ -150,8 +146,8 @@ static int dim_check(const sn_node *n, const sn_tensor *t, const char *what, int
 static int rnn_infer(sn_infer_ctx *c, int kind) {
     rnn_cfg cfg;
     SN_TRY(rnn_cfg_read(c->node, kind, &cfg, c->err));
-    const sn_tensor *X = opt_in(c->n_in, c->in, IN_X), *W = opt_in(c->n_in, c->in, IN_W),
-                    *R = opt_in(c->n_in, c->in, IN_R);
+    const sn_tensor *X = sn_in_tensor(c->in, c->n_in, IN_X), *W = sn_in_tensor(c->in, c->n_in, IN_W),
+                    *R = sn_in_tensor(c->in, c->n_in, IN_R);
     if (!X || !W || !R)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "inputs X, W and R are required");
     sn_dtype dt = X->dtype;
@@ -159,14 +155,14 @@ static int rnn_infer(sn_infer_ctx *c, int kind) {
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "X has type %s; float, double or float16 expected",
                         sn_dtype_name(dt));
     for (int i = IN_W; i < 8; i++) {
-        const sn_tensor *t = opt_in(c->n_in, c->in, i);
+        const sn_tensor *t = sn_in_tensor(c->in, c->n_in, i);
         if (!t || i == IN_SEQ)
             continue;
         if (t->dtype != dt)
             return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "input %d has type %s, X has %s", i,
                             sn_dtype_name(t->dtype), sn_dtype_name(dt));
     }
-    const sn_tensor *seq = opt_in(c->n_in, c->in, IN_SEQ);
+    const sn_tensor *seq = sn_in_tensor(c->in, c->n_in, IN_SEQ);
     if (seq && seq->dtype != SN_I32 && seq->dtype != SN_I64)
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "sequence_lens has type %s; int32 expected",
                         sn_dtype_name(seq->dtype));
@@ -190,7 +186,7 @@ static int rnn_infer(sn_infer_ctx *c, int kind) {
         SN_TRY(dim_check(c->node, R, "R", 1, GH, c->err));
         SN_TRY(dim_check(c->node, R, "R", 2, H, c->err));
     }
-    const sn_tensor *Bt = opt_in(c->n_in, c->in, IN_B);
+    const sn_tensor *Bt = sn_in_tensor(c->in, c->n_in, IN_B);
     if (Bt) {
         if (Bt->rank >= 0 && Bt->rank != 2)
             return sn_kfail(c->err, c->node, SNUG_ERR_SHAPE, "B must have rank 2");
@@ -205,7 +201,7 @@ static int rnn_infer(sn_infer_ctx *c, int kind) {
         SN_TRY(dim_check(c->node, seq, "sequence_lens", 0, B, c->err));
     }
     for (int i = IN_H0; i <= IN_C0; i++) {
-        const sn_tensor *t = opt_in(c->n_in, c->in, i);
+        const sn_tensor *t = sn_in_tensor(c->in, c->n_in, i);
         if (!t || (i == IN_C0 && kind != RNN_LSTM) || t->rank < 0)
             continue;
         const char *what = i == IN_H0 ? "initial_h" : "initial_c";
@@ -215,7 +211,7 @@ static int rnn_infer(sn_infer_ctx *c, int kind) {
         SN_TRY(dim_check(c->node, t, what, cfg.layout ? 0 : 1, B, c->err));
         SN_TRY(dim_check(c->node, t, what, 2, H, c->err));
     }
-    const sn_tensor *P = kind == RNN_LSTM ? opt_in(c->n_in, c->in, IN_P) : NULL;
+    const sn_tensor *P = kind == RNN_LSTM ? sn_in_tensor(c->in, c->n_in, IN_P) : NULL;
     if (P && P->rank >= 0) {
         if (P->rank != 2)
             return sn_kfail(c->err, c->node, SNUG_ERR_SHAPE, "P must have rank 2");
@@ -268,7 +264,7 @@ static size_t add_sz(size_t *acc, size_t n) {
 static size_t rnn_conv_floats(int n_in, const sn_tensor *const *in, int n_out, const sn_tensor *const *out) {
     size_t acc = 0;
     for (int i = 0; i < n_in && i < 8; i++) {
-        const sn_tensor *t = opt_in(n_in, in, i);
+        const sn_tensor *t = sn_in_tensor(in, n_in, i);
         if (t && i != IN_SEQ)
             add_sz(&acc, (size_t)sn_tensor_numel(t));
     }
@@ -602,7 +598,7 @@ static int rnn_run(sn_kctx *c, int kind) {
     float *ws = c->ws;
 
     int64_t *lens = (int64_t *)(ws + w.lens);
-    const sn_tensor *seq = opt_in(c->n_in, c->in, IN_SEQ);
+    const sn_tensor *seq = sn_in_tensor(c->in, c->n_in, IN_SEQ);
     if (seq && sn_tensor_numel(seq) != d.B)
         return sn_kfail(c->err, c->node, SNUG_ERR_SHAPE, "sequence_lens has %lld values for batch %lld",
                         (long long)sn_tensor_numel(seq), (long long)d.B);
@@ -619,7 +615,7 @@ static int rnn_run(sn_kctx *c, int kind) {
     float **outs[3] = {&io.Y, &io.Yh, &io.Yc};
     size_t conv = w.conv;
     for (int i = 0; i < 8; i++) {
-        const sn_tensor *t = opt_in(c->n_in, c->in, i);
+        const sn_tensor *t = sn_in_tensor(c->in, c->n_in, i);
         if (!t || !ins[i] || (kind != RNN_LSTM && (i == IN_C0 || i == IN_P)))
             continue;
         if (dt == SN_F32) {

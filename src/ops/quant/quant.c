@@ -20,9 +20,9 @@ typedef struct qmap {
 static int qmap_make(const sn_node *node, sn_err *err, const sn_tensor *x, const sn_tensor *scale,
                      const sn_tensor *zp, qmap *m) {
     memset(m, 0, sizeof *m);
-    int64_t ns = gk_numel(scale);
+    int64_t ns = sn_in_numel(scale);
     /* one scale and one zero point: per tensor, whatever their ranks ([] or [1]) */
-    if (zp && ns == 1 && gk_numel(zp) == 1 && scale->rank <= 1 && zp->rank <= 1)
+    if (zp && ns == 1 && sn_in_numel(zp) == 1 && scale->rank <= 1 && zp->rank <= 1)
         zp = NULL;
     if (zp && zp->rank != scale->rank)
         return sn_kfail(err, node, SNUG_ERR_SHAPE, "scale and zero point shapes differ");
@@ -32,7 +32,7 @@ static int qmap_make(const sn_node *node, sn_err *err, const sn_tensor *x, const
                 return sn_kfail(err, node, SNUG_ERR_SHAPE, "scale and zero point shapes differ");
     m->outer = 1;
     m->A = 1;
-    m->inner = gk_numel(x);
+    m->inner = sn_in_numel(x);
     if (scale->rank == 0 || (ns == 1 && scale->rank <= 1))
         return SNUG_OK; /* per tensor */
     int axis;
@@ -82,8 +82,6 @@ static bool q_f8_type(sn_dtype t) {
 static bool q_packed(sn_dtype t) {
     return t == SN_U4 || t == SN_I4 || t == SN_U2 || t == SN_I2 || t == SN_F4E2M1;
 }
-static bool q_scale_type(sn_dtype t) { return t == SN_F32 || t == SN_F16 || t == SN_BF16 || t == SN_F64; }
-
 static void q_range(sn_dtype t, double *lo, double *hi) {
     switch (t) {
     case SN_U8: *lo = 0, *hi = 255; break;
@@ -109,23 +107,23 @@ static sn_dtype quant_out_type(const sn_node *node, const sn_tensor *zp) {
 }
 
 static int quant_infer(sn_infer_ctx *c) {
-    const sn_tensor *x = gk_in(c->in, c->n_in, 0), *sc = gk_in(c->in, c->n_in, 1);
-    const sn_tensor *zp = gk_in(c->in, c->n_in, 2);
+    const sn_tensor *x = sn_in(c->in, c->n_in, 0), *sc = sn_in(c->in, c->n_in, 1);
+    const sn_tensor *zp = sn_in(c->in, c->n_in, 2);
     if (!x || !sc)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "needs inputs x and y_scale");
-    if (!q_scale_type(x->dtype) && x->dtype != SN_I32)
+    if (!sn_dtype_is_real(x->dtype) && x->dtype != SN_I32)
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "x of type %s not supported", sn_dtype_name(x->dtype));
-    if (!q_scale_type(sc->dtype))
+    if (!sn_dtype_is_real(sc->dtype))
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "y_scale must be a float type");
     sn_dtype yt = quant_out_type(c->node, zp);
     if (!q_int_type(yt) && !q_f8_type(yt))
         return sn_kfail(c->err, c->node, SNUG_ERR_UNSUPPORTED, "output type %s not supported", sn_dtype_name(yt));
-    gk_set_out(c->out[0], yt, x->rank, x->rank == SN_RANK_UNKNOWN ? NULL : x->dims);
+    sn_set_out(c->out[0], yt, x->rank, x->rank == SN_RANK_UNKNOWN ? NULL : x->dims);
     return SNUG_OK;
 }
 
 static int quant_run(sn_kctx *c) {
-    const sn_tensor *x = c->in[0], *sc = c->in[1], *zp = gk_in(c->in, c->n_in, 2);
+    const sn_tensor *x = c->in[0], *sc = c->in[1], *zp = sn_in(c->in, c->n_in, 2);
     sn_tensor *y = c->out[0];
     qmap m;
     SN_TRY(qmap_make(c->node, c->err, x, sc, zp, &m));
@@ -164,22 +162,22 @@ static int quant_run(sn_kctx *c) {
 /* ---- DequantizeLinear ------------------------------------------------------------------ */
 
 static int dequant_infer(sn_infer_ctx *c) {
-    const sn_tensor *x = gk_in(c->in, c->n_in, 0), *sc = gk_in(c->in, c->n_in, 1);
-    const sn_tensor *zp = gk_in(c->in, c->n_in, 2);
+    const sn_tensor *x = sn_in(c->in, c->n_in, 0), *sc = sn_in(c->in, c->n_in, 1);
+    const sn_tensor *zp = sn_in(c->in, c->n_in, 2);
     if (!x || !sc)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "needs inputs x and x_scale");
     if (!q_int_type(x->dtype) && !q_f8_type(x->dtype))
         return sn_kfail(c->err, c->node, SNUG_ERR_UNSUPPORTED, "x of type %s not supported", sn_dtype_name(x->dtype));
     if (zp && zp->dtype != x->dtype)
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "x_zero_point must have x's type");
-    if (!q_scale_type(sc->dtype))
+    if (!sn_dtype_is_real(sc->dtype))
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "x_scale must be a float type");
-    gk_set_out(c->out[0], sc->dtype, x->rank, x->rank == SN_RANK_UNKNOWN ? NULL : x->dims);
+    sn_set_out(c->out[0], sc->dtype, x->rank, x->rank == SN_RANK_UNKNOWN ? NULL : x->dims);
     return SNUG_OK;
 }
 
 static int dequant_run(sn_kctx *c) {
-    const sn_tensor *x = c->in[0], *sc = c->in[1], *zp = gk_in(c->in, c->n_in, 2);
+    const sn_tensor *x = c->in[0], *sc = c->in[1], *zp = sn_in(c->in, c->n_in, 2);
     sn_tensor *y = c->out[0];
     qmap m;
     SN_TRY(qmap_make(c->node, c->err, x, sc, zp, &m));
@@ -210,23 +208,23 @@ static int dequant_run(sn_kctx *c) {
 /* ---- DynamicQuantizeLinear --------------------------------------------------------------- */
 
 static int dynq_infer(sn_infer_ctx *c) {
-    const sn_tensor *x = gk_in(c->in, c->n_in, 0);
+    const sn_tensor *x = sn_in(c->in, c->n_in, 0);
     if (!x)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "needs input x");
     if (x->dtype != SN_F32)
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "x must be float32");
-    gk_set_out(c->out[0], SN_U8, x->rank, x->rank == SN_RANK_UNKNOWN ? NULL : x->dims);
+    sn_set_out(c->out[0], SN_U8, x->rank, x->rank == SN_RANK_UNKNOWN ? NULL : x->dims);
     if (c->n_out > 1)
-        gk_set_out(c->out[1], SN_F32, 0, NULL);
+        sn_set_out(c->out[1], SN_F32, 0, NULL);
     if (c->n_out > 2)
-        gk_set_out(c->out[2], SN_U8, 0, NULL);
+        sn_set_out(c->out[2], SN_U8, 0, NULL);
     return SNUG_OK;
 }
 
 static int dynq_run(sn_kctx *c) {
     const sn_tensor *x = c->in[0];
     const float *X = x->data;
-    int64_t n = gk_numel(x);
+    int64_t n = sn_in_numel(x);
     float mx = 0.0f, mn = 0.0f; /* the range always includes 0 */
     for (int64_t i = 0; i < n; i++) {
         mx = X[i] > mx ? X[i] : mx;
@@ -262,7 +260,7 @@ static bool qlmm_q8(sn_dtype t) { return t == SN_U8 || t == SN_I8; }
  * per tensor (1 element), per row/col ([per]) or per matrix and row/col. */
 static int qlmm_param(const sn_kctx *c, const sn_tensor *t, int64_t per, int64_t n_mats,
                       const char *what, int64_t *mode) {
-    int64_t n = gk_numel(t);
+    int64_t n = sn_in_numel(t);
     if (n == 1 || n == per || n == per * n_mats) {
         *mode = n;
         return SNUG_OK;
@@ -303,12 +301,12 @@ static int qlmm21_infer(sn_infer_ctx *c) {
                         "scales must share one type of float32, float16 or bfloat16");
     sn_dtype yt = c->in[7]->dtype;
     if (a->rank == SN_RANK_UNKNOWN || b->rank == SN_RANK_UNKNOWN) {
-        gk_set_out(c->out[0], yt, SN_RANK_UNKNOWN, NULL);
+        sn_set_out(c->out[0], yt, SN_RANK_UNKNOWN, NULL);
         return SNUG_OK;
     }
     gk_mm p;
     SN_TRY(gk_mm_plan(c->node, c->err, a, b, &p));
-    gk_set_out(c->out[0], yt, p.out_rank, p.out_dims);
+    sn_set_out(c->out[0], yt, p.out_rank, p.out_dims);
     return SNUG_OK;
 }
 
@@ -324,7 +322,7 @@ static int qlmm21_run(sn_kctx *c) {
     SN_TRY(qlmm_param(c, az, p.M, p.na, "a_zero_point", &maz));
     SN_TRY(qlmm_param(c, bs, p.N, p.nbm, "b_scale", &mbs));
     SN_TRY(qlmm_param(c, bz, p.N, p.nbm, "b_zero_point", &mbz));
-    if (gk_numel(ys) != 1 || gk_numel(yz) != 1)
+    if (sn_in_numel(ys) != 1 || sn_in_numel(yz) != 1)
         return sn_kfail(c->err, c->node, SNUG_ERR_SHAPE, "y_scale and y_zero_point must have one element");
     sn_dtype st = as->dtype;
     float ysv = (float)sn_load_f64(st, ys->data, 0);

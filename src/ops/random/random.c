@@ -93,7 +93,8 @@ static sn_rng *run_rng(sn_kctx *c, sn_rng *local) {
     return local;
 }
 
-static bool float_dtype(int64_t t) { return t == SN_F32 || t == SN_F64 || t == SN_F16 || t == SN_BF16; }
+/* t from a dtype attribute, any int64: a float type kernels compute. */
+static bool float_dtype(int64_t t) { return t == (int32_t)t && sn_dtype_is_real((sn_dtype)t); }
 
 /* ---- Bernoulli -------------------------------------------------------------- */
 
@@ -105,9 +106,7 @@ int sn_bernoulli_infer(sn_infer_ctx *c) {
     if (!sn_dtype_valid((int)dt) || dt == SN_STRING || dt == SN_C64 || dt == SN_C128)
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "dtype %lld is not supported", (long long)dt);
     sn_tensor *o = c->out[0];
-    o->kind = SN_KIND_TENSOR;
-    o->dtype = (sn_dtype)dt;
-    sn_tensor_set_shape(o, x->rank, x->dims);
+    sn_set_out(o, (sn_dtype)dt, x->rank, x->dims);
     return SNUG_OK;
 }
 
@@ -137,9 +136,7 @@ int sn_rand_uniform_infer(sn_infer_ctx *c) {
     if (!float_dtype(dt))
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "dtype %lld is not a float type", (long long)dt);
     sn_tensor *o = c->out[0];
-    o->kind = SN_KIND_TENSOR;
-    o->dtype = (sn_dtype)dt;
-    sn_tensor_set_shape(o, rank, shape);
+    sn_set_out(o, (sn_dtype)dt, rank, shape);
     return SNUG_OK;
 }
 
@@ -150,9 +147,7 @@ int sn_rand_uniform_like_infer(sn_infer_ctx *c) {
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "output type %s is not a float type",
                         sn_dtype_name((sn_dtype)dt));
     sn_tensor *o = c->out[0];
-    o->kind = SN_KIND_TENSOR;
-    o->dtype = (sn_dtype)dt;
-    sn_tensor_set_shape(o, x->rank, x->dims);
+    sn_set_out(o, (sn_dtype)dt, x->rank, x->dims);
     return SNUG_OK;
 }
 

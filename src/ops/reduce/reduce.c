@@ -12,7 +12,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "ops/op.h"
+#include "ops/kit.h"
 #include "ops/reduce/reduce_util.h"
 
 /* ======================================================================
@@ -474,7 +474,7 @@ static bool red_axes_from_input(const sn_node *n, red_kind k) {
 static int red_infer(sn_infer_ctx *c) {
     const sn_node *n = c->node;
     red_kind k = red_kind_of(n);
-    const sn_tensor *x = c->n_in > 0 ? c->in[0] : NULL;
+    const sn_tensor *x = sn_infer_in(c, 0);
     if (!x)
         return sn_kfail(c->err, n, SNUG_ERR_INVALID_ARG, "missing input");
     if (red_class_of(x->dtype, k) == RC_BAD)
@@ -482,7 +482,7 @@ static int red_infer(sn_infer_ctx *c) {
                         sn_dtype_name(x->dtype));
     bool keep = sn_attr_int(n, "keepdims", 1) != 0;
     bool from_input = red_axes_from_input(n, k);
-    const sn_tensor *axes_in = from_input && sn_red_has(c, 1) ? c->in[1] : NULL;
+    const sn_tensor *axes_in = from_input && sn_has_in(c->in, c->n_in, 1) ? c->in[1] : NULL;
     sn_tensor *y = c->out[0];
     y->kind = SN_KIND_TENSOR;
     y->dtype = x->dtype;
@@ -517,7 +517,7 @@ static int red_infer(sn_infer_ctx *c) {
  * output element (0 while the output size is not known). */
 static size_t red_ws(const sn_tensor *y) {
     int64_t n_out = sn_tensor_numel(y);
-    return n_out < 0 ? 0 : 2 * sn_red_align((size_t)n_out * 8);
+    return n_out < 0 ? 0 : 2 * sn_align16((size_t)n_out * 8);
 }
 
 static size_t red_estimate(const sn_infer_ctx *c) { return red_ws(c->out[0]); }
@@ -590,7 +590,7 @@ static int red_run_plan(sn_kctx *c, red_kind k, const sn_tensor *x, const red_pl
     case RC_FLOAT: {
         red_fn_float f = x->dtype == SN_F16 ? red_f16 : red_bf16;
         float *acc = c->ws;
-        float *shift = (float *)((char *)c->ws + sn_red_align((size_t)n * 8));
+        float *shift = (float *)((char *)c->ws + sn_align16((size_t)n * 8));
         if (k == RK_LSE) {
             red_init_float(shift, n, RK_MAX);
             if (p->n_in && x->dtype == SN_F32)
@@ -626,7 +626,7 @@ static int red_run_plan(sn_kctx *c, red_kind k, const sn_tensor *x, const red_pl
             case RK_LSE: v = logf(v) + shift[i]; break;
             default: break;
             }
-            sn_red_stf(x->dtype, y->data, i, v);
+            sn_st_f32(x->dtype, y->data, i, v);
         }
         return SNUG_OK;
     }
@@ -644,7 +644,7 @@ static int red_run_plan(sn_kctx *c, red_kind k, const sn_tensor *x, const red_pl
         default: f = red_d_u64; break;
         }
         double *acc = c->ws;
-        double *shift = (double *)((char *)c->ws + sn_red_align((size_t)n * 8));
+        double *shift = (double *)((char *)c->ws + sn_align16((size_t)n * 8));
         if (k == RK_LSE) {
             red_init_double(shift, n, RK_MAX);
             if (p->n_in)
@@ -708,7 +708,7 @@ static int red_run(sn_kctx *c) {
     red_kind k = red_kind_of(n);
     const sn_tensor *x = c->in[0];
     bool from_input = red_axes_from_input(n, k);
-    const sn_tensor *axes_in = from_input && sn_red_khas(c, 1) ? c->in[1] : NULL;
+    const sn_tensor *axes_in = from_input && sn_has_in(c->in, c->n_in, 1) ? c->in[1] : NULL;
     red_axes ra;
     SN_TRY(red_resolve_axes(n, x, axes_in, from_input, c->err, &ra));
     if (!ra.known)
@@ -745,17 +745,17 @@ static int mvn_mask(const sn_node *n, const sn_tensor *x, bool *mask, sn_err *er
 }
 
 static int mvn_infer(sn_infer_ctx *c) {
-    const sn_tensor *x = c->n_in > 0 ? c->in[0] : NULL;
+    const sn_tensor *x = sn_infer_in(c, 0);
     if (!x)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "missing input");
-    if (!sn_red_is_real(x->dtype))
+    if (!sn_dtype_is_real(x->dtype))
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "unsupported input type %s",
                         sn_dtype_name(x->dtype));
     if (x->rank != SN_RANK_UNKNOWN) {
         bool mask[SN_MAX_RANK];
         SN_TRY(mvn_mask(c->node, x, mask, c->err));
     }
-    sn_red_set_out(c->out[0], x->dtype, x->rank, x->dims);
+    sn_set_out(c->out[0], x->dtype, x->rank, x->dims);
     return SNUG_OK;
 }
 
@@ -767,7 +767,7 @@ static size_t mvn_ws(const sn_node *n, const sn_tensor *x) {
         return 0;
     red_plan p;
     red_plan_make(&p, x->rank, x->dims, mask);
-    return 2 * sn_red_align((size_t)p.n_out * sizeof(double));
+    return 2 * sn_align16((size_t)p.n_out * sizeof(double));
 }
 
 static size_t mvn_estimate(const sn_infer_ctx *c) { return mvn_ws(c->node, c->in[0]); }
@@ -787,7 +787,7 @@ static int mvn_run(sn_kctx *c) {
     if (p.n_in == 0)
         return SNUG_OK;
     double *s1 = c->ws;
-    double *s2 = (double *)((char *)c->ws + sn_red_align((size_t)p.n_out * sizeof(double)));
+    double *s2 = (double *)((char *)c->ws + sn_align16((size_t)p.n_out * sizeof(double)));
     for (int64_t i = 0; i < p.n_out; i++)
         s1[i] = s2[i] = 0.0;
     const int64_t L = p.dims[p.nd - 1];
@@ -829,9 +829,9 @@ static int mvn_run(sn_kctx *c) {
  * ====================================================================== */
 
 static void split3(const sn_tensor *x, int axis, int64_t *outer, int64_t *L, int64_t *inner) {
-    *outer = sn_red_prod(x->dims, 0, axis);
+    *outer = sn_dims_prod(x->dims, 0, axis);
     *L = x->dims[axis];
-    *inner = sn_red_prod(x->dims, axis + 1, x->rank);
+    *inner = sn_dims_prod(x->dims, axis + 1, x->rank);
 }
 
 /* ======================================================================
@@ -851,7 +851,7 @@ static bool arg_type_ok(sn_dtype t) {
 
 static int arg_infer(sn_infer_ctx *c) {
     const sn_node *n = c->node;
-    const sn_tensor *x = c->n_in > 0 ? c->in[0] : NULL;
+    const sn_tensor *x = sn_infer_in(c, 0);
     if (!x)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "missing input");
     if (!arg_type_ok(x->dtype))
@@ -1001,7 +1001,7 @@ static int cumsum_axis(const sn_node *n, const sn_tensor *x, const sn_tensor *at
 }
 
 static int cumsum_infer(sn_infer_ctx *c) {
-    const sn_tensor *x = c->n_in > 0 ? c->in[0] : NULL;
+    const sn_tensor *x = sn_infer_in(c, 0);
     if (!x)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "missing input");
     switch (x->dtype) {
@@ -1014,8 +1014,8 @@ static int cumsum_infer(sn_infer_ctx *c) {
     }
     int axis;
     bool known;
-    SN_TRY(cumsum_axis(c->node, x, sn_red_has(c, 1) ? c->in[1] : NULL, &axis, &known, c->err));
-    sn_red_set_out(c->out[0], x->dtype, x->rank, x->dims);
+    SN_TRY(cumsum_axis(c->node, x, sn_has_in(c->in, c->n_in, 1) ? c->in[1] : NULL, &axis, &known, c->err));
+    sn_set_out(c->out[0], x->dtype, x->rank, x->dims);
     return SNUG_OK;
 }
 
@@ -1060,7 +1060,7 @@ static int cumsum_run(sn_kctx *c) {
     sn_tensor *y = c->out[0];
     int axis;
     bool known;
-    SN_TRY(cumsum_axis(c->node, x, sn_red_khas(c, 1) ? c->in[1] : NULL, &axis, &known, c->err));
+    SN_TRY(cumsum_axis(c->node, x, sn_has_in(c->in, c->n_in, 1) ? c->in[1] : NULL, &axis, &known, c->err));
     if (!known)
         return sn_kfail(c->err, c->node, SNUG_ERR_INTERNAL, "axis not known at run time");
     bool excl = sn_attr_int(c->node, "exclusive", 0) != 0;
@@ -1085,13 +1085,13 @@ static int cumsum_run(sn_kctx *c) {
             for (int64_t s = 0; s < L; s++) {
                 int64_t l = rev ? L - 1 - s : s;
                 int64_t e = (o * L + l) * inner + i;
-                float v = sn_red_ldf(x->dtype, x->data, e);
+                float v = sn_ld_f32(x->dtype, x->data, e);
                 if (excl) {
-                    sn_red_stf(y->dtype, y->data, e, acc);
+                    sn_st_f32(y->dtype, y->data, e, acc);
                     acc += v;
                 } else {
                     acc += v;
-                    sn_red_stf(y->dtype, y->data, e, acc);
+                    sn_st_f32(y->dtype, y->data, e, acc);
                 }
             }
         }
@@ -1129,7 +1129,7 @@ static int topk_k(const sn_node *n, const sn_tensor *const *in, int n_in, int64_
 
 static int topk_infer(sn_infer_ctx *c) {
     const sn_node *n = c->node;
-    const sn_tensor *x = c->n_in > 0 ? c->in[0] : NULL;
+    const sn_tensor *x = sn_infer_in(c, 0);
     if (!x)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "missing input");
     if (!arg_type_ok(x->dtype))
@@ -1169,7 +1169,7 @@ static size_t topk_ws(const sn_node *n, const sn_tensor *x) {
     if (x->rank == SN_RANK_UNKNOWN || !sn_axis_norm(sn_attr_int(n, "axis", -1), x->rank, &a) ||
         x->dims[a] < 0)
         return 0;
-    return 3 * sn_red_align((size_t)x->dims[a] * 8);
+    return 3 * sn_align16((size_t)x->dims[a] * 8);
 }
 
 static size_t topk_estimate(const sn_infer_ctx *c) { return topk_ws(c->node, c->in[0]); }
@@ -1226,7 +1226,7 @@ static int topk_run(sn_kctx *c) {
     sn_tensor *idxs = c->n_out > 1 ? c->out[1] : NULL;
     if (outer * inner * k == 0)
         return SNUG_OK;
-    size_t stride = sn_red_align((size_t)L * 8);
+    size_t stride = sn_align16((size_t)L * 8);
     int64_t *ia = c->ws;
     int64_t *ib = (int64_t *)((char *)c->ws + stride);
     void *keys = (char *)c->ws + 2 * stride;

@@ -8,23 +8,11 @@
 #include "ops/llm/kernels.h" /* llm_transpose_f32 */
 #include "ops/shape/shape_util.h"
 
-#define KFAIL(code, ...) sn_kfail(c->err, c->node, code, __VA_ARGS__)
 
-static const sn_tensor *in_at(const sn_infer_ctx *c, int i) { return sk_in(c->in, c->n_in, i); }
-static const sn_tensor *kin(const sn_kctx *c, int i) { return sk_in(c->in, c->n_in, i); }
-
-static int need_tensor(sn_infer_ctx *c, int i) {
-    const sn_tensor *t = in_at(c, i);
-    if (!t)
-        return KFAIL(SNUG_ERR_INVALID_ARG, "input %d is required", i);
-    if (t->kind != SN_KIND_TENSOR)
-        return KFAIL(SNUG_ERR_TYPE, "input %d must be a tensor", i);
-    return SNUG_OK;
-}
 
 /* Run for view ops: copies input 0 unless the executor aliased it. */
 static int run_copy0(sn_kctx *c) {
-    const sn_tensor *x = kin(c, 0);
+    const sn_tensor *x = sn_kctx_in(c, 0);
     sn_tensor *y = c->out[0];
     size_t nb = sn_tensor_nbytes(y);
     if (nb && y->data != x->data)
@@ -35,8 +23,8 @@ static int run_copy0(sn_kctx *c) {
 /* ---- Reshape ------------------------------------------------------------ */
 
 static int reshape_infer(sn_infer_ctx *c) {
-    SN_TRY(need_tensor(c, 0));
-    const sn_tensor *x = c->in[0], *st = in_at(c, 1);
+    SN_TRY(sn_need_tensor(c, 0));
+    const sn_tensor *x = c->in[0], *st = sn_infer_in(c, 1);
     int64_t shp[SN_MAX_RANK];
     int n = 0, rc;
     bool allowzero = sn_attr_int(c->node, "allowzero", 0) != 0;
@@ -46,9 +34,9 @@ static int reshape_infer(sn_infer_ctx *c) {
             return c->err->code;
         if (rc == 0) {
             if (st->rank == 1 && st->dims[0] >= 0 && st->dims[0] <= SN_MAX_RANK)
-                sk_set_out(c->out[0], x->dtype, (int)st->dims[0], NULL);
+                sn_set_out(c->out[0], x->dtype, (int)st->dims[0], NULL);
             else
-                sk_set_out(c->out[0], x->dtype, SN_RANK_UNKNOWN, NULL);
+                sn_set_out(c->out[0], x->dtype, SN_RANK_UNKNOWN, NULL);
             return SNUG_OK;
         }
     } else {
@@ -131,7 +119,7 @@ static int reshape_infer(sn_infer_ctx *c) {
             }
         }
     }
-    sk_set_out(c->out[0], x->dtype, n, od);
+    sn_set_out(c->out[0], x->dtype, n, od);
     return SNUG_OK;
 }
 
@@ -159,12 +147,12 @@ static int transpose_perm(const sn_node *node, sn_err *err, int rank, int *perm)
 }
 
 static int transpose_infer(sn_infer_ctx *c) {
-    SN_TRY(need_tensor(c, 0));
+    SN_TRY(sn_need_tensor(c, 0));
     const sn_tensor *x = c->in[0];
     if (x->rank == SN_RANK_UNKNOWN) {
         const int64_t *p;
         int n = sn_attr_ints(c->node, "perm", &p);
-        sk_set_out(c->out[0], x->dtype, n >= 0 ? n : SN_RANK_UNKNOWN, NULL);
+        sn_set_out(c->out[0], x->dtype, n >= 0 ? n : SN_RANK_UNKNOWN, NULL);
         return SNUG_OK;
     }
     int perm[SN_MAX_RANK];
@@ -172,12 +160,12 @@ static int transpose_infer(sn_infer_ctx *c) {
     int64_t od[SN_MAX_RANK];
     for (int i = 0; i < x->rank; i++)
         od[i] = x->dims[perm[i]];
-    sk_set_out(c->out[0], x->dtype, x->rank, od);
+    sn_set_out(c->out[0], x->dtype, x->rank, od);
     return SNUG_OK;
 }
 
 static int transpose_run(sn_kctx *c) {
-    const sn_tensor *x = kin(c, 0);
+    const sn_tensor *x = sn_kctx_in(c, 0);
     sn_tensor *y = c->out[0];
     int r = x->rank, perm[SN_MAX_RANK];
     SN_TRY(transpose_perm(c->node, c->err, r, perm));
@@ -193,7 +181,7 @@ static int transpose_run(sn_kctx *c) {
             batch &= perm[i] == i;
         int64_t rows = x->dims[r - 2], cols = x->dims[r - 1];
         if (batch && rows > 1 && cols > 1) {
-            int64_t nb = sk_prod(x->dims, 0, r - 2);
+            int64_t nb = sn_dims_prod(x->dims, 0, r - 2);
             /* as floats: the kernel only moves the bits. One thread: a
              * split over the pool measured slower on a busy machine. */
             for (int64_t b = 0; b < nb; b++)
@@ -211,16 +199,16 @@ static int transpose_run(sn_kctx *c) {
 static int64_t prod_or_sym(const int64_t *d, int a, int b) {
     if (b - a == 1)
         return d[a];
-    int64_t p = sk_prod(d, a, b);
+    int64_t p = sn_dims_prod(d, a, b);
     return p >= 0 ? p : SN_DIM_UNKNOWN;
 }
 
 static int flatten_infer(sn_infer_ctx *c) {
-    SN_TRY(need_tensor(c, 0));
+    SN_TRY(sn_need_tensor(c, 0));
     const sn_tensor *x = c->in[0];
     int64_t axis = sn_attr_int(c->node, "axis", 1);
     if (x->rank == SN_RANK_UNKNOWN) {
-        sk_set_out(c->out[0], x->dtype, 2, NULL);
+        sn_set_out(c->out[0], x->dtype, 2, NULL);
         return SNUG_OK;
     }
     if (axis < 0)
@@ -229,7 +217,7 @@ static int flatten_infer(sn_infer_ctx *c) {
         return KFAIL(SNUG_ERR_INVALID_ARG, "axis %lld out of range for rank %d",
                      (long long)sn_attr_int(c->node, "axis", 1), x->rank);
     int64_t od[2] = {prod_or_sym(x->dims, 0, (int)axis), prod_or_sym(x->dims, (int)axis, x->rank)};
-    sk_set_out(c->out[0], x->dtype, 2, od);
+    sn_set_out(c->out[0], x->dtype, 2, od);
     return SNUG_OK;
 }
 
@@ -262,25 +250,25 @@ static int get_axes(const sn_node *node, sn_err *err, const sn_tensor *t, int64_
 }
 
 static int squeeze_infer(sn_infer_ctx *c) {
-    SN_TRY(need_tensor(c, 0));
+    SN_TRY(sn_need_tensor(c, 0));
     const sn_tensor *x = c->in[0];
     int64_t ax[SN_MAX_RANK];
     int n = 0;
-    int rc = get_axes(c->node, c->err, in_at(c, 1), ax, &n);
+    int rc = get_axes(c->node, c->err, sn_infer_in(c, 1), ax, &n);
     if (rc < 0)
         return c->err->code;
     if (x->rank == SN_RANK_UNKNOWN || rc == 2) {
         int r = SN_RANK_UNKNOWN;
         if (x->rank != SN_RANK_UNKNOWN && rc == 2 && n >= 0)
             r = x->rank - n;
-        sk_set_out(c->out[0], x->dtype, r, NULL);
+        sn_set_out(c->out[0], x->dtype, r, NULL);
         return SNUG_OK;
     }
     bool drop[SN_MAX_RANK] = {false};
     if (rc == 0) {
         for (int i = 0; i < x->rank; i++) {
             if (x->dims[i] < 0) {
-                sk_set_out(c->out[0], x->dtype, SN_RANK_UNKNOWN, NULL);
+                sn_set_out(c->out[0], x->dtype, SN_RANK_UNKNOWN, NULL);
                 return SNUG_OK;
             }
             drop[i] = x->dims[i] == 1;
@@ -302,16 +290,16 @@ static int squeeze_infer(sn_infer_ctx *c) {
     for (int i = 0; i < x->rank; i++)
         if (!drop[i])
             od[r++] = x->dims[i];
-    sk_set_out(c->out[0], x->dtype, r, od);
+    sn_set_out(c->out[0], x->dtype, r, od);
     return SNUG_OK;
 }
 
 static int unsqueeze_infer(sn_infer_ctx *c) {
-    SN_TRY(need_tensor(c, 0));
+    SN_TRY(sn_need_tensor(c, 0));
     const sn_tensor *x = c->in[0];
     int64_t ax[SN_MAX_RANK];
     int n = 0;
-    int rc = get_axes(c->node, c->err, in_at(c, 1), ax, &n);
+    int rc = get_axes(c->node, c->err, sn_infer_in(c, 1), ax, &n);
     if (rc < 0)
         return c->err->code;
     if (rc == 0)
@@ -320,7 +308,7 @@ static int unsqueeze_infer(sn_infer_ctx *c) {
         int r = SN_RANK_UNKNOWN;
         if (x->rank != SN_RANK_UNKNOWN && n >= 0)
             r = x->rank + n;
-        sk_set_out(c->out[0], x->dtype, r, NULL);
+        sn_set_out(c->out[0], x->dtype, r, NULL);
         return SNUG_OK;
     }
     int r = x->rank + n;
@@ -337,7 +325,7 @@ static int unsqueeze_infer(sn_infer_ctx *c) {
     int64_t od[SN_MAX_RANK];
     for (int i = 0, j = 0; i < r; i++)
         od[i] = ins[i] ? 1 : x->dims[j++];
-    sk_set_out(c->out[0], x->dtype, r, od);
+    sn_set_out(c->out[0], x->dtype, r, od);
     return SNUG_OK;
 }
 
@@ -353,7 +341,7 @@ static int concat_infer(sn_infer_ctx *c) {
     int rank = SN_RANK_UNKNOWN;
     sn_dtype dt = SN_UNDEFINED;
     for (int i = 0; i < c->n_in; i++) {
-        SN_TRY(need_tensor(c, i));
+        SN_TRY(sn_need_tensor(c, i));
         if (i == 0)
             dt = c->in[i]->dtype;
         else if (c->in[i]->dtype != dt)
@@ -366,7 +354,7 @@ static int concat_infer(sn_infer_ctx *c) {
         }
     }
     if (rank == SN_RANK_UNKNOWN) {
-        sk_set_out(c->out[0], dt, SN_RANK_UNKNOWN, NULL);
+        sn_set_out(c->out[0], dt, SN_RANK_UNKNOWN, NULL);
         return SNUG_OK;
     }
     int a;
@@ -400,7 +388,7 @@ static int concat_infer(sn_infer_ctx *c) {
                 od[d] = v;
         }
     }
-    sk_set_out(c->out[0], dt, rank, od);
+    sn_set_out(c->out[0], dt, rank, od);
     return SNUG_OK;
 }
 
@@ -410,8 +398,8 @@ static int concat_run(sn_kctx *c) {
     if (!sn_axis_norm(sn_attr_int(c->node, "axis", 0), y->rank, &a))
         return KFAIL(SNUG_ERR_INVALID_ARG, "axis out of range");
     size_t es = sn_dtype_size(y->dtype);
-    int64_t outer = sk_prod(y->dims, 0, a);
-    size_t inner = (size_t)sk_prod(y->dims, a + 1, y->rank) * es;
+    int64_t outer = sn_dims_prod(y->dims, 0, a);
+    size_t inner = (size_t)sn_dims_prod(y->dims, a + 1, y->rank) * es;
     size_t orow = (size_t)y->dims[a] * inner;
     size_t off = 0;
     for (int i = 0; i < c->n_in; i++) {
@@ -490,14 +478,14 @@ static int split_sizes(const sn_node *node, sn_err *err, const sn_tensor *x,
 }
 
 static int split_infer(sn_infer_ctx *c) {
-    SN_TRY(need_tensor(c, 0));
+    SN_TRY(sn_need_tensor(c, 0));
     const sn_tensor *x = c->in[0];
     if (c->n_out > 64)
         return KFAIL(SNUG_ERR_UNSUPPORTED, "too many outputs");
     if (x->rank == SN_RANK_UNKNOWN) {
         for (int i = 0; i < c->n_out; i++)
             if (c->out[i])
-                sk_set_out(c->out[i], x->dtype, SN_RANK_UNKNOWN, NULL);
+                sn_set_out(c->out[i], x->dtype, SN_RANK_UNKNOWN, NULL);
         return SNUG_OK;
     }
     int64_t axis = sn_attr_int(c->node, "axis", 0);
@@ -507,28 +495,28 @@ static int split_infer(sn_infer_ctx *c) {
                      x->rank);
     int64_t sz[64];
     bool known;
-    SN_TRY(split_sizes(c->node, c->err, x, in_at(c, 1), a, c->n_out, sz, &known));
+    SN_TRY(split_sizes(c->node, c->err, x, sn_infer_in(c, 1), a, c->n_out, sz, &known));
     for (int i = 0; i < c->n_out; i++) {
         if (!c->out[i])
             continue;
-        sk_set_out(c->out[i], x->dtype, x->rank, x->dims);
+        sn_set_out(c->out[i], x->dtype, x->rank, x->dims);
         c->out[i]->dims[a] = known ? sz[i] : SN_DIM_UNKNOWN;
     }
     return SNUG_OK;
 }
 
 static int split_run(sn_kctx *c) {
-    const sn_tensor *x = kin(c, 0);
+    const sn_tensor *x = sn_kctx_in(c, 0);
     int a = 0;
     if (!sn_axis_norm(sn_attr_int(c->node, "axis", 0), x->rank, &a))
         return KFAIL(SNUG_ERR_INVALID_ARG, "axis out of range");
     size_t es = sn_dtype_size(x->dtype);
-    int64_t outer = sk_prod(x->dims, 0, a);
-    size_t inner = (size_t)sk_prod(x->dims, a + 1, x->rank) * es;
+    int64_t outer = sn_dims_prod(x->dims, 0, a);
+    size_t inner = (size_t)sn_dims_prod(x->dims, a + 1, x->rank) * es;
     size_t irow = (size_t)x->dims[a] * inner, off = 0;
     int64_t sz[64];
     bool known;
-    SN_TRY(split_sizes(c->node, c->err, x, kin(c, 1), a, c->n_out, sz, &known));
+    SN_TRY(split_sizes(c->node, c->err, x, sn_kctx_in(c, 1), a, c->n_out, sz, &known));
     for (int i = 0; i < c->n_out; i++) {
         size_t row = (size_t)sz[i] * inner;
         sn_tensor *y = c->out[i];
@@ -579,11 +567,11 @@ static int slice_make(const sn_node *node, sn_err *err, const sn_tensor *const *
     int ns, ne, na = -1, nsp = -1;
     if (n_in >= 2) {
         int rc;
-        if ((rc = sk_read_ints(node, err, sk_in(in, n_in, 1), "starts", st, SN_MAX_RANK, &ns)) <= 0)
+        if ((rc = sk_read_ints(node, err, sn_in(in, n_in, 1), "starts", st, SN_MAX_RANK, &ns)) <= 0)
             return rc;
-        if ((rc = sk_read_ints(node, err, sk_in(in, n_in, 2), "ends", en, SN_MAX_RANK, &ne)) <= 0)
+        if ((rc = sk_read_ints(node, err, sn_in(in, n_in, 2), "ends", en, SN_MAX_RANK, &ne)) <= 0)
             return rc;
-        const sn_tensor *ta = sk_in(in, n_in, 3), *ts = sk_in(in, n_in, 4);
+        const sn_tensor *ta = sn_in(in, n_in, 3), *ts = sn_in(in, n_in, 4);
         if (ta && (rc = sk_read_ints(node, err, ta, "axes", ax, SN_MAX_RANK, &na)) <= 0)
             return rc;
         if (ts && (rc = sk_read_ints(node, err, ts, "steps", sp, SN_MAX_RANK, &nsp)) <= 0)
@@ -649,10 +637,10 @@ bad_attr:
 }
 
 static int slice_infer(sn_infer_ctx *c) {
-    SN_TRY(need_tensor(c, 0));
+    SN_TRY(sn_need_tensor(c, 0));
     const sn_tensor *x = c->in[0];
     if (x->rank == SN_RANK_UNKNOWN) {
-        sk_set_out(c->out[0], x->dtype, SN_RANK_UNKNOWN, NULL);
+        sn_set_out(c->out[0], x->dtype, SN_RANK_UNKNOWN, NULL);
         return SNUG_OK;
     }
     slice_plan p;
@@ -660,15 +648,15 @@ static int slice_infer(sn_infer_ctx *c) {
     if (rc < 0)
         return c->err->code;
     if (rc == 0) {
-        sk_set_out(c->out[0], x->dtype, x->rank, NULL);
+        sn_set_out(c->out[0], x->dtype, x->rank, NULL);
         return SNUG_OK;
     }
-    sk_set_out(c->out[0], x->dtype, x->rank, p.len);
+    sn_set_out(c->out[0], x->dtype, x->rank, p.len);
     return SNUG_OK;
 }
 
 static int slice_run(sn_kctx *c) {
-    const sn_tensor *x = kin(c, 0);
+    const sn_tensor *x = sn_kctx_in(c, 0);
     sn_tensor *y = c->out[0];
     slice_plan p;
     if (slice_make(c->node, c->err, c->in, c->n_in, &p) <= 0)
@@ -719,7 +707,7 @@ static int pad_make(const sn_node *node, sn_err *err, const sn_tensor *const *in
         int rc = sk_read_ints(node, err, in[1], "pads", pads, 2 * SN_MAX_RANK, &np);
         if (rc <= 0)
             return rc;
-        const sn_tensor *ta = sk_in(in, n_in, 3);
+        const sn_tensor *ta = sn_in(in, n_in, 3);
         if (ta && (rc = sk_read_ints(node, err, ta, "axes", ax, SN_MAX_RANK, &na)) <= 0)
             return rc;
     } else {
@@ -753,10 +741,10 @@ static int pad_make(const sn_node *node, sn_err *err, const sn_tensor *const *in
 }
 
 static int pad_infer(sn_infer_ctx *c) {
-    SN_TRY(need_tensor(c, 0));
+    SN_TRY(sn_need_tensor(c, 0));
     const sn_tensor *x = c->in[0];
     if (x->rank == SN_RANK_UNKNOWN) {
-        sk_set_out(c->out[0], x->dtype, SN_RANK_UNKNOWN, NULL);
+        sn_set_out(c->out[0], x->dtype, SN_RANK_UNKNOWN, NULL);
         return SNUG_OK;
     }
     pad_plan p;
@@ -779,7 +767,7 @@ static int pad_infer(sn_infer_ctx *c) {
         if (x->dims[i] == 0 && od[i] > 0 && p.mode != PAD_CONSTANT)
             return KFAIL(SNUG_ERR_SHAPE, "cannot pad empty axis %d in this mode", i);
     }
-    sk_set_out(c->out[0], x->dtype, x->rank, od);
+    sn_set_out(c->out[0], x->dtype, x->rank, od);
     return SNUG_OK;
 }
 
@@ -803,7 +791,7 @@ static int64_t pad_src(int mode, int64_t i, int64_t d) {
 }
 
 static int pad_run(sn_kctx *c) {
-    const sn_tensor *x = kin(c, 0);
+    const sn_tensor *x = sn_kctx_in(c, 0);
     sn_tensor *y = c->out[0];
     pad_plan p;
     if (pad_make(c->node, c->err, c->in, c->n_in, &p) <= 0)
@@ -813,7 +801,7 @@ static int pad_run(sn_kctx *c) {
         return SNUG_OK;
     size_t es = sn_dtype_size(x->dtype);
     unsigned char cval[16] = {0};
-    const sn_tensor *cv = kin(c, 2);
+    const sn_tensor *cv = sn_kctx_in(c, 2);
     if (cv && cv->data && sn_tensor_numel(cv) >= 1) {
         if (cv->dtype != x->dtype)
             return KFAIL(SNUG_ERR_TYPE, "constant_value is %s, data is %s",
@@ -892,15 +880,15 @@ static int pad_run(sn_kctx *c) {
 /* ---- Tile / Expand ------------------------------------------------------ */
 
 static int tile_infer(sn_infer_ctx *c) {
-    SN_TRY(need_tensor(c, 0));
+    SN_TRY(sn_need_tensor(c, 0));
     const sn_tensor *x = c->in[0];
     int64_t rep[SN_MAX_RANK];
     int n = 0;
-    int rc = sk_read_ints(c->node, c->err, in_at(c, 1), "repeats", rep, SN_MAX_RANK, &n);
+    int rc = sk_read_ints(c->node, c->err, sn_infer_in(c, 1), "repeats", rep, SN_MAX_RANK, &n);
     if (rc < 0)
         return c->err->code;
     if (x->rank == SN_RANK_UNKNOWN || rc == 0) {
-        sk_set_out(c->out[0], x->dtype, x->rank, NULL);
+        sn_set_out(c->out[0], x->dtype, x->rank, NULL);
         return SNUG_OK;
     }
     if (n != x->rank)
@@ -911,12 +899,12 @@ static int tile_infer(sn_infer_ctx *c) {
             return KFAIL(SNUG_ERR_INVALID_ARG, "negative repeat %lld", (long long)rep[i]);
         od[i] = x->dims[i] >= 0 ? x->dims[i] * rep[i] : (rep[i] == 1 ? x->dims[i] : SN_DIM_UNKNOWN);
     }
-    sk_set_out(c->out[0], x->dtype, x->rank, od);
+    sn_set_out(c->out[0], x->dtype, x->rank, od);
     return SNUG_OK;
 }
 
 static int tile_run(sn_kctx *c) {
-    const sn_tensor *x = kin(c, 0);
+    const sn_tensor *x = sn_kctx_in(c, 0);
     sn_tensor *y = c->out[0];
     int r = x->rank;
     size_t es = sn_dtype_size(x->dtype);
@@ -939,8 +927,8 @@ static int tile_run(sn_kctx *c) {
 }
 
 static int expand_infer(sn_infer_ctx *c) {
-    SN_TRY(need_tensor(c, 0));
-    const sn_tensor *x = c->in[0], *s = in_at(c, 1);
+    SN_TRY(sn_need_tensor(c, 0));
+    const sn_tensor *x = c->in[0], *s = sn_infer_in(c, 1);
     int64_t shp[SN_MAX_RANK];
     int n = 0;
     int rc = sk_read_ints(c->node, c->err, s, "shape", shp, SN_MAX_RANK, &n);
@@ -950,11 +938,11 @@ static int expand_infer(sn_infer_ctx *c) {
         int r = SN_RANK_UNKNOWN;
         if (s && s->rank == 1 && s->dims[0] >= 0 && x->rank != SN_RANK_UNKNOWN)
             r = (int)sn_imax(s->dims[0], x->rank);
-        sk_set_out(c->out[0], x->dtype, r, NULL);
+        sn_set_out(c->out[0], x->dtype, r, NULL);
         return SNUG_OK;
     }
     if (x->rank == SN_RANK_UNKNOWN) {
-        sk_set_out(c->out[0], x->dtype, SN_RANK_UNKNOWN, NULL);
+        sn_set_out(c->out[0], x->dtype, SN_RANK_UNKNOWN, NULL);
         return SNUG_OK;
     }
     for (int i = 0; i < n; i++)
@@ -965,12 +953,12 @@ static int expand_infer(sn_infer_ctx *c) {
     sn_err e = {0};
     if (sn_broadcast_shape(x->rank, x->dims, n, shp, &r, od, &e))
         return KFAIL(SNUG_ERR_SHAPE, "%s", e.msg);
-    sk_set_out(c->out[0], x->dtype, r, od);
+    sn_set_out(c->out[0], x->dtype, r, od);
     return SNUG_OK;
 }
 
 static int expand_run(sn_kctx *c) {
-    const sn_tensor *x = kin(c, 0);
+    const sn_tensor *x = sn_kctx_in(c, 0);
     sn_tensor *y = c->out[0];
     size_t es = sn_dtype_size(x->dtype);
     int r = y->rank, off = r - x->rank;
@@ -998,7 +986,7 @@ static void shape_range(const sn_node *node, int rank, int64_t *s, int64_t *e) {
 }
 
 static int shape_infer(sn_infer_ctx *c) {
-    const sn_tensor *x = in_at(c, 0);
+    const sn_tensor *x = sn_infer_in(c, 0);
     if (!x)
         return KFAIL(SNUG_ERR_INVALID_ARG, "input is required");
     int64_t d = SN_DIM_UNKNOWN;
@@ -1007,12 +995,12 @@ static int shape_infer(sn_infer_ctx *c) {
         shape_range(c->node, x->rank, &s, &e);
         d = sn_imax(e - s, 0);
     }
-    sk_set_out(c->out[0], SN_I64, 1, &d);
+    sn_set_out(c->out[0], SN_I64, 1, &d);
     return SNUG_OK;
 }
 
 static int shape_run(sn_kctx *c) {
-    const sn_tensor *x = kin(c, 0);
+    const sn_tensor *x = sn_kctx_in(c, 0);
     int64_t s, e;
     shape_range(c->node, x->rank, &s, &e);
     for (int64_t i = s; i < e; i++)
@@ -1021,21 +1009,21 @@ static int shape_run(sn_kctx *c) {
 }
 
 static int size_infer(sn_infer_ctx *c) {
-    if (!in_at(c, 0))
+    if (!sn_infer_in(c, 0))
         return KFAIL(SNUG_ERR_INVALID_ARG, "input is required");
-    sk_set_out(c->out[0], SN_I64, 0, NULL);
+    sn_set_out(c->out[0], SN_I64, 0, NULL);
     return SNUG_OK;
 }
 
 static int size_run(sn_kctx *c) {
-    *(int64_t *)c->out[0]->data = sn_tensor_numel(kin(c, 0));
+    *(int64_t *)c->out[0]->data = sn_tensor_numel(sn_kctx_in(c, 0));
     return SNUG_OK;
 }
 
 /* ---- ConstantOfShape / Constant ----------------------------------------- */
 
 static int cos_infer(sn_infer_ctx *c) {
-    SN_TRY(need_tensor(c, 0));
+    SN_TRY(sn_need_tensor(c, 0));
     const sn_tensor *v = sn_attr_tensor(c->node, "value"), *s = c->in[0];
     sn_dtype dt = SN_F32;
     if (v) {
@@ -1051,13 +1039,13 @@ static int cos_infer(sn_infer_ctx *c) {
     if (rc == 0) {
         int r = s->rank == 1 && s->dims[0] >= 0 && s->dims[0] <= SN_MAX_RANK ? (int)s->dims[0]
                                                                              : SN_RANK_UNKNOWN;
-        sk_set_out(c->out[0], dt, r, NULL);
+        sn_set_out(c->out[0], dt, r, NULL);
         return SNUG_OK;
     }
     for (int i = 0; i < n; i++)
         if (shp[i] < 0)
             return KFAIL(SNUG_ERR_INVALID_ARG, "negative dim %lld", (long long)shp[i]);
-    sk_set_out(c->out[0], dt, n, shp);
+    sn_set_out(c->out[0], dt, n, shp);
     return SNUG_OK;
 }
 
@@ -1097,7 +1085,7 @@ static int constant_infer(sn_infer_ctx *c) {
     if (t) {
         if (t->kind != SN_KIND_TENSOR)
             return KFAIL(SNUG_ERR_UNSUPPORTED, "value is not a tensor");
-        sk_set_out(c->out[0], t->dtype, t->rank, t->dims);
+        sn_set_out(c->out[0], t->dtype, t->rank, t->dims);
         return SNUG_OK;
     }
     if (sn_attr_get(nd, "sparse_value"))
@@ -1105,20 +1093,20 @@ static int constant_infer(sn_infer_ctx *c) {
     const sn_attr *a;
     int64_t one = 1;
     if ((a = sn_attr_get(nd, "value_float")) != NULL) {
-        sk_set_out(c->out[0], SN_F32, 0, NULL);
+        sn_set_out(c->out[0], SN_F32, 0, NULL);
     } else if ((a = sn_attr_get(nd, "value_int")) != NULL) {
-        sk_set_out(c->out[0], SN_I64, 0, NULL);
+        sn_set_out(c->out[0], SN_I64, 0, NULL);
     } else if ((a = sn_attr_get(nd, "value_string")) != NULL) {
-        sk_set_out(c->out[0], SN_STRING, 0, NULL);
+        sn_set_out(c->out[0], SN_STRING, 0, NULL);
     } else if ((n = sn_attr_floats(nd, "value_floats", &fs)) >= 0) {
         one = n;
-        sk_set_out(c->out[0], SN_F32, 1, &one);
+        sn_set_out(c->out[0], SN_F32, 1, &one);
     } else if ((n = sn_attr_ints(nd, "value_ints", &is)) >= 0) {
         one = n;
-        sk_set_out(c->out[0], SN_I64, 1, &one);
+        sn_set_out(c->out[0], SN_I64, 1, &one);
     } else if ((n = sn_attr_strings(nd, "value_strings", &ss)) >= 0) {
         one = n;
-        sk_set_out(c->out[0], SN_STRING, 1, &one);
+        sn_set_out(c->out[0], SN_STRING, 1, &one);
     } else {
         return KFAIL(SNUG_ERR_INVALID_ARG, "no value attribute");
     }
@@ -1159,7 +1147,7 @@ static int constant_run(sn_kctx *c) {
 /* ---- Range -------------------------------------------------------------- */
 
 static int range_count(sn_infer_ctx *c, int64_t *count) {
-    const sn_tensor *s = in_at(c, 0), *l = in_at(c, 1), *d = in_at(c, 2);
+    const sn_tensor *s = sn_infer_in(c, 0), *l = sn_infer_in(c, 1), *d = sn_infer_in(c, 2);
     *count = SN_DIM_UNKNOWN;
     if (!s->data || !l->data || !d->data)
         return SNUG_OK;
@@ -1194,7 +1182,7 @@ static int range_count(sn_infer_ctx *c, int64_t *count) {
 
 static int range_infer(sn_infer_ctx *c) {
     for (int i = 0; i < 3; i++)
-        SN_TRY(need_tensor(c, i));
+        SN_TRY(sn_need_tensor(c, i));
     sn_dtype t = c->in[0]->dtype;
     if (c->in[1]->dtype != t || c->in[2]->dtype != t)
         return KFAIL(SNUG_ERR_TYPE, "start, limit and delta must have one type");
@@ -1202,13 +1190,13 @@ static int range_infer(sn_infer_ctx *c) {
         return KFAIL(SNUG_ERR_TYPE, "unsupported type %s", sn_dtype_name(t));
     int64_t n;
     SN_TRY(range_count(c, &n));
-    sk_set_out(c->out[0], t, 1, &n);
+    sn_set_out(c->out[0], t, 1, &n);
     return SNUG_OK;
 }
 
 static int range_run(sn_kctx *c) {
     sn_tensor *y = c->out[0];
-    const sn_tensor *s = kin(c, 0), *d = kin(c, 2);
+    const sn_tensor *s = sn_kctx_in(c, 0), *d = sn_kctx_in(c, 2);
     int64_t n = y->dims[0];
     sn_dtype t = y->dtype;
     switch (t) {
@@ -1253,14 +1241,14 @@ static int range_run(sn_kctx *c) {
 /* ---- EyeLike ------------------------------------------------------------ */
 
 static int eyelike_infer(sn_infer_ctx *c) {
-    SN_TRY(need_tensor(c, 0));
+    SN_TRY(sn_need_tensor(c, 0));
     const sn_tensor *x = c->in[0];
     int64_t dt = sn_attr_int(c->node, "dtype", x->dtype);
     if (!sn_dtype_valid((int)dt) || dt == SN_STRING || dt == SN_UNDEFINED)
         return KFAIL(SNUG_ERR_TYPE, "unsupported dtype %lld", (long long)dt);
     if (x->rank != SN_RANK_UNKNOWN && x->rank != 2)
         return KFAIL(SNUG_ERR_SHAPE, "input must be 2-D, got rank %d", x->rank);
-    sk_set_out(c->out[0], (sn_dtype)dt, 2, x->rank == 2 ? x->dims : NULL);
+    sn_set_out(c->out[0], (sn_dtype)dt, 2, x->rank == 2 ? x->dims : NULL);
     return SNUG_OK;
 }
 
@@ -1280,14 +1268,14 @@ static int eyelike_run(sn_kctx *c) {
 /* ---- DepthToSpace / SpaceToDepth ---------------------------------------- */
 
 static int d2s_infer(sn_infer_ctx *c) {
-    SN_TRY(need_tensor(c, 0));
+    SN_TRY(sn_need_tensor(c, 0));
     const sn_tensor *x = c->in[0];
     int64_t b = sn_attr_int(c->node, "blocksize", 0);
     bool d2s = !strcmp(c->node->p->op_type, "DepthToSpace");
     if (b <= 0)
         return KFAIL(SNUG_ERR_INVALID_ARG, "blocksize must be positive");
     if (x->rank == SN_RANK_UNKNOWN) {
-        sk_set_out(c->out[0], x->dtype, 4, NULL);
+        sn_set_out(c->out[0], x->dtype, 4, NULL);
         return SNUG_OK;
     }
     if (x->rank != 4)
@@ -1313,12 +1301,12 @@ static int d2s_infer(sn_infer_ctx *c) {
             }
         }
     }
-    sk_set_out(c->out[0], x->dtype, 4, od);
+    sn_set_out(c->out[0], x->dtype, 4, od);
     return SNUG_OK;
 }
 
 static int d2s_run(sn_kctx *c) {
-    const sn_tensor *x = kin(c, 0);
+    const sn_tensor *x = sn_kctx_in(c, 0);
     sn_tensor *y = c->out[0];
     int64_t b = sn_attr_int(c->node, "blocksize", 0);
     size_t es = sn_dtype_size(x->dtype);

@@ -4,21 +4,7 @@
 
 #include <string.h>
 
-#include "ops/op.h"
-
-/* Sets an output's type and shape. */
-static inline void sk_set_out(sn_tensor *o, sn_dtype dt, int rank, const int64_t *dims) {
-    o->kind = SN_KIND_TENSOR;
-    o->dtype = dt;
-    o->rank = rank;
-    for (int i = 0; i < rank && i < SN_MAX_RANK; i++)
-        o->dims[i] = dims ? dims[i] : SN_DIM_UNKNOWN;
-}
-
-/* Input i, or NULL when absent. */
-static inline const sn_tensor *sk_in(const sn_tensor *const *in, int n_in, int i) {
-    return i < n_in ? in[i] : NULL;
-}
+#include "ops/kit.h"
 
 /* Reads an int32/int64 input's values. Returns 1 when known (*n set), 0 when
  * the data is not known yet, -1 with err set. */
@@ -30,17 +16,6 @@ int sk_read_ints(const sn_node *node, sn_err *err, const sn_tensor *t, const cha
  * up to 2 * SN_MAX_RANK. */
 void sk_copy_strided(void *dst, const void *src, int rank, const int64_t *dims,
                      const int64_t *bstride, size_t es);
-
-/* Product of dims[a..b), -1 when any is not known. */
-static inline int64_t sk_prod(const int64_t *dims, int a, int b) {
-    int64_t p = 1;
-    for (int i = a; i < b; i++) {
-        if (dims[i] < 0)
-            return -1;
-        p *= dims[i];
-    }
-    return p;
-}
 
 /* Per-node state of kernels that size a workspace in prepare: run checks
  * that its actual need fits what prepare declared (shapes may have changed

@@ -8,7 +8,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "ops/op.h"
+#include "ops/kit.h"
 
 #ifndef M_PI
 #define M_PI 3.14159265358979323846
@@ -20,14 +20,6 @@ static bool scalar_i64(const sn_tensor *t, int64_t *v) {
         return false;
     *v = sn_load_i64(t->dtype, t->data, 0);
     return true;
-}
-
-static const sn_tensor *opt_in(const sn_tensor *const *in, int n_in, int i) {
-    return i < n_in && in[i] && in[i]->kind == SN_KIND_TENSOR ? in[i] : NULL;
-}
-
-static bool is_real_dtype(sn_dtype t) {
-    return t == SN_F32 || t == SN_F64 || t == SN_F16 || t == SN_BF16;
 }
 
 /* ---- transform core -------------------------------------------------------- */
@@ -122,7 +114,7 @@ static int dft_args_get(const sn_node *node, int n_in, const sn_tensor *const *i
     int64_t axis;
     if (node->opset >= 20) {
         axis = -2;
-        const sn_tensor *at = opt_in(in, n_in, 2);
+        const sn_tensor *at = sn_in_tensor(in, n_in, 2);
         if (at && !scalar_i64(at, &axis)) {
             if (at->data || !sn_dtype_is_int(at->dtype))
                 return sn_kfail(err, node, SNUG_ERR_TYPE, "axis must be an integer scalar");
@@ -136,7 +128,7 @@ static int dft_args_get(const sn_node *node, int n_in, const sn_tensor *const *i
     if (!sn_axis_norm(axis, x->rank, &a->axis) || a->axis == x->rank - 1)
         return sn_kfail(err, node, SNUG_ERR_INVALID_ARG, "axis %lld is out of range for rank %d (the last dim holds re/im)",
                         (long long)axis, x->rank);
-    const sn_tensor *lt = opt_in(in, n_in, 1);
+    const sn_tensor *lt = sn_in_tensor(in, n_in, 1);
     a->n_known = true;
     if (lt) {
         if (!scalar_i64(lt, &a->n)) {
@@ -160,7 +152,7 @@ static int dft_args_get(const sn_node *node, int n_in, const sn_tensor *const *i
 
 static int dft_infer(sn_infer_ctx *c) {
     const sn_tensor *x = c->in[0];
-    if (!is_real_dtype(x->dtype))
+    if (!sn_dtype_is_real(x->dtype))
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "input type %s is not a float type", sn_dtype_name(x->dtype));
     sn_tensor *o = c->out[0];
     o->kind = SN_KIND_TENSOR;
@@ -193,16 +185,6 @@ static int dft_infer(sn_infer_ctx *c) {
 }
 
 /* Loads element (real part or imag) generic over float types. */
-static inline double ld(sn_dtype t, const void *d, int64_t i) {
-    return t == SN_F32 ? ((const float *)d)[i] : sn_load_f64(t, d, (size_t)i);
-}
-static inline void st(sn_dtype t, void *d, int64_t i, double v) {
-    if (t == SN_F32)
-        ((float *)d)[i] = (float)v;
-    else
-        sn_store_f64(t, d, (size_t)i, v);
-}
-
 static int64_t ws_bound_of(const sn_tensor *o) {
     int64_t bound = 0;
     for (int i = 0; i < o->rank - 1; i++)
@@ -244,8 +226,8 @@ static int dft_run(sn_kctx *c) {
                 }
                 if (src < L) {
                     int64_t at = ((o * L + src) * inner + i) * C;
-                    re = ld(x->dtype, x->data, at);
-                    im = C == 2 ? ld(x->dtype, x->data, at + 1) : 0.0;
+                    re = sn_ld_f64(x->dtype, x->data, at);
+                    im = C == 2 ? sn_ld_f64(x->dtype, x->data, at + 1) : 0.0;
                 }
                 if (irfft && (j == 0 || (n % 2 == 0 && j == n / 2)))
                     im = 0;
@@ -256,9 +238,9 @@ static int dft_run(sn_kctx *c) {
             const double scale = a.inverse ? 1.0 / (double)n : 1.0;
             for (int64_t k = 0; k < K; k++) {
                 int64_t at = ((o * K + k) * inner + i) * CO;
-                st(y->dtype, y->data, at, p.b[2 * k] * scale);
+                sn_st_f64(y->dtype, y->data, at, p.b[2 * k] * scale);
                 if (CO == 2)
-                    st(y->dtype, y->data, at + 1, p.b[2 * k + 1] * scale);
+                    sn_st_f64(y->dtype, y->data, at + 1, p.b[2 * k + 1] * scale);
             }
         }
     return SNUG_OK;
@@ -271,9 +253,9 @@ typedef struct stft_args {
 } stft_args;
 
 static int stft_args_get(const sn_node *node, int n_in, const sn_tensor *const *in, stft_args *a, sn_err *err) {
-    const sn_tensor *x = in[0], *win = opt_in(in, n_in, 2), *fl = opt_in(in, n_in, 3);
+    const sn_tensor *x = in[0], *win = sn_in_tensor(in, n_in, 2), *fl = sn_in_tensor(in, n_in, 3);
     a->step = a->flen = -1;
-    const sn_tensor *st_ = opt_in(in, n_in, 1);
+    const sn_tensor *st_ = sn_in_tensor(in, n_in, 1);
     if (!st_)
         return sn_kfail(err, node, SNUG_ERR_INVALID_ARG, "frame_step is required");
     if (scalar_i64(st_, &a->step) && a->step <= 0)
@@ -311,7 +293,7 @@ static int dft_prepare(sn_prep_ctx *c) {
 
 static int stft_infer(sn_infer_ctx *c) {
     const sn_tensor *x = c->in[0];
-    if (!is_real_dtype(x->dtype))
+    if (!sn_dtype_is_real(x->dtype))
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "signal type %s is not a float type", sn_dtype_name(x->dtype));
     if (x->rank >= 0 && x->rank != 3)
         return sn_kfail(c->err, c->node, SNUG_ERR_SHAPE, "signal must be [batch, length, 1 or 2], rank %d given", x->rank);
@@ -339,7 +321,7 @@ static int stft_prepare(sn_prep_ctx *c) {
 }
 
 static int stft_run(sn_kctx *c) {
-    const sn_tensor *x = c->in[0], *win = opt_in(c->in, c->n_in, 2);
+    const sn_tensor *x = c->in[0], *win = sn_in_tensor(c->in, c->n_in, 2);
     sn_tensor *y = c->out[0];
     stft_args a;
     SN_TRY(stft_args_get(c->node, c->n_in, c->in, &a, c->err));
@@ -355,11 +337,11 @@ static int stft_run(sn_kctx *c) {
         for (int64_t f = 0; f < F; f++) {
             for (int64_t j = 0; j < n; j++) {
                 int64_t t = f * a.step + j;
-                double w = win ? ld(win->dtype, win->data, j) : 1.0;
+                double w = win ? sn_ld_f64(win->dtype, win->data, j) : 1.0;
                 double re = 0, im = 0;
                 if (t < L) {
-                    re = ld(x->dtype, x->data, (b * L + t) * C);
-                    im = C == 2 ? ld(x->dtype, x->data, (b * L + t) * C + 1) : 0.0;
+                    re = sn_ld_f64(x->dtype, x->data, (b * L + t) * C);
+                    im = C == 2 ? sn_ld_f64(x->dtype, x->data, (b * L + t) * C + 1) : 0.0;
                 }
                 p.a[2 * j] = re * w;
                 p.a[2 * j + 1] = im * w;
@@ -367,8 +349,8 @@ static int stft_run(sn_kctx *c) {
             dft_exec(&p, false, K);
             for (int64_t k = 0; k < K; k++) {
                 int64_t at = ((b * F + f) * K + k) * 2;
-                st(y->dtype, y->data, at, p.b[2 * k]);
-                st(y->dtype, y->data, at + 1, p.b[2 * k + 1]);
+                sn_st_f64(y->dtype, y->data, at, p.b[2 * k]);
+                sn_st_f64(y->dtype, y->data, at + 1, p.b[2 * k + 1]);
             }
         }
     return SNUG_OK;
@@ -394,9 +376,7 @@ static int window_infer(sn_infer_ctx *c) {
     if (scalar_i64(s, &n) && n < 0)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "size %lld is negative", (long long)n);
     sn_tensor *o = c->out[0];
-    o->kind = SN_KIND_TENSOR;
-    o->dtype = dt;
-    sn_tensor_set_shape(o, 1, &n);
+    sn_set_out(o, dt, 1, &n);
     return SNUG_OK;
 }
 

@@ -33,20 +33,20 @@ static int64_t bc_offset(const sn_tensor *t, int out_rank, const int64_t *out_di
 /* ---- StringConcat (20) ----------------------------------------------------------------------- */
 
 int nw_strconcat_infer(sn_infer_ctx *c) {
-    const sn_tensor *a = nw_in(c->in, c->n_in, 0), *b = nw_in(c->in, c->n_in, 1);
+    const sn_tensor *a = sn_in(c->in, c->n_in, 0), *b = sn_in(c->in, c->n_in, 1);
     if (!a || !b)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "needs inputs X and Y");
     if (a->dtype != SN_STRING || b->dtype != SN_STRING)
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "X and Y must be string tensors");
     if (a->rank < 0 || b->rank < 0) {
-        nw_set_out(c->out[0], SN_STRING, SN_RANK_UNKNOWN, NULL);
+        sn_set_out(c->out[0], SN_STRING, SN_RANK_UNKNOWN, NULL);
         return SNUG_OK;
     }
     int r;
     int64_t d[SN_MAX_RANK];
     if (sn_broadcast_shape(a->rank, a->dims, b->rank, b->dims, &r, d, c->err) != SNUG_OK)
         return sn_kfail(c->err, c->node, SNUG_ERR_SHAPE, "%s", c->err->msg);
-    nw_set_out(c->out[0], SN_STRING, r, d);
+    sn_set_out(c->out[0], SN_STRING, r, d);
     return SNUG_OK;
 }
 
@@ -147,7 +147,7 @@ static int split_params(const sn_node *node, sn_err *err, sn_string *delim_buf, 
 }
 
 int nw_strsplit_infer(sn_infer_ctx *c) {
-    const sn_tensor *x = nw_in(c->in, c->n_in, 0);
+    const sn_tensor *x = sn_in(c->in, c->n_in, 0);
     if (!x)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "input is missing");
     if (x->dtype != SN_STRING)
@@ -157,8 +157,8 @@ int nw_strsplit_infer(sn_infer_ctx *c) {
     int64_t maxsplit;
     SN_TRY(split_params(c->node, c->err, &db, &delim, &maxsplit));
     if (x->rank < 0) {
-        nw_set_out(c->out[0], SN_STRING, SN_RANK_UNKNOWN, NULL);
-        nw_set_out(c->n_out > 1 ? c->out[1] : NULL, SN_I64, SN_RANK_UNKNOWN, NULL);
+        sn_set_out(c->out[0], SN_STRING, SN_RANK_UNKNOWN, NULL);
+        sn_set_out(c->n_out > 1 ? c->out[1] : NULL, SN_I64, SN_RANK_UNKNOWN, NULL);
         return SNUG_OK;
     }
     if (x->rank + 1 > SN_MAX_RANK)
@@ -173,8 +173,8 @@ int nw_strsplit_infer(sn_infer_ctx *c) {
             most = sn_imax(most, split_one(&s[i], delim, maxsplit, NULL, NULL));
         d[x->rank] = most;
     }
-    nw_set_out(c->out[0], SN_STRING, x->rank + 1, d);
-    nw_set_out(c->n_out > 1 ? c->out[1] : NULL, SN_I64, x->rank, x->dims);
+    sn_set_out(c->out[0], SN_STRING, x->rank + 1, d);
+    sn_set_out(c->n_out > 1 ? c->out[1] : NULL, SN_I64, x->rank, x->dims);
     return SNUG_OK;
 }
 
@@ -647,14 +647,14 @@ static int rx_compile(const sn_node *node, sn_err *err, rx_state **out) {
 }
 
 int nw_regex_infer(sn_infer_ctx *c) {
-    const sn_tensor *x = nw_in(c->in, c->n_in, 0);
+    const sn_tensor *x = sn_in(c->in, c->n_in, 0);
     if (!x)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "input is missing");
     if (x->dtype != SN_STRING)
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "input must be a string tensor");
     if (!sn_attr_get(c->node, "pattern"))
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "attribute 'pattern' is missing");
-    nw_set_out(c->out[0], SN_BOOL, x->rank, x->dims);
+    sn_set_out(c->out[0], SN_BOOL, x->rank, x->dims);
     return SNUG_OK;
 }
 

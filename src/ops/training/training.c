@@ -38,9 +38,7 @@ static int train_infer(sn_infer_ctx *c, int k) {
         /* outputs: X_new..., then each state kind (input kind 2.. of k) */
         int kind = o / n, j = o % n;
         const sn_tensor *src = c->in[2 + (kind == 0 ? 0 : kind + 1) * n + j];
-        c->out[o]->kind = SN_KIND_TENSOR;
-        c->out[o]->dtype = src->dtype;
-        sn_tensor_set_shape(c->out[o], src->rank, src->dims);
+        sn_set_out(c->out[o], src->dtype, src->rank, src->dims);
     }
     return SNUG_OK;
 }
@@ -49,16 +47,12 @@ int sn_adagrad_infer(sn_infer_ctx *c) { return train_infer(c, 3); }
 int sn_adam_infer(sn_infer_ctx *c) { return train_infer(c, 4); }
 int sn_momentum_infer(sn_infer_ctx *c) { return train_infer(c, 3); }
 
-static inline double ld(const sn_tensor *t, int64_t i) {
-    return t->dtype == SN_F32 ? ((const float *)t->data)[i] : ((const double *)t->data)[i];
-}
+/* Element i of a float32 or float64 tensor (infer admits no other), and
+ * stored back; t NULL (an absent output): nothing stored. */
+static inline double ld(const sn_tensor *t, int64_t i) { return sn_ld_f64(t->dtype, t->data, i); }
 static inline void st(sn_tensor *t, int64_t i, double v) {
-    if (!t)
-        return;
-    if (t->dtype == SN_F32)
-        ((float *)t->data)[i] = (float)v;
-    else
-        ((double *)t->data)[i] = v;
+    if (t)
+        sn_st_f64(t->dtype, t->data, i, v);
 }
 
 static int train_scalars(sn_kctx *c, double *r, int64_t *t) {
