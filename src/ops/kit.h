@@ -35,6 +35,15 @@ static inline const sn_tensor *sn_in_tensor(const sn_tensor *const *in, int n_in
 static inline int64_t sn_in_numel(const sn_tensor *t) { return t ? sn_tensor_numel(t) : 0; }
 /* Input i must be present and a tensor; otherwise an error naming it. */
 int sn_need_tensor(sn_infer_ctx *c, int i);
+/* A shape-like input (int32 or int64, 1-D, at most SN_MAX_RANK values) as
+ * int64 values: their count, or -1 when absent, of another form or its data
+ * not known yet. */
+static inline int sn_input_shape(const sn_tensor *t, int64_t *v) {
+    if (!t || !t->data || (t->dtype != SN_I64 && t->dtype != SN_I32) || t->rank != 1 ||
+        t->dims[0] > SN_MAX_RANK)
+        return -1;
+    return sn_input_ints(t, v, SN_MAX_RANK);
+}
 
 /* ---- outputs ------------------------------------------------------------ */
 
@@ -49,6 +58,10 @@ static inline void sn_set_out(sn_tensor *o, sn_dtype dt, int rank, const int64_t
     for (int i = 0; i < rank && i < SN_MAX_RANK; i++)
         o->dims[i] = dims ? dims[i] : SN_DIM_UNKNOWN;
 }
+
+/* Makes output i's string elements own their bytes (copies them into
+ * memory that lives with the output), so they outlive the inputs. */
+int sn_strings_own(sn_kctx *c, int i);
 
 /* ---- dtypes and elements ------------------------------------------------ */
 

@@ -444,7 +444,7 @@ int ew_run_cast(sn_kctx *c) {
     if (x->dtype == SN_STRING && y->dtype == SN_STRING) {
         if (n > 0)
             memcpy(y->data, x->data, (size_t)n * sizeof(sn_string));
-        return ew_strings_own(c, 0);
+        return sn_strings_own(c, 0);
     }
     if (y->dtype == SN_STRING)
         return ew_cast_to_string(c, x, y, n);
@@ -492,7 +492,7 @@ int ew_run_identity(sn_kctx *c) {
         return sn_value_emit(c, 0, x);
     if (y->data != x->data && sn_tensor_nbytes(x))
         memcpy(y->data, x->data, sn_tensor_nbytes(x));
-    return x->dtype == SN_STRING ? ew_strings_own(c, 0) : SNUG_OK;
+    return x->dtype == SN_STRING ? sn_strings_own(c, 0) : SNUG_OK;
 }
 
 /* ---- Dropout --------------------------------------------------------------

@@ -148,27 +148,6 @@ void ew_unary_run(sn_pool *pool, ew_ukern k, const ew_args *a, void *o, size_t o
         ew_unary_range(&j, 0, n);
 }
 
-int ew_strings_own(sn_kctx *c, int i) {
-    sn_tensor *t = c->out[i];
-    int64_t n = sn_tensor_numel(t);
-    sn_string *s = t->data;
-    size_t total = 0;
-    for (int64_t e = 0; e < n; e++)
-        total += s[e].len;
-    if (total == 0)
-        return SNUG_OK;
-    char *buf = sn_kctx_alloc_extra(c, i, total);
-    if (!buf)
-        return c->err->code ? c->err->code : SNUG_ERR_OOM;
-    for (int64_t e = 0; e < n; e++) {
-        if (s[e].len)
-            memcpy(buf, s[e].ptr, s[e].len);
-        s[e].ptr = buf;
-        buf += s[e].len;
-    }
-    return SNUG_OK;
-}
-
 /* ---- kernels ----------------------------------------------------------- */
 
 /* Type lists: X(suffix, C type, unsigned C type of the same width, dtype, ...). */
@@ -759,7 +738,7 @@ static int run_Where(sn_kctx *c) {
     ew_plan p;
     ew_plan_init(&p, O->rank, O->dims, 3, r, dp);
     ew_plan_run(&p, c->pool, k, &a, O->data, sn_dtype_size(O->dtype), in, isz);
-    return O->dtype == SN_STRING ? ew_strings_own(c, 0) : SNUG_OK;
+    return O->dtype == SN_STRING ? sn_strings_own(c, 0) : SNUG_OK;
 }
 
 /* ---- the table ---------------------------------------------------------- */
@@ -801,5 +780,7 @@ const sn_op_def sn_ops_elementwise[] = {
      .cpu = {.run = ew_run_identity}},
     {.domain = "", .name = "Dropout", .since_version = 1, .infer = ew_infer_dropout, .flags = SN_OP_INPLACE0,
      .cpu = {.run = ew_run_dropout}},
+    {.domain = "", .name = "Swish", .since_version = 24, .infer = ew_infer_swish, .flags = SN_OP_INPLACE0,
+     .cpu = {.run = ew_run_swish}},
     {0},
 };

@@ -58,10 +58,6 @@ static inline bool ew_is_half(sn_dtype t) {
            t == SN_F8E5M2 || t == SN_F8E5M2FNUZ;
 }
 
-/* Makes output i's string elements own their bytes (copies them into
- * memory that lives with the output), so they outlive the inputs. */
-int ew_strings_own(sn_kctx *c, int i);
-
 /* Unary-shaped ops (unary.c). */
 #define EW_UNARY_OPS(X) \
     X(Abs) X(Acos) X(Acosh) X(Asin) X(Asinh) X(Atan) X(Atanh) X(Ceil) X(Celu) X(Cos) \
@@ -71,6 +67,8 @@ int ew_strings_own(sn_kctx *c, int i);
     X(Softsign) X(Sqrt) X(Tan) X(Tanh) X(ThresholdedRelu) X(Clip)
 #define EW_DECL_UNARY(name) int ew_infer_##name(sn_infer_ctx *c); int ew_run_##name(sn_kctx *c);
 EW_UNARY_OPS(EW_DECL_UNARY)
+int ew_infer_swish(sn_infer_ctx *c); /* Swish (24): computed in double */
+int ew_run_swish(sn_kctx *c);
 
 /* Type conversion and copies (cast.c). */
 int ew_infer_cast(sn_infer_ctx *c);

@@ -1,6 +1,7 @@
 /* Unary element-wise ops: math functions, activations, predicates, Clip.
  * Each op has float32/float64 kernels (half types go through float32) and,
- * where ONNX allows, integer kernels. */
+ * where ONNX allows, integer kernels; Swish, at the end, is computed in
+ * double. */
 /* The element-wise loops are written to vectorize; -O2 on GCC 12 does not
  * (very-cheap cost model), so ask for it here (no-trapping-math lets it if-convert the float selects;
  * snug never reads the FP exception flags). */
@@ -479,4 +480,37 @@ int ew_run_Clip(sn_kctx *c) {
         memcpy(a.hi, &a.hi_f, sizeof(float));
     }
     return ew_unop_run(c, &op_Clip, &a);
+}
+
+/* ---- Swish (24) ----------------------------------------------------------------------------
+ * y = x * sigmoid(alpha * x). */
+
+int ew_infer_swish(sn_infer_ctx *c) {
+    const sn_tensor *x = sn_in(c->in, c->n_in, 0);
+    if (!x)
+        return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "input is missing");
+    if (!sn_dtype_is_real(x->dtype))
+        return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "input must be a float tensor, is %s",
+                        sn_dtype_name(x->dtype));
+    sn_set_out(c->out[0], x->dtype, x->rank, x->dims);
+    return SNUG_OK;
+}
+
+int ew_run_swish(sn_kctx *c) {
+    const sn_tensor *x = c->in[0];
+    sn_tensor *y = c->out[0];
+    float alpha = sn_attr_float(c->node, "alpha", 1.0f);
+    int64_t n = sn_tensor_numel(x);
+    if (x->dtype == SN_F32) {
+        const float *X = x->data;
+        float *Y = y->data;
+        for (int64_t i = 0; i < n; i++)
+            Y[i] = X[i] / (1.0f + expf(-alpha * X[i]));
+        return SNUG_OK;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        double v = sn_ld_f64(x->dtype, x->data, i);
+        sn_st_f64(y->dtype, y->data, i, v / (1.0 + exp(-(double)alpha * v)));
+    }
+    return SNUG_OK;
 }

@@ -1,8 +1,7 @@
-/* Helpers shared by the matmul, conv, pool and quant families. */
+/* Numpy-style batching of matrix products: MatMul, MatMulInteger and
+ * QLinearMatMul (linalg/matmul.c), QLinearMatMul 21 (quant/quant.c). */
 #ifndef SN_OPS_GEMM_OPS_H
 #define SN_OPS_GEMM_OPS_H
-
-#include <string.h>
 
 #include "ops/kit.h"
 
@@ -37,28 +36,5 @@ static inline void gk_mm_offsets(const gk_mm *p, int64_t bi, int64_t *oa, int64_
     *oa = a;
     *ob = b;
 }
-
-/* ---- convolution / pooling geometry ---------------------------------------- */
-
-enum { GK_PAD_NOTSET, GK_PAD_SAME_UPPER, GK_PAD_SAME_LOWER, GK_PAD_VALID };
-
-typedef struct gk_geo {
-    int nd;                               /* spatial dims */
-    int64_t in[SN_MAX_RANK];              /* input spatial sizes */
-    int64_t k[SN_MAX_RANK];               /* kernel */
-    int64_t s[SN_MAX_RANK], d[SN_MAX_RANK]; /* strides, dilations */
-    int64_t pb[SN_MAX_RANK], pe[SN_MAX_RANK]; /* pads begin / end */
-    int64_t out[SN_MAX_RANK];
-    int auto_pad;
-} gk_geo;
-
-/* Reads kernel_shape (when kshape is NULL), strides, dilations, pads and
- * auto_pad and validates them for nd spatial dims. kshape: the kernel
- * taken from the weights. */
-int gk_geo_attrs(const sn_node *node, sn_err *err, int nd, const int64_t *kshape, gk_geo *g);
-
-/* Output sizes and effective pads from input sizes (all known). ceil_mode
- * as for pooling. */
-int gk_geo_output(const sn_node *node, sn_err *err, gk_geo *g, bool ceil_mode);
 
 #endif

@@ -7,6 +7,7 @@
 
 #include "ops/gemm.h"
 #include "ops/linalg/gemm_ops.h"
+#include "ops/linalg/linalg.h"
 
 /* ---- generic 2-D products -------------------------------------------------- */
 
@@ -70,7 +71,7 @@ static bool mm_dtype_ok(sn_dtype t) {
 
 /* ---- MatMul ------------------------------------------------------------------ */
 
-static int matmul_infer(sn_infer_ctx *c) {
+int la_matmul_infer(sn_infer_ctx *c) {
     const sn_tensor *a = c->in[0], *b = c->in[1];
     if (c->n_in < 2 || !a || !b)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "needs inputs A and B");
@@ -117,7 +118,7 @@ typedef struct mm_packed {
     size_t bytes;
 } mm_packed;
 
-static void mm_packed_free(void *state) {
+void la_mm_packed_free(void *state) {
     mm_packed *st = state;
     if (!st)
         return;
@@ -175,7 +176,7 @@ static void mm_batch_task(void *arg, int64_t b0, int64_t b1) {
     __atomic_store_n((int *)s, 0, __ATOMIC_RELEASE);
 }
 
-static int matmul_prepare(sn_prep_ctx *c) {
+int la_matmul_prepare(sn_prep_ctx *c) {
     if (c->in[0]->dtype != SN_F32)
         return SNUG_OK;
     gk_mm p;
@@ -206,7 +207,7 @@ static int matmul_prepare(sn_prep_ctx *c) {
 }
 
 /* Level 1: the figure prepare will declare, from the inferred shapes. */
-static size_t matmul_estimate(const sn_infer_ctx *c) {
+size_t la_matmul_estimate(const sn_infer_ctx *c) {
     if (c->n_in < 2 || !c->in[0] || !c->in[1] || c->in[0]->dtype != SN_F32 ||
         !sn_tensor_shape_known(c->in[0]) || !sn_tensor_shape_known(c->in[1]))
         return 0;
@@ -216,7 +217,7 @@ static size_t matmul_estimate(const sn_infer_ctx *c) {
     return mm_workspace(&p, sn_gemm_threads(c->n_threads));
 }
 
-static int matmul_run(sn_kctx *c) {
+int la_matmul_run(sn_kctx *c) {
     const sn_tensor *a = c->in[0], *b = c->in[1];
     sn_tensor *y = c->out[0];
     gk_mm p;
@@ -302,7 +303,7 @@ static int gemm_shape(const sn_node *node, sn_err *err, const sn_tensor *a, cons
     return SNUG_OK;
 }
 
-static int gemm_infer(sn_infer_ctx *c) {
+int la_gemm_infer(sn_infer_ctx *c) {
     if (c->n_in < 2 || !c->in[0] || !c->in[1])
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "needs inputs A and B");
     const sn_tensor *a = c->in[0], *b = c->in[1], *cc = sn_in(c->in, c->n_in, 2);
@@ -322,7 +323,7 @@ static int gemm_infer(sn_infer_ctx *c) {
     return SNUG_OK;
 }
 
-static int gemm_prepare(sn_prep_ctx *c) {
+int la_gemm_prepare(sn_prep_ctx *c) {
     if (c->in[0]->dtype != SN_F32)
         return SNUG_OK;
     gemm_dims g = {0};
@@ -331,7 +332,7 @@ static int gemm_prepare(sn_prep_ctx *c) {
     return SNUG_OK;
 }
 
-static size_t gemm_estimate(const sn_infer_ctx *c) {
+size_t la_gemm_estimate(const sn_infer_ctx *c) {
     if (c->n_in < 2 || !c->in[0] || !c->in[1] || c->in[0]->dtype != SN_F32 ||
         !sn_tensor_shape_known(c->in[0]) || !sn_tensor_shape_known(c->in[1]))
         return 0;
@@ -341,7 +342,7 @@ static size_t gemm_estimate(const sn_infer_ctx *c) {
     return sn_sgemm_workspace(g.M, g.N, g.K, sn_gemm_threads(c->n_threads));
 }
 
-static int gemm_run(sn_kctx *c) {
+int la_gemm_run(sn_kctx *c) {
     const sn_tensor *a = c->in[0], *b = c->in[1], *cc = sn_in(c->in, c->n_in, 2);
     sn_tensor *y = c->out[0];
     gemm_dims g = {0};
@@ -424,7 +425,7 @@ static inline int64_t qparam_idx(const qparam *q, int64_t mat, int64_t i) {
     return q->n == q->per ? i : mat * q->per + i;
 }
 
-static int mmi_infer(sn_infer_ctx *c) {
+int la_mmi_infer(sn_infer_ctx *c) {
     const sn_tensor *a = c->in[0], *b = sn_in(c->in, c->n_in, 1);
     if (!a || !b)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "needs inputs A and B");
@@ -455,7 +456,7 @@ static inline int32_t qdot(const sn_tensor *a, const sn_tensor *b, size_t ao, si
     return (int32_t)s;
 }
 
-static int mmi_run(sn_kctx *c) {
+int la_mmi_run(sn_kctx *c) {
     const sn_tensor *a = c->in[0], *b = c->in[1];
     const sn_tensor *az = sn_in(c->in, c->n_in, 2), *bz = sn_in(c->in, c->n_in, 3);
     gk_mm p;
@@ -490,7 +491,7 @@ static inline void q_store(sn_dtype t, void *d, size_t i, double v) {
 }
 
 /* inputs: a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point */
-static int qlmm_infer(sn_infer_ctx *c) {
+int la_qlmm_infer(sn_infer_ctx *c) {
     if (c->n_in < 8)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "needs 8 inputs");
     for (int i = 0; i < 8; i++)
@@ -512,7 +513,7 @@ static int qlmm_infer(sn_infer_ctx *c) {
     return SNUG_OK;
 }
 
-static int qlmm_run(sn_kctx *c) {
+int la_qlmm_run(sn_kctx *c) {
     const sn_tensor *a = c->in[0], *b = c->in[3];
     const sn_tensor *as = c->in[1], *az = c->in[2], *bs = c->in[4], *bz = c->in[5];
     const sn_tensor *ys = c->in[6], *yz = c->in[7];
@@ -549,13 +550,3 @@ static int qlmm_run(sn_kctx *c) {
     }
     return SNUG_OK;
 }
-
-const sn_op_def sn_ops_matmul[] = {
-    {.domain = "", .name = "MatMul", .since_version = 1, .infer = matmul_infer, .estimate = matmul_estimate,
-     .cpu = {.prepare = matmul_prepare, .run = matmul_run, .free_state = mm_packed_free}},
-    {.domain = "", .name = "Gemm", .since_version = 1, .infer = gemm_infer, .estimate = gemm_estimate,
-     .cpu = {.prepare = gemm_prepare, .run = gemm_run}},
-    {.domain = "", .name = "MatMulInteger", .since_version = 10, .infer = mmi_infer, .cpu = {.run = mmi_run}},
-    {.domain = "", .name = "QLinearMatMul", .since_version = 10, .infer = qlmm_infer, .cpu = {.run = qlmm_run}},
-    {0},
-};

@@ -1,9 +1,10 @@
 /* The operators exported LLMs use beyond core ONNX: ONNX Runtime contrib ops
  * (domain com.microsoft, plus the contrib ops ORT registers in the default
  * domain) and their opset-23 ONNX counterparts. Semantics follow ONNX
- * Runtime's CPU kernels. This file holds the table and the small ops (GELU
- * variants, normalizations, rotary embedding); MatMulNBits and the attention
- * ops live in matmulnbits.c and attention.c.
+ * Runtime's CPU kernels. This file holds the family's table and the small
+ * ops (GELU variants, normalizations, rotary embedding, and TensorScatter,
+ * the KV-cache update of opset 24); MatMulNBits and the attention ops live
+ * in matmulnbits.c and attention.c.
  *
  * float32 is computed directly; float16, bfloat16 and double are staged
  * through float (chunks on the stack, or rows in the workspace). */
@@ -15,7 +16,6 @@
 #include "ops/llm/llm.h"
 
 #define CHUNK 256
-
 
 /* ======================================================================
  * GELU family: Gelu, FastGelu, QuickGelu, BiasGelu (com.microsoft)
@@ -566,6 +566,98 @@ static int rope_run(sn_kctx *c) {
 }
 
 /* ======================================================================
+ * TensorScatter (24)
+ *
+ * present = past with update written along axis at write_indices[batch]
+ * (linear: must fit; circular: wraps modulo the axis length). Runs in
+ * place when the planner lets output 0 share past_cache's buffer.
+ * ====================================================================== */
+
+static int tsc_axis(const sn_node *node, sn_err *err, int rank, int *axis) {
+    if (!sn_axis_norm(sn_attr_int(node, "axis", -2), rank, axis) || *axis == 0)
+        return sn_kfail(err, node, SNUG_ERR_INVALID_ARG, "axis must be in [1, %d) (dim 0 is the batch)", rank);
+    return SNUG_OK;
+}
+
+static int tsc_mode(const sn_node *node, sn_err *err, bool *circular) {
+    const char *m = sn_attr_str(node, "mode", "linear");
+    *circular = !strcmp(m, "circular");
+    if (!*circular && strcmp(m, "linear"))
+        return sn_kfail(err, node, SNUG_ERR_INVALID_ARG, "mode '%s' is not linear or circular", m);
+    return SNUG_OK;
+}
+
+static int tsc_infer(sn_infer_ctx *c) {
+    const sn_tensor *past = sn_in(c->in, c->n_in, 0), *up = sn_in(c->in, c->n_in, 1);
+    const sn_tensor *wi = sn_in(c->in, c->n_in, 2);
+    if (!past || !up)
+        return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "needs past_cache and update");
+    if (up->dtype != past->dtype)
+        return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "update (%s) must have past_cache's type (%s)",
+                        sn_dtype_name(up->dtype), sn_dtype_name(past->dtype));
+    if (sn_dtype_nbytes(past->dtype, 2) != 2 * sn_dtype_size(past->dtype) || past->dtype == SN_STRING)
+        return sn_kfail(c->err, c->node, SNUG_ERR_UNSUPPORTED, "type %s not supported", sn_dtype_name(past->dtype));
+    if (wi && wi->dtype != SN_I64)
+        return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "write_indices must be int64");
+    bool circ;
+    SN_TRY(tsc_mode(c->node, c->err, &circ));
+    if (past->rank >= 0) {
+        int axis;
+        SN_TRY(tsc_axis(c->node, c->err, past->rank, &axis));
+        if (up->rank >= 0) {
+            if (up->rank != past->rank)
+                return sn_kfail(c->err, c->node, SNUG_ERR_SHAPE, "update must have past_cache's rank");
+            for (int i = 0; i < past->rank; i++) {
+                int64_t a = past->dims[i], b = up->dims[i];
+                if (sn_dim_known(a) && sn_dim_known(b) && (i == axis ? b > a : a != b))
+                    return sn_kfail(c->err, c->node, SNUG_ERR_SHAPE, "update dim %d (%lld) does not fit past_cache's (%lld)",
+                                    i, (long long)b, (long long)a);
+            }
+        }
+    }
+    sn_set_out(c->out[0], past->dtype, past->rank, past->dims);
+    return SNUG_OK;
+}
+
+static int tsc_run(sn_kctx *c) {
+    const sn_tensor *past = c->in[0], *up = c->in[1], *wi = sn_in(c->in, c->n_in, 2);
+    sn_tensor *y = c->out[0];
+    int axis;
+    bool circ;
+    SN_TRY(tsc_axis(c->node, c->err, past->rank, &axis));
+    SN_TRY(tsc_mode(c->node, c->err, &circ));
+    size_t nb = sn_tensor_nbytes(past);
+    if (y->data != past->data && nb)
+        memcpy(y->data, past->data, nb);
+    int64_t B = past->dims[0], S = past->dims[axis], U = up->dims[axis];
+    if (wi && sn_tensor_numel(wi) != B)
+        return sn_kfail(c->err, c->node, SNUG_ERR_SHAPE, "write_indices has %lld values for batch %lld",
+                        (long long)sn_tensor_numel(wi), (long long)B);
+    int64_t inner = 1, mid = 1;
+    for (int i = axis + 1; i < past->rank; i++)
+        inner *= past->dims[i];
+    for (int i = 1; i < axis; i++)
+        mid *= past->dims[i];
+    size_t row = (size_t)inner * sn_dtype_size(past->dtype);
+    for (int64_t b = 0; b < B; b++) {
+        int64_t w = wi ? ((const int64_t *)wi->data)[b] : 0;
+        if (w < 0 || (!circ && w + U > S) || (circ && U > 0 && w >= S))
+            return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG,
+                            "write index %lld for batch %lld does not fit %lld positions (update of %lld)",
+                            (long long)w, (long long)b, (long long)S, (long long)U);
+        for (int64_t m = 0; m < mid; m++) {
+            int64_t p = b * mid + m;
+            for (int64_t s = 0; s < U; s++) {
+                int64_t d = circ ? (w + s) % S : w + s;
+                memcpy((char *)y->data + (size_t)(p * S + d) * row,
+                       (const char *)up->data + (size_t)(p * U + s) * row, row);
+            }
+        }
+    }
+    return SNUG_OK;
+}
+
+/* ======================================================================
  * Level-1 workspace estimate: the CPU kernel's sizing rule, its prepare
  * run dry (sn_prep_ctx.dry: declares, builds nothing, reads no weight) on
  * the inferred infos when every input shape is concrete (0 otherwise: the
@@ -597,7 +689,7 @@ static size_t llm_estimate(const sn_infer_ctx *c) {
 
 #define MS "com.microsoft"
 
-const sn_op_def sn_ops_contrib[] = {
+const sn_op_def sn_ops_llm[] = {
     {.domain = MS, .name = "Gelu", .since_version = 1, .infer = gelu_infer, .flags = SN_OP_INPLACE0,
      .cpu = {.run = gelu_run}},
     {.domain = MS, .name = "FastGelu", .since_version = 1, .infer = gelu_infer, .flags = SN_OP_INPLACE0,
@@ -630,5 +722,7 @@ const sn_op_def sn_ops_contrib[] = {
      .cpu = {.prepare = llm_mha_prepare, .run = llm_mha_run}},
     {.domain = "", .name = "Attention", .since_version = 23, .infer = llm_sdpa_infer, .estimate = llm_estimate,
      .cpu = {.prepare = llm_sdpa_prepare, .run = llm_sdpa_run}},
+    {.domain = "", .name = "TensorScatter", .since_version = 24, .infer = tsc_infer, .flags = SN_OP_INPLACE0,
+     .cpu = {.run = tsc_run}},
     {0},
 };

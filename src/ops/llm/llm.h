@@ -1,5 +1,5 @@
 /* Kernels of the LLM operator family defined outside llm.c (which holds
- * the table sn_ops_contrib). Private to src/ops/llm/. */
+ * the table sn_ops_llm). Private to src/ops/llm/. */
 #ifndef SN_OPS_LLM_OPS_H
 #define SN_OPS_LLM_OPS_H
 

@@ -6,14 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/elementwise/elementwise.h"
-#include "ops/newer.h"
+#include "ops/kit.h"
 
 /* ---- Binarizer ------------------------------------------------------------------------------- */
 
 static bool bin_type(sn_dtype t) { return sn_dtype_is_real(t) || t == SN_I64 || t == SN_I32; }
 
-int nw_binarizer_infer(sn_infer_ctx *c) {
+static int ml_binarizer_infer(sn_infer_ctx *c) {
     const sn_tensor *x = sn_in(c->in, c->n_in, 0);
     if (!x)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "input is missing");
@@ -23,7 +22,7 @@ int nw_binarizer_infer(sn_infer_ctx *c) {
     return SNUG_OK;
 }
 
-int nw_binarizer_run(sn_kctx *c) {
+static int ml_binarizer_run(sn_kctx *c) {
     const sn_tensor *x = c->in[0];
     sn_tensor *y = c->out[0];
     double th = sn_attr_float(c->node, "threshold", 0.0f);
@@ -44,7 +43,7 @@ int nw_binarizer_run(sn_kctx *c) {
  * Z = X[..., indices] (indices flattened); a 1-D X gives [1, k], as
  * onnxruntime does. */
 
-int nw_afe_infer(sn_infer_ctx *c) {
+static int ml_afe_infer(sn_infer_ctx *c) {
     const sn_tensor *x = sn_in(c->in, c->n_in, 0), *idx = sn_in(c->in, c->n_in, 1);
     if (!x || !idx)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "needs inputs X and Y");
@@ -69,7 +68,7 @@ int nw_afe_infer(sn_infer_ctx *c) {
     return SNUG_OK;
 }
 
-int nw_afe_run(sn_kctx *c) {
+static int ml_afe_run(sn_kctx *c) {
     const sn_tensor *x = c->in[0], *idx = c->in[1];
     sn_tensor *y = c->out[0];
     int64_t F = x->dims[x->rank - 1], k = sn_tensor_numel(idx), rows = F ? sn_tensor_numel(x) / F : 0;
@@ -84,7 +83,7 @@ int nw_afe_run(sn_kctx *c) {
     for (int64_t r = 0; r < rows; r++)
         for (int64_t j = 0; j < k; j++)
             memcpy((char *)y->data + (size_t)(r * k + j) * es, (const char *)x->data + (size_t)(r * F + I[j]) * es, es);
-    return x->dtype == SN_STRING ? ew_strings_own(c, 0) : SNUG_OK;
+    return x->dtype == SN_STRING ? sn_strings_own(c, 0) : SNUG_OK;
 }
 
 /* ---- LabelEncoder ----------------------------------------------------------------------------
@@ -171,7 +170,7 @@ static int le_cmp_str(const void *a, const void *b) { return le_cmp(a, b, LK_STR
 static int le_cmp_int(const void *a, const void *b) { return le_cmp(a, b, LK_INT); }
 static int le_cmp_real(const void *a, const void *b) { return le_cmp(a, b, LK_REAL); }
 
-void nw_labelenc_free(void *state) {
+static void ml_labelenc_free(void *state) {
     le_state *s = state;
     if (!s)
         return;
@@ -187,7 +186,7 @@ static int le_sources(const sn_node *node, sn_err *err, le_src *ks, le_src *vs) 
     return SNUG_OK;
 }
 
-int nw_labelenc_infer(sn_infer_ctx *c) {
+static int ml_labelenc_infer(sn_infer_ctx *c) {
     const sn_tensor *x = sn_in(c->in, c->n_in, 0);
     if (!x)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "input is missing");
@@ -205,7 +204,7 @@ int nw_labelenc_infer(sn_infer_ctx *c) {
     return SNUG_OK;
 }
 
-int nw_labelenc_prepare(sn_prep_ctx *c) {
+static int ml_labelenc_prepare(sn_prep_ctx *c) {
     le_src ks, vs;
     SN_TRY(le_sources(c->node, c->err, &ks, &vs));
     le_state *s = sn_calloc(1, sizeof *s);
@@ -217,7 +216,7 @@ int nw_labelenc_prepare(sn_prep_ctx *c) {
     s->vals = vs.data;
     s->keys = sn_calloc(ks.n ? (size_t)ks.n : 1, sizeof *s->keys);
     if (!s->keys) {
-        nw_labelenc_free(s);
+        ml_labelenc_free(s);
         return sn_kfail(c->err, c->node, SNUG_ERR_OOM, "out of memory");
     }
     for (int i = 0; i < ks.n; i++) {
@@ -253,7 +252,7 @@ int nw_labelenc_prepare(sn_prep_ctx *c) {
     return SNUG_OK;
 }
 
-int nw_labelenc_run(sn_kctx *c) {
+static int ml_labelenc_run(sn_kctx *c) {
     const sn_tensor *x = c->in[0];
     sn_tensor *y = c->out[0];
     const le_state *s = c->state;
@@ -284,7 +283,7 @@ int nw_labelenc_run(sn_kctx *c) {
         const void *src = hit >= 0 ? (const char *)s->vals + (size_t)hit * es : s->defv.data;
         memcpy((char *)y->data + (size_t)i * es, src, es);
     }
-    return s->vt == SN_STRING ? ew_strings_own(c, 0) : SNUG_OK;
+    return s->vt == SN_STRING ? sn_strings_own(c, 0) : SNUG_OK;
 }
 
 /* ---- TreeEnsemble (5) -------------------------------------------------------------------------
@@ -321,7 +320,7 @@ typedef struct te_state {
     int64_t max_feature;
 } te_state;
 
-void nw_tree_free(void *state) {
+static void ml_tree_free(void *state) {
     te_state *s = state;
     if (!s)
         return;
@@ -334,7 +333,7 @@ void nw_tree_free(void *state) {
     sn_free(s);
 }
 
-int nw_tree_infer(sn_infer_ctx *c) {
+static int ml_tree_infer(sn_infer_ctx *c) {
     const sn_tensor *x = sn_in(c->in, c->n_in, 0);
     if (!x)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "input is missing");
@@ -478,14 +477,14 @@ fail:
     return rc == SNUG_ERR_OOM ? rc : err->code;
 }
 
-int nw_tree_prepare(sn_prep_ctx *c) {
+static int ml_tree_prepare(sn_prep_ctx *c) {
     te_state *s = sn_calloc(1, sizeof *s);
     if (!s)
         return sn_kfail(c->err, c->node, SNUG_ERR_OOM, "out of memory");
     s->n_targets = sn_attr_int(c->node, "n_targets", 1);
     int rc = te_build(c->node, c->err, s);
     if (rc != SNUG_OK) {
-        nw_tree_free(s);
+        ml_tree_free(s);
         return rc;
     }
     c->state = s;
@@ -510,7 +509,7 @@ static bool te_test(const te_state *s, const te_node *n, double v) {
     }
 }
 
-int nw_tree_run(sn_kctx *c) {
+static int ml_tree_run(sn_kctx *c) {
     const sn_tensor *x = c->in[0];
     sn_tensor *y = c->out[0];
     const te_state *s = c->state;
@@ -590,3 +589,17 @@ int nw_tree_run(sn_kctx *c) {
     }
     return SNUG_OK;
 }
+
+#define ML "ai.onnx.ml"
+
+const sn_op_def sn_ops_ml[] = {
+    {.domain = ML, .name = "Binarizer", .since_version = 1, .infer = ml_binarizer_infer, .flags = SN_OP_INPLACE0,
+     .cpu = {.run = ml_binarizer_run}},
+    {.domain = ML, .name = "ArrayFeatureExtractor", .since_version = 1, .infer = ml_afe_infer,
+     .cpu = {.run = ml_afe_run}},
+    {.domain = ML, .name = "LabelEncoder", .since_version = 2, .infer = ml_labelenc_infer,
+     .cpu = {.prepare = ml_labelenc_prepare, .run = ml_labelenc_run, .free_state = ml_labelenc_free}},
+    {.domain = ML, .name = "TreeEnsemble", .since_version = 5, .infer = ml_tree_infer,
+     .cpu = {.prepare = ml_tree_prepare, .run = ml_tree_run, .free_state = ml_tree_free}},
+    {0},
+};

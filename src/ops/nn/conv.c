@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "ops/gemm.h"
-#include "ops/linalg/gemm_ops.h"
+#include "ops/nn/nn.h"
 
 #define COL_BYTES_MAX ((size_t)8 << 20) /* im2col chunk budget */
 
@@ -23,7 +23,7 @@ static inline int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : 
 /* ---- shared shape logic ------------------------------------------------------ */
 
 typedef struct conv_shape {
-    gk_geo g;
+    nn_geo g;
     int64_t N, C, M, group, Cg, Mg; /* images, in/out channels, groups */
     int64_t ksz, insz, outsz;       /* products of kernel / input / output spatial dims */
     int64_t op[SN_MAX_RANK];        /* ConvTranspose output_padding */
@@ -43,7 +43,7 @@ static int conv_shape_make(const sn_node *node, sn_err *err, const sn_tensor *x,
     int64_t kshape[SN_MAX_RANK];
     for (int i = 0; i < nd; i++)
         kshape[i] = w->rank == SN_RANK_UNKNOWN ? SN_DIM_UNKNOWN : w->dims[2 + i];
-    SN_TRY(gk_geo_attrs(node, err, nd, kshape, &s->g));
+    SN_TRY(nn_geo_attrs(node, err, nd, kshape, &s->g));
     for (int i = 0; i < nd; i++)
         if (!sn_dim_known(s->g.k[i]))
             return sn_kfail(err, node, SNUG_ERR_SHAPE, "kernel size unknown (give kernel_shape)");
@@ -77,9 +77,9 @@ static int conv_shape_make(const sn_node *node, sn_err *err, const sn_tensor *x,
         s->g.in[i] = x->dims[2 + i];
 
     if (!transpose) {
-        SN_TRY(gk_geo_output(node, err, &s->g, false));
+        SN_TRY(nn_geo_output(node, err, &s->g, false));
     } else {
-        gk_geo *g = &s->g;
+        nn_geo *g = &s->g;
         const int64_t *v;
         int n = sn_attr_ints(node, "output_padding", &v);
         if (n >= 0 && n != nd)
@@ -99,15 +99,15 @@ static int conv_shape_make(const sn_node *node, sn_err *err, const sn_tensor *x,
                 continue;
             }
             int64_t full = g->s[i] * (in - 1) + s->op[i] + dk; /* output before padding */
-            if (g->auto_pad == GK_PAD_SAME_UPPER || g->auto_pad == GK_PAD_SAME_LOWER) {
+            if (g->auto_pad == NN_PAD_SAME_UPPER || g->auto_pad == NN_PAD_SAME_LOWER) {
                 int64_t out = nos >= 0 ? os[i] : in * g->s[i];
                 int64_t total = full - out;
                 int64_t half = floor_div(total, 2);
-                g->pb[i] = g->auto_pad == GK_PAD_SAME_UPPER ? half : total - half;
+                g->pb[i] = g->auto_pad == NN_PAD_SAME_UPPER ? half : total - half;
                 g->pe[i] = total - g->pb[i];
                 g->out[i] = out;
             } else {
-                if (g->auto_pad == GK_PAD_VALID)
+                if (g->auto_pad == NN_PAD_VALID)
                     g->pb[i] = g->pe[i] = 0;
                 /* explicit output_shape: values past the computed size are zero */
                 g->out[i] = nos >= 0 ? os[i] : full - g->pb[i] - g->pe[i];
@@ -207,7 +207,7 @@ static void conv_ws_sizes(const conv_shape *s, int threads, conv_ws *w) {
     w->gemm_bytes = sn_sgemm_workspace(s->Mg, chunk, s->Cg * s->ksz, threads);
 }
 
-static int conv_prepare(sn_prep_ctx *c) {
+int nn_conv_prepare(sn_prep_ctx *c) {
     if (c->in[0]->dtype != SN_F32)
         return SNUG_OK;
     conv_shape s;
@@ -230,7 +230,7 @@ typedef struct im2col_job {
 static void im2col_rows(void *arg, int64_t r0, int64_t r1) {
     const im2col_job *j = arg;
     const conv_shape *s = j->s;
-    const gk_geo *g = &s->g;
+    const nn_geo *g = &s->g;
     int nd = g->nd;
     for (int64_t r = r0; r < r1; r++) {
         int64_t ch = r / s->ksz, kr = r % s->ksz;
@@ -293,7 +293,7 @@ typedef struct dw_job {
 static void depthwise2d(void *arg, int64_t t0, int64_t t1) {
     const dw_job *j = arg;
     const conv_shape *s = j->s;
-    const gk_geo *g = &s->g;
+    const nn_geo *g = &s->g;
     int64_t H = g->in[0], W = g->in[1], OH = g->out[0], OW = g->out[1];
     int64_t KH = g->k[0], KW = g->k[1], SH = g->s[0], SW = g->s[1], DH = g->d[0], DW = g->d[1];
     for (int64_t t = t0; t < t1; t++) {
@@ -397,7 +397,7 @@ typedef void (*conv_store_fn)(void *ctx, double acc, int64_t m, size_t yi);
 
 static void conv_direct(const conv_shape *s, const sn_tensor *x, const sn_tensor *w, double xz,
                         const sn_tensor *wz, conv_store_fn store, void *ctx) {
-    const gk_geo *g = &s->g;
+    const nn_geo *g = &s->g;
     int nd = g->nd;
     int64_t kdim = s->Cg * s->ksz;
     for (int64_t n = 0; n < s->N; n++)
@@ -451,7 +451,7 @@ static void store_float(void *ctx, double acc, int64_t m, size_t yi) {
     sn_store_f64(f->t, f->y, yi, acc + chan_val(f->b, m));
 }
 
-static int conv_run(sn_kctx *c) {
+int nn_conv_run(sn_kctx *c) {
     conv_shape s;
     int64_t yd[SN_MAX_RANK];
     SN_TRY(conv_shape_make(c->node, c->err, c->in[0], c->in[1], false, &s, yd));
@@ -466,10 +466,10 @@ static int conv_run(sn_kctx *c) {
     return SNUG_OK;
 }
 
-static int conv_infer(sn_infer_ctx *c) { return conv_infer_common(c, false); }
+int nn_conv_infer(sn_infer_ctx *c) { return conv_infer_common(c, false); }
 
 /* Level 1: the figure prepare will declare, from the inferred shapes. */
-static size_t conv_estimate(const sn_infer_ctx *c) {
+size_t nn_conv_estimate(const sn_infer_ctx *c) {
     if (c->n_in < 2 || !c->in[0] || !c->in[1] || c->in[0]->dtype != SN_F32 ||
         !sn_tensor_shape_known(c->in[0]) || !sn_tensor_shape_known(c->in[1]))
         return 0;
@@ -500,7 +500,7 @@ static void convt_ws_sizes(const conv_shape *s, int threads, conv_ws *w) {
     w->gemm_bytes = sn_sgemm_workspace(s->Mg * s->ksz, chunk, s->Cg, threads);
 }
 
-static int convt_prepare(sn_prep_ctx *c) {
+int nn_convt_prepare(sn_prep_ctx *c) {
     if (c->in[0]->dtype != SN_F32)
         return SNUG_OK;
     conv_shape s;
@@ -512,7 +512,7 @@ static int convt_prepare(sn_prep_ctx *c) {
     return SNUG_OK;
 }
 
-static size_t convt_estimate(const sn_infer_ctx *c) {
+size_t nn_convt_estimate(const sn_infer_ctx *c) {
     if (c->n_in < 2 || !c->in[0] || !c->in[1] || c->in[0]->dtype != SN_F32 ||
         !sn_tensor_shape_known(c->in[0]) || !sn_tensor_shape_known(c->in[1]))
         return 0;
@@ -536,7 +536,7 @@ typedef struct col2im_job {
 static void col2im_chans(void *arg, int64_t m0, int64_t m1) {
     const col2im_job *j = arg;
     const conv_shape *s = j->s;
-    const gk_geo *g = &s->g;
+    const nn_geo *g = &s->g;
     int nd = g->nd;
     for (int64_t m = m0; m < m1; m++)
         for (int64_t kr = 0; kr < s->ksz; kr++) {
@@ -595,7 +595,7 @@ static void convt_run_f32(sn_kctx *c, const conv_shape *s) {
     add_bias_f32(Y, bt ? bt->data : NULL, s->N, s->M, s->outsz);
 }
 
-static int convt_run(sn_kctx *c) {
+int nn_convt_run(sn_kctx *c) {
     conv_shape s;
     int64_t yd[SN_MAX_RANK];
     SN_TRY(conv_shape_make(c->node, c->err, c->in[0], c->in[1], true, &s, yd));
@@ -608,7 +608,7 @@ static int convt_run(sn_kctx *c) {
     /* direct gather: y[n, m, o] = sum over (c, k) with o = i*s - pb + k*d */
     const sn_tensor *x = c->in[0], *w = c->in[1], *b = sn_in(c->in, c->n_in, 2);
     sn_tensor *y = c->out[0];
-    const gk_geo *g = &s.g;
+    const nn_geo *g = &s.g;
     int nd = g->nd;
     for (int64_t n = 0; n < s.N; n++)
         for (int64_t m = 0; m < s.M; m++) {
@@ -652,7 +652,7 @@ static int convt_run(sn_kctx *c) {
     return SNUG_OK;
 }
 
-static int convt_infer(sn_infer_ctx *c) { return conv_infer_common(c, true); }
+int nn_convt_infer(sn_infer_ctx *c) { return conv_infer_common(c, true); }
 
 /* ---- ConvInteger, QLinearConv ------------------------------------------------------------ */
 
@@ -669,7 +669,7 @@ static int chan_param_check(const sn_node *node, sn_err *err, const sn_tensor *t
                     (long long)M);
 }
 
-static int convint_infer(sn_infer_ctx *c) {
+int nn_convint_infer(sn_infer_ctx *c) {
     const sn_tensor *x = sn_in(c->in, c->n_in, 0), *w = sn_in(c->in, c->n_in, 1);
     if (!x || !w)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "needs inputs x and w");
@@ -692,7 +692,7 @@ static void store_i32(void *ctx, double acc, int64_t m, size_t yi) {
     ((int32_t *)ctx)[yi] = (int32_t)acc;
 }
 
-static int convint_run(sn_kctx *c) {
+int nn_convint_run(sn_kctx *c) {
     conv_shape s;
     int64_t yd[SN_MAX_RANK];
     SN_TRY(conv_shape_make(c->node, c->err, c->in[0], c->in[1], false, &s, yd));
@@ -704,7 +704,7 @@ static int convint_run(sn_kctx *c) {
 }
 
 /* inputs: x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B */
-static int qlconv_infer(sn_infer_ctx *c) {
+int nn_qlconv_infer(sn_infer_ctx *c) {
     if (c->n_in < 8)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "needs at least 8 inputs");
     for (int i = 0; i < 8; i++)
@@ -749,7 +749,7 @@ static void store_q(void *ctx, double acc, int64_t m, size_t yi) {
         ((int8_t *)q->y)[yi] = (int8_t)(v < -128 ? -128 : v > 127 ? 127 : v);
 }
 
-static int qlconv_run(sn_kctx *c) {
+int nn_qlconv_run(sn_kctx *c) {
     conv_shape s;
     int64_t yd[SN_MAX_RANK];
     SN_TRY(conv_shape_make(c->node, c->err, c->in[0], c->in[3], false, &s, yd));
@@ -764,13 +764,3 @@ static int qlconv_run(sn_kctx *c) {
     conv_direct(&s, c->in[0], c->in[3], chan_val(c->in[2], 0), wz, store_q, &q);
     return SNUG_OK;
 }
-
-const sn_op_def sn_ops_conv[] = {
-    {.domain = "", .name = "Conv", .since_version = 1, .infer = conv_infer, .estimate = conv_estimate,
-     .cpu = {.prepare = conv_prepare, .run = conv_run}},
-    {.domain = "", .name = "ConvTranspose", .since_version = 1, .infer = convt_infer, .estimate = convt_estimate,
-     .cpu = {.prepare = convt_prepare, .run = convt_run}},
-    {.domain = "", .name = "ConvInteger", .since_version = 10, .infer = convint_infer, .cpu = {.run = convint_run}},
-    {.domain = "", .name = "QLinearConv", .since_version = 10, .infer = qlconv_infer, .cpu = {.run = qlconv_run}},
-    {0},
-};

@@ -1,5 +1,6 @@
 /* Normalizations: Softmax, LogSoftmax, Hardmax, BatchNormalization,
- * LayerNormalization, InstanceNormalization, GroupNormalization, LRN.
+ * LayerNormalization, InstanceNormalization, GroupNormalization, LRN,
+ * LpNormalization.
  *
  * float32 has its own loops; float64, float16 and bfloat16 go through
  * double (loads/stores widen and narrow), which is exact enough for all of
@@ -7,7 +8,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "ops/kit.h"
+#include "ops/nn/nn.h"
 #include "ops/reduce/reduce_util.h"
 
 /* ======================================================================
@@ -48,7 +49,7 @@ static int smx_geom(const sn_node *n, const sn_tensor *x, int64_t *outer, int64_
     return SNUG_OK;
 }
 
-static int smx_infer(sn_infer_ctx *c) {
+int nn_smx_infer(sn_infer_ctx *c) {
     const sn_tensor *x = sn_infer_in(c, 0);
     if (!x)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "missing input");
@@ -72,9 +73,9 @@ static size_t smx_ws(const sn_node *n, const sn_tensor *x) {
     return inner > 1 ? 2 * sn_align16((size_t)inner * sizeof(double)) : 0;
 }
 
-static size_t smx_estimate(const sn_infer_ctx *c) { return smx_ws(c->node, c->in[0]); }
+size_t nn_smx_estimate(const sn_infer_ctx *c) { return smx_ws(c->node, c->in[0]); }
 
-static int smx_prepare(sn_prep_ctx *c) {
+int nn_smx_prepare(sn_prep_ctx *c) {
     c->workspace = smx_ws(c->node, c->in[0]);
     return SNUG_OK;
 }
@@ -371,7 +372,7 @@ void sn_softmax_rows_f32(const float *x, float *y, int64_t rows, int64_t L, int 
 SMX_COLS(smx_cols_f32, float, expf, logf)
 SMX_COLS(smx_cols_f64, double, exp, log)
 
-static int smx_run(sn_kctx *c) {
+int nn_smx_run(sn_kctx *c) {
     const sn_tensor *x = c->in[0];
     sn_tensor *y = c->out[0];
     smx_kind kind = smx_kind_of(c->node);
@@ -542,7 +543,7 @@ static int bn_params(const sn_node *n, const sn_tensor *const *in, int n_in, int
     return SNUG_OK;
 }
 
-static int bn_infer(sn_infer_ctx *c) {
+int nn_bn_infer(sn_infer_ctx *c) {
     const sn_node *n = c->node;
     const sn_tensor *x = sn_infer_in(c, 0);
     if (!x)
@@ -584,14 +585,14 @@ static size_t bn_ws(const sn_node *n, const sn_tensor *const *in, int n_in) {
     return 4 * sn_align16((size_t)P * sizeof(double));
 }
 
-static size_t bn_estimate(const sn_infer_ctx *c) { return bn_ws(c->node, c->in, c->n_in); }
+size_t nn_bn_estimate(const sn_infer_ctx *c) { return bn_ws(c->node, c->in, c->n_in); }
 
-static int bn_prepare(sn_prep_ctx *c) {
+int nn_bn_prepare(sn_prep_ctx *c) {
     c->workspace = bn_ws(c->node, c->in, c->n_in);
     return SNUG_OK;
 }
 
-static int bn_run(sn_kctx *c) {
+int nn_bn_run(sn_kctx *c) {
     const sn_node *n = c->node;
     const sn_tensor *x = c->in[0];
     int64_t N = x->dims[0], C = x->dims[1], inner = sn_dims_prod(x->dims, 2, x->rank), P;
@@ -653,7 +654,7 @@ static int bn_run(sn_kctx *c) {
  * InstanceNormalization
  * ====================================================================== */
 
-static int in_infer(sn_infer_ctx *c) {
+int nn_in_infer(sn_infer_ctx *c) {
     const sn_node *n = c->node;
     const sn_tensor *x = sn_infer_in(c, 0);
     if (!x)
@@ -681,14 +682,14 @@ static size_t chan_ws(const sn_tensor *x) {
     return 2 * sn_align16((size_t)x->dims[1] * sizeof(double));
 }
 
-static size_t chan_estimate(const sn_infer_ctx *c) { return chan_ws(c->in[0]); }
+size_t nn_chan_estimate(const sn_infer_ctx *c) { return chan_ws(c->in[0]); }
 
-static int chan_prepare(sn_prep_ctx *c) {
+int nn_chan_prepare(sn_prep_ctx *c) {
     c->workspace = chan_ws(c->in[0]);
     return SNUG_OK;
 }
 
-static int in_run(sn_kctx *c) {
+int nn_in_run(sn_kctx *c) {
     const sn_tensor *x = c->in[0], *sc = c->in[1], *bi = c->in[2];
     int64_t N = x->dims[0], C = x->dims[1], inner = sn_dims_prod(x->dims, 2, x->rank);
     double eps = sn_attr_float(c->node, "epsilon", 1e-5f);
@@ -747,7 +748,7 @@ static int ln_check_bcast(const sn_node *n, const sn_tensor *x, int axis, const 
     return SNUG_OK;
 }
 
-static int ln_infer(sn_infer_ctx *c) {
+int nn_ln_infer(sn_infer_ctx *c) {
     const sn_node *n = c->node;
     const sn_tensor *x = sn_infer_in(c, 0);
     if (!x)
@@ -804,7 +805,7 @@ static int64_t ln_pidx(const sn_tensor *x, int axis, const sn_tensor *t, int64_t
     return idx;
 }
 
-static int ln_run(sn_kctx *c) {
+int nn_ln_run(sn_kctx *c) {
     const sn_node *n = c->node;
     const sn_tensor *x = c->in[0], *sc = c->in[1];
     const sn_tensor *bt = sn_has_in(c->in, c->n_in, 2) ? c->in[2] : NULL;
@@ -892,14 +893,14 @@ static int gn_check(const sn_infer_ctx *c, int64_t *G) {
     return SNUG_OK;
 }
 
-static int gn_infer(sn_infer_ctx *c) {
+int nn_gn_infer(sn_infer_ctx *c) {
     int64_t G;
     SN_TRY(gn_check(c, &G));
     sn_set_out(c->out[0], c->in[0]->dtype, c->in[0]->rank, c->in[0]->dims);
     return SNUG_OK;
 }
 
-static int gn_run(sn_kctx *c) {
+int nn_gn_run(sn_kctx *c) {
     const sn_node *n = c->node;
     const sn_tensor *x = c->in[0], *sc = c->in[1], *bi = c->in[2];
     int64_t G = sn_attr_int(n, "num_groups", 1);
@@ -935,7 +936,7 @@ static int gn_run(sn_kctx *c) {
  * LRN: y = x / (bias + alpha/size * sum of x^2 over nearby channels)^beta
  * ====================================================================== */
 
-static int lrn_infer(sn_infer_ctx *c) {
+int nn_lrn_infer(sn_infer_ctx *c) {
     const sn_node *n = c->node;
     const sn_tensor *x = sn_infer_in(c, 0);
     if (!x)
@@ -951,7 +952,7 @@ static int lrn_infer(sn_infer_ctx *c) {
     return SNUG_OK;
 }
 
-static int lrn_run(sn_kctx *c) {
+int nn_lrn_run(sn_kctx *c) {
     const sn_node *n = c->node;
     const sn_tensor *x = c->in[0];
     sn_tensor *y = c->out[0];
@@ -978,21 +979,50 @@ static int lrn_run(sn_kctx *c) {
     return SNUG_OK;
 }
 
-const sn_op_def sn_ops_norm[] = {
-    {.domain = "", .name = "Softmax", .since_version = 1, .infer = smx_infer, .flags = SN_OP_INPLACE0, .estimate = smx_estimate,
-     .cpu = {.prepare = smx_prepare, .run = smx_run}},
-    {.domain = "", .name = "LogSoftmax", .since_version = 1, .infer = smx_infer, .flags = SN_OP_INPLACE0, .estimate = smx_estimate,
-     .cpu = {.prepare = smx_prepare, .run = smx_run}},
-    {.domain = "", .name = "Hardmax", .since_version = 1, .infer = smx_infer, .flags = SN_OP_INPLACE0, .estimate = smx_estimate,
-     .cpu = {.prepare = smx_prepare, .run = smx_run}},
-    {.domain = "", .name = "BatchNormalization", .since_version = 1, .infer = bn_infer, .flags = SN_OP_INPLACE0, .estimate = bn_estimate,
-     .cpu = {.prepare = bn_prepare, .run = bn_run}},
-    {.domain = "", .name = "InstanceNormalization", .since_version = 1, .infer = in_infer, .flags = SN_OP_INPLACE0, .estimate = chan_estimate,
-     .cpu = {.prepare = chan_prepare, .run = in_run}},
-    {.domain = "", .name = "LayerNormalization", .since_version = 17, .infer = ln_infer, .flags = SN_OP_INPLACE0,
-     .cpu = {.run = ln_run}},
-    {.domain = "", .name = "GroupNormalization", .since_version = 18, .infer = gn_infer, .flags = SN_OP_INPLACE0, .estimate = chan_estimate,
-     .cpu = {.prepare = chan_prepare, .run = gn_run}},
-    {.domain = "", .name = "LRN", .since_version = 1, .infer = lrn_infer, .cpu = {.run = lrn_run}},
-    {0},
-};
+/* ---- LpNormalization (1, 22) ------------------------------------------------------------
+ * y = x / ||x||_p along axis (p 1 or 2). A zero norm gives NaN, as 0/0 does
+ * in the reference. */
+
+int nn_lpnorm_infer(sn_infer_ctx *c) {
+    const sn_tensor *x = sn_in(c->in, c->n_in, 0);
+    if (!x)
+        return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "input is missing");
+    if (!sn_dtype_is_real(x->dtype))
+        return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "input must be a float tensor, is %s",
+                        sn_dtype_name(x->dtype));
+    int64_t p = sn_attr_int(c->node, "p", 2);
+    if (p != 1 && p != 2)
+        return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "p must be 1 or 2, is %lld", (long long)p);
+    int axis;
+    if (x->rank >= 0 && !sn_axis_norm(sn_attr_int(c->node, "axis", -1), x->rank, &axis))
+        return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "axis out of range for rank %d", x->rank);
+    sn_set_out(c->out[0], x->dtype, x->rank, x->dims);
+    return SNUG_OK;
+}
+
+int nn_lpnorm_run(sn_kctx *c) {
+    const sn_tensor *x = c->in[0];
+    sn_tensor *y = c->out[0];
+    int axis = 0;
+    sn_axis_norm(sn_attr_int(c->node, "axis", -1), x->rank, &axis);
+    bool l1 = sn_attr_int(c->node, "p", 2) == 1;
+    int64_t outer = 1, A = x->dims[axis], inner = 1;
+    for (int i = 0; i < axis; i++)
+        outer *= x->dims[i];
+    for (int i = axis + 1; i < x->rank; i++)
+        inner *= x->dims[i];
+    sn_dtype t = x->dtype;
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t in = 0; in < inner; in++) {
+            int64_t base = o * A * inner + in;
+            double s = 0;
+            for (int64_t a = 0; a < A; a++) {
+                double v = sn_ld_f64(t, x->data, base + a * inner);
+                s += l1 ? fabs(v) : v * v;
+            }
+            double norm = l1 ? s : sqrt(s);
+            for (int64_t a = 0; a < A; a++)
+                sn_st_f64(t, y->data, base + a * inner, sn_ld_f64(t, x->data, base + a * inner) / norm);
+        }
+    return SNUG_OK;
+}

@@ -10,12 +10,12 @@
 #include <math.h>
 #include <string.h>
 
-#include "ops/linalg/gemm_ops.h"
+#include "ops/nn/nn.h"
 
 enum { POOL_AVG, POOL_MAX, POOL_LP };
 
 typedef struct pool_shape {
-    gk_geo g;
+    nn_geo g;
     int64_t N, C, insz, outsz, ksz;
     bool ceil_mode, count_pad;
     int storage_order;
@@ -28,7 +28,7 @@ static int pool_shape_make(const sn_node *node, sn_err *err, const sn_tensor *x,
     if (x->rank < 3)
         return sn_kfail(err, node, SNUG_ERR_SHAPE, "X must have rank >= 3, got %d", x->rank);
     int nd = x->rank - 2;
-    SN_TRY(gk_geo_attrs(node, err, nd, NULL, &s->g));
+    SN_TRY(nn_geo_attrs(node, err, nd, NULL, &s->g));
     s->ceil_mode = sn_attr_int(node, "ceil_mode", 0) != 0;
     s->count_pad = sn_attr_int(node, "count_include_pad", 0) != 0;
     s->storage_order = (int)sn_attr_int(node, "storage_order", 0);
@@ -40,11 +40,11 @@ static int pool_shape_make(const sn_node *node, sn_err *err, const sn_tensor *x,
     }
     for (int i = 0; i < nd; i++) {
         s->g.in[i] = x->dims[2 + i];
-        if (s->g.auto_pad == GK_PAD_NOTSET && (s->g.pb[i] >= (s->g.k[i] - 1) * s->g.d[i] + 1 ||
+        if (s->g.auto_pad == NN_PAD_NOTSET && (s->g.pb[i] >= (s->g.k[i] - 1) * s->g.d[i] + 1 ||
                                                s->g.pe[i] >= (s->g.k[i] - 1) * s->g.d[i] + 1))
             return sn_kfail(err, node, SNUG_ERR_INVALID_ARG, "pads must be smaller than the kernel");
     }
-    SN_TRY(gk_geo_output(node, err, &s->g, s->ceil_mode));
+    SN_TRY(nn_geo_output(node, err, &s->g, s->ceil_mode));
     s->N = x->dims[0];
     s->C = x->dims[1];
     s->insz = s->outsz = s->ksz = 1;
@@ -88,9 +88,9 @@ static int pool_infer_common(sn_infer_ctx *c, int kind) {
     return SNUG_OK;
 }
 
-static int avgpool_infer(sn_infer_ctx *c) { return pool_infer_common(c, POOL_AVG); }
-static int maxpool_infer(sn_infer_ctx *c) { return pool_infer_common(c, POOL_MAX); }
-static int lppool_infer(sn_infer_ctx *c) { return pool_infer_common(c, POOL_LP); }
+int nn_avgpool_infer(sn_infer_ctx *c) { return pool_infer_common(c, POOL_AVG); }
+int nn_maxpool_infer(sn_infer_ctx *c) { return pool_infer_common(c, POOL_MAX); }
+int nn_lppool_infer(sn_infer_ctx *c) { return pool_infer_common(c, POOL_LP); }
 
 typedef struct pool_job {
     const pool_shape *s;
@@ -115,7 +115,7 @@ static inline void st_f32(sn_dtype t, void *p, int64_t i, double v) {
     static void NAME(void *arg, int64_t q0, int64_t q1) {                                      \
         const pool_job *j = arg;                                                               \
         const pool_shape *s = j->s;                                                            \
-        const gk_geo *g = &s->g;                                                               \
+        const nn_geo *g = &s->g;                                                               \
         int nd = g->nd;                                                                        \
         int64_t rstr[SN_MAX_RANK]; /* column-major spatial strides (storage_order 1) */        \
         int64_t acc_s = 1;                                                                     \
@@ -204,9 +204,9 @@ static int pool_run_common(sn_kctx *c, int kind) {
     return SNUG_OK;
 }
 
-static int avgpool_run(sn_kctx *c) { return pool_run_common(c, POOL_AVG); }
-static int maxpool_run(sn_kctx *c) { return pool_run_common(c, POOL_MAX); }
-static int lppool_run(sn_kctx *c) { return pool_run_common(c, POOL_LP); }
+int nn_avgpool_run(sn_kctx *c) { return pool_run_common(c, POOL_AVG); }
+int nn_maxpool_run(sn_kctx *c) { return pool_run_common(c, POOL_MAX); }
+int nn_lppool_run(sn_kctx *c) { return pool_run_common(c, POOL_LP); }
 
 /* ---- global pools ------------------------------------------------------------------- */
 
@@ -300,21 +300,21 @@ static int gpool_run_common(sn_kctx *c, int kind) {
     return SNUG_OK;
 }
 
-static int gavg_infer(sn_infer_ctx *c) { return gpool_infer_common(c, POOL_AVG); }
-static int gmax_infer(sn_infer_ctx *c) { return gpool_infer_common(c, POOL_MAX); }
-static int glp_infer(sn_infer_ctx *c) { return gpool_infer_common(c, POOL_LP); }
-static int gavg_run(sn_kctx *c) { return gpool_run_common(c, POOL_AVG); }
-static int gmax_run(sn_kctx *c) { return gpool_run_common(c, POOL_MAX); }
-static int glp_run(sn_kctx *c) { return gpool_run_common(c, POOL_LP); }
+int nn_gavg_infer(sn_infer_ctx *c) { return gpool_infer_common(c, POOL_AVG); }
+int nn_gmax_infer(sn_infer_ctx *c) { return gpool_infer_common(c, POOL_MAX); }
+int nn_glp_infer(sn_infer_ctx *c) { return gpool_infer_common(c, POOL_LP); }
+int nn_gavg_run(sn_kctx *c) { return gpool_run_common(c, POOL_AVG); }
+int nn_gmax_run(sn_kctx *c) { return gpool_run_common(c, POOL_MAX); }
+int nn_glp_run(sn_kctx *c) { return gpool_run_common(c, POOL_LP); }
 
 /* ---- MaxUnpool ---------------------------------------------------------------------------- */
 
 /* The shape MaxPool's input had: (in - 1) * s - pb - pe + k per spatial dim. */
-static int unpool_shape(const sn_node *node, sn_err *err, const sn_tensor *x, gk_geo *g, int64_t *inf) {
+static int unpool_shape(const sn_node *node, sn_err *err, const sn_tensor *x, nn_geo *g, int64_t *inf) {
     if (x->rank < 3)
         return sn_kfail(err, node, SNUG_ERR_SHAPE, "X must have rank >= 3, got %d", x->rank);
     int nd = x->rank - 2;
-    SN_TRY(gk_geo_attrs(node, err, nd, NULL, g));
+    SN_TRY(nn_geo_attrs(node, err, nd, NULL, g));
     inf[0] = x->dims[0];
     inf[1] = x->dims[1];
     for (int i = 0; i < nd; i++) {
@@ -326,7 +326,7 @@ static int unpool_shape(const sn_node *node, sn_err *err, const sn_tensor *x, gk
     return SNUG_OK;
 }
 
-static int unpool_infer(sn_infer_ctx *c) {
+int nn_unpool_infer(sn_infer_ctx *c) {
     const sn_tensor *x = sn_in(c->in, c->n_in, 0), *ind = sn_in(c->in, c->n_in, 1);
     const sn_tensor *os = sn_in(c->in, c->n_in, 2);
     if (!x || !ind)
@@ -337,7 +337,7 @@ static int unpool_infer(sn_infer_ctx *c) {
         sn_set_out(c->out[0], x->dtype, SN_RANK_UNKNOWN, NULL);
         return SNUG_OK;
     }
-    gk_geo g;
+    nn_geo g;
     int64_t inf[SN_MAX_RANK];
     SN_TRY(unpool_shape(c->node, c->err, x, &g, inf));
     if (os) {
@@ -352,10 +352,10 @@ static int unpool_infer(sn_infer_ctx *c) {
     return SNUG_OK;
 }
 
-static int unpool_run(sn_kctx *c) {
+int nn_unpool_run(sn_kctx *c) {
     const sn_tensor *x = c->in[0], *ind = c->in[1];
     sn_tensor *y = c->out[0];
-    gk_geo g;
+    nn_geo g;
     int64_t inf[SN_MAX_RANK];
     SN_TRY(unpool_shape(c->node, c->err, x, &g, inf));
     int r = x->rank;
@@ -390,14 +390,3 @@ static int unpool_run(sn_kctx *c) {
     }
     return SNUG_OK;
 }
-
-const sn_op_def sn_ops_pool[] = {
-    {.domain = "", .name = "AveragePool", .since_version = 1, .infer = avgpool_infer, .cpu = {.run = avgpool_run}},
-    {.domain = "", .name = "MaxPool", .since_version = 1, .infer = maxpool_infer, .cpu = {.run = maxpool_run}},
-    {.domain = "", .name = "LpPool", .since_version = 1, .infer = lppool_infer, .cpu = {.run = lppool_run}},
-    {.domain = "", .name = "GlobalAveragePool", .since_version = 1, .infer = gavg_infer, .cpu = {.run = gavg_run}},
-    {.domain = "", .name = "GlobalMaxPool", .since_version = 1, .infer = gmax_infer, .cpu = {.run = gmax_run}},
-    {.domain = "", .name = "GlobalLpPool", .since_version = 1, .infer = glp_infer, .cpu = {.run = glp_run}},
-    {.domain = "", .name = "MaxUnpool", .since_version = 9, .infer = unpool_infer, .cpu = {.run = unpool_run}},
-    {0},
-};

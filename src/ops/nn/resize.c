@@ -7,8 +7,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "ops/nn/nn.h"
 #include "ops/shape/shape_util.h"
-
 
 enum { RZ_NEAREST, RZ_LINEAR, RZ_CUBIC };
 enum { CT_HALF_PIXEL, CT_HALF_PIXEL_SYM, CT_PYTORCH_HALF_PIXEL, CT_ALIGN_CORNERS, CT_ASYMMETRIC,
@@ -224,7 +224,7 @@ bad_axes:
     return -1;
 }
 
-static int resize_infer(sn_infer_ctx *c) {
+int nn_resize_infer(sn_infer_ctx *c) {
     const sn_tensor *x = sn_in(c->in, c->n_in, 0);
     if (!x || x->kind != SN_KIND_TENSOR)
         return KFAIL(SNUG_ERR_INVALID_ARG, "input X must be a tensor");
@@ -423,7 +423,7 @@ static bool resize_ws_bytes(const rz_params *p, const sn_tensor *x, const sn_ten
     return true;
 }
 
-static int resize_prepare(sn_prep_ctx *c) {
+int nn_resize_prepare(sn_prep_ctx *c) {
     rz_params p;
     if (rz_attrs(c->node, c->err, &p))
         return c->err->code;
@@ -434,7 +434,7 @@ static int resize_prepare(sn_prep_ctx *c) {
 }
 
 /* Level 1: the figure prepare will declare, from the inferred shapes. */
-static size_t resize_estimate(const sn_infer_ctx *c) {
+size_t nn_resize_estimate(const sn_infer_ctx *c) {
     rz_params p;
     size_t total;
     if (c->n_in < 1 || c->n_out < 1 || !c->in[0] || !c->out[0] || c->in[0]->rank != c->out[0]->rank ||
@@ -468,7 +468,7 @@ static void store_el(sn_dtype t, void *d, int64_t i, double v) {
     sn_store_f64(t, d, (size_t)i, v);
 }
 
-static int resize_run(sn_kctx *c) {
+int nn_resize_run(sn_kctx *c) {
     const sn_tensor *x = sn_in(c->in, c->n_in, 0);
     sn_tensor *y = c->out[0];
     rz_params p;
@@ -596,11 +596,3 @@ static int resize_run(sn_kctx *c) {
     }
     return SNUG_OK;
 }
-
-const sn_op_def sn_ops_resize[] = {
-    {.domain = "", .name = "Resize", .since_version = 10, .infer = resize_infer, .estimate = resize_estimate,
-     .cpu = {.prepare = resize_prepare, .run = resize_run, .free_state = sk_ws_free}},
-    {.domain = "", .name = "Upsample", .since_version = 7, .infer = resize_infer, .estimate = resize_estimate,
-     .cpu = {.prepare = resize_prepare, .run = resize_run, .free_state = sk_ws_free}},
-    {0},
-};

@@ -14,7 +14,7 @@
 #include <strings.h>
 
 #include "ops/gemm.h"
-#include "ops/kit.h"
+#include "ops/nn/nn.h"
 
 enum { RNN_SIMPLE, RNN_GRU, RNN_LSTM };
 
@@ -648,25 +648,12 @@ static int rnn_run(sn_kctx *c, int kind) {
     return SNUG_OK;
 }
 
-static int rnn_infer_simple(sn_infer_ctx *c) { return rnn_infer(c, RNN_SIMPLE); }
-static int rnn_infer_gru(sn_infer_ctx *c) { return rnn_infer(c, RNN_GRU); }
-static int rnn_infer_lstm(sn_infer_ctx *c) { return rnn_infer(c, RNN_LSTM); }
-static int rnn_prepare_simple(sn_prep_ctx *c) { return rnn_prepare(c, RNN_SIMPLE); }
-static int rnn_prepare_gru(sn_prep_ctx *c) { return rnn_prepare(c, RNN_GRU); }
-static int rnn_prepare_lstm(sn_prep_ctx *c) { return rnn_prepare(c, RNN_LSTM); }
-static int rnn_run_simple(sn_kctx *c) { return rnn_run(c, RNN_SIMPLE); }
-static int rnn_run_gru(sn_kctx *c) { return rnn_run(c, RNN_GRU); }
-static int rnn_run_lstm(sn_kctx *c) { return rnn_run(c, RNN_LSTM); }
-
-/* The opsets differ only by attributes that default to the old behaviour
- * (layout 14, linear_before_reset 3, output_sequence gone in 7), so one def
- * per op serves all. */
-const sn_op_def sn_ops_rnn[] = {
-    {.domain = "", .name = "RNN", .since_version = 1, .infer = rnn_infer_simple,
-     .cpu = {.prepare = rnn_prepare_simple, .run = rnn_run_simple}},
-    {.domain = "", .name = "GRU", .since_version = 1, .infer = rnn_infer_gru,
-     .cpu = {.prepare = rnn_prepare_gru, .run = rnn_run_gru}},
-    {.domain = "", .name = "LSTM", .since_version = 1, .infer = rnn_infer_lstm,
-     .cpu = {.prepare = rnn_prepare_lstm, .run = rnn_run_lstm}},
-    {0},
-};
+int nn_rnn_infer_simple(sn_infer_ctx *c) { return rnn_infer(c, RNN_SIMPLE); }
+int nn_rnn_infer_gru(sn_infer_ctx *c) { return rnn_infer(c, RNN_GRU); }
+int nn_rnn_infer_lstm(sn_infer_ctx *c) { return rnn_infer(c, RNN_LSTM); }
+int nn_rnn_prepare_simple(sn_prep_ctx *c) { return rnn_prepare(c, RNN_SIMPLE); }
+int nn_rnn_prepare_gru(sn_prep_ctx *c) { return rnn_prepare(c, RNN_GRU); }
+int nn_rnn_prepare_lstm(sn_prep_ctx *c) { return rnn_prepare(c, RNN_LSTM); }
+int nn_rnn_run_simple(sn_kctx *c) { return rnn_run(c, RNN_SIMPLE); }
+int nn_rnn_run_gru(sn_kctx *c) { return rnn_run(c, RNN_GRU); }
+int nn_rnn_run_lstm(sn_kctx *c) { return rnn_run(c, RNN_LSTM); }

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "ops/misc.h"
+#include "ops/kit.h"
 
 #ifndef M_PI
 #define M_PI 3.14159265358979323846
@@ -63,7 +63,7 @@ static uint64_t seed_bits(float seed) {
     return u;
 }
 
-int sn_random_prepare(sn_prep_ctx *c) {
+static int sn_random_prepare(sn_prep_ctx *c) {
     if (sn_attr_get(c->node, "seed"))
         return SNUG_OK; /* re-seeded at each run */
     sn_rng *r = sn_malloc(sizeof *r);
@@ -76,7 +76,7 @@ int sn_random_prepare(sn_prep_ctx *c) {
     return SNUG_OK;
 }
 
-void sn_random_free(void *state) { sn_free(state); }
+static void sn_random_free(void *state) { sn_free(state); }
 
 /* The generator for this run: seeded from the attribute, the node's state,
  * or (no prepare ran) a clock-seeded local one. */
@@ -98,7 +98,7 @@ static bool float_dtype(int64_t t) { return t == (int32_t)t && sn_dtype_is_real(
 
 /* ---- Bernoulli -------------------------------------------------------------- */
 
-int sn_bernoulli_infer(sn_infer_ctx *c) {
+static int sn_bernoulli_infer(sn_infer_ctx *c) {
     const sn_tensor *x = c->in[0];
     if (!float_dtype(x->dtype))
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "input must be a float tensor");
@@ -110,7 +110,7 @@ int sn_bernoulli_infer(sn_infer_ctx *c) {
     return SNUG_OK;
 }
 
-int sn_bernoulli_run(sn_kctx *c) {
+static int sn_bernoulli_run(sn_kctx *c) {
     sn_rng local, *r = run_rng(c, &local);
     const sn_tensor *x = c->in[0];
     sn_tensor *y = c->out[0];
@@ -124,7 +124,7 @@ int sn_bernoulli_run(sn_kctx *c) {
 
 /* ---- RandomUniform / RandomNormal (and the *Like forms) --------------------------- */
 
-int sn_rand_uniform_infer(sn_infer_ctx *c) {
+static int sn_rand_uniform_infer(sn_infer_ctx *c) {
     const int64_t *shape;
     int rank = sn_attr_ints(c->node, "shape", &shape);
     if (rank < 0 || rank > SN_MAX_RANK)
@@ -140,7 +140,7 @@ int sn_rand_uniform_infer(sn_infer_ctx *c) {
     return SNUG_OK;
 }
 
-int sn_rand_uniform_like_infer(sn_infer_ctx *c) {
+static int sn_rand_uniform_like_infer(sn_infer_ctx *c) {
     const sn_tensor *x = c->in[0];
     int64_t dt = sn_attr_int(c->node, "dtype", x->dtype);
     if (!float_dtype(dt))
@@ -151,7 +151,7 @@ int sn_rand_uniform_like_infer(sn_infer_ctx *c) {
     return SNUG_OK;
 }
 
-int sn_rand_uniform_run(sn_kctx *c) {
+static int sn_rand_uniform_run(sn_kctx *c) {
     sn_rng local, *r = run_rng(c, &local);
     sn_tensor *y = c->out[0];
     const double lo = sn_attr_float(c->node, "low", 0.0f), hi = sn_attr_float(c->node, "high", 1.0f);
@@ -161,7 +161,7 @@ int sn_rand_uniform_run(sn_kctx *c) {
     return SNUG_OK;
 }
 
-int sn_rand_normal_run(sn_kctx *c) {
+static int sn_rand_normal_run(sn_kctx *c) {
     sn_rng local, *r = run_rng(c, &local);
     sn_tensor *y = c->out[0];
     const double mean = sn_attr_float(c->node, "mean", 0.0f), scale = sn_attr_float(c->node, "scale", 1.0f);
@@ -173,7 +173,7 @@ int sn_rand_normal_run(sn_kctx *c) {
 
 /* ---- Multinomial ---------------------------------------------------------------------- */
 
-int sn_multinomial_infer(sn_infer_ctx *c) {
+static int sn_multinomial_infer(sn_infer_ctx *c) {
     const sn_tensor *x = c->in[0];
     if (!float_dtype(x->dtype))
         return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "input must be a float tensor");
@@ -193,7 +193,7 @@ int sn_multinomial_infer(sn_infer_ctx *c) {
     return SNUG_OK;
 }
 
-int sn_multinomial_run(sn_kctx *c) {
+static int sn_multinomial_run(sn_kctx *c) {
     sn_rng local, *r = run_rng(c, &local);
     const sn_tensor *x = c->in[0];
     sn_tensor *y = c->out[0];
@@ -222,3 +222,24 @@ int sn_multinomial_run(sn_kctx *c) {
     }
     return SNUG_OK;
 }
+
+const sn_op_def sn_ops_random[] = {
+    {.domain = "", .name = "Bernoulli", .since_version = 15, .infer = sn_bernoulli_infer, .flags = SN_OP_NONDETERMINISTIC,
+     .cpu = {.prepare = sn_random_prepare, .run = sn_bernoulli_run, .free_state = sn_random_free}},
+    {.domain = "", .name = "RandomUniform", .since_version = 1, .infer = sn_rand_uniform_infer,
+     .flags = SN_OP_NONDETERMINISTIC,
+     .cpu = {.prepare = sn_random_prepare, .run = sn_rand_uniform_run, .free_state = sn_random_free}},
+    {.domain = "", .name = "RandomUniformLike", .since_version = 1, .infer = sn_rand_uniform_like_infer,
+     .flags = SN_OP_NONDETERMINISTIC,
+     .cpu = {.prepare = sn_random_prepare, .run = sn_rand_uniform_run, .free_state = sn_random_free}},
+    {.domain = "", .name = "RandomNormal", .since_version = 1, .infer = sn_rand_uniform_infer,
+     .flags = SN_OP_NONDETERMINISTIC,
+     .cpu = {.prepare = sn_random_prepare, .run = sn_rand_normal_run, .free_state = sn_random_free}},
+    {.domain = "", .name = "RandomNormalLike", .since_version = 1, .infer = sn_rand_uniform_like_infer,
+     .flags = SN_OP_NONDETERMINISTIC,
+     .cpu = {.prepare = sn_random_prepare, .run = sn_rand_normal_run, .free_state = sn_random_free}},
+    {.domain = "", .name = "Multinomial", .since_version = 7, .infer = sn_multinomial_infer,
+     .flags = SN_OP_NONDETERMINISTIC,
+     .cpu = {.prepare = sn_random_prepare, .run = sn_multinomial_run, .free_state = sn_random_free}},
+    {0},
+};

@@ -1,5 +1,5 @@
-/* Small helpers shared by the reduce, norm and math op families
- * (reduce/reduce.c, nn/norm.c, math.c). Private to those files. */
+/* The float32 row kernels reductions share with the normalizations
+ * (reduce/reduce.c, nn/norm.c: Softmax): lane sums, max/min, exp. */
 #ifndef SN_OPS_REDUCE_UTIL_H
 #define SN_OPS_REDUCE_UTIL_H
 

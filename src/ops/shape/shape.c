@@ -1,14 +1,13 @@
 /* Shape and data-movement ops: Reshape, Transpose, Flatten, Squeeze,
  * Unsqueeze, Concat, Split, Slice, Pad, Tile, Expand, Shape, Size,
- * ConstantOfShape, Constant, Range, EyeLike, DepthToSpace, SpaceToDepth.
- * They move elements of any dtype as bytes (strings as sn_string structs). */
+ * ConstantOfShape, Constant, Range, EyeLike, DepthToSpace, SpaceToDepth,
+ * CenterCropPad. They move elements of any dtype as bytes (strings as
+ * sn_string structs). */
 #include <math.h>
 #include <string.h>
 
 #include "ops/llm/kernels.h" /* llm_transpose_f32 */
 #include "ops/shape/shape_util.h"
-
-
 
 /* Run for view ops: copies input 0 unless the executor aliased it. */
 static int run_copy0(sn_kctx *c) {
@@ -1337,9 +1336,130 @@ static int d2s_run(sn_kctx *c) {
     return SNUG_OK;
 }
 
+/* ---- CenterCropPad (18) ----------------------------------------------------------------------
+ * Each listed axis is cropped (centered, the extra element at the end) or
+ * zero-padded (likewise) to the size in `shape`. */
+
+typedef struct ccp_geo {
+    int64_t out[SN_MAX_RANK];
+    int64_t shift[SN_MAX_RANK]; /* source index = output index + shift */
+} ccp_geo;
+
+/* Fills g from x's shape and the target sizes; returns a status. known:
+ * whether the shape input's data is available. */
+static int ccp_geometry(const sn_node *node, sn_err *err, const sn_tensor *x, const sn_tensor *shape,
+                        ccp_geo *g, bool *known) {
+    int64_t sizes[SN_MAX_RANK];
+    int ns = sn_input_shape(shape, sizes);
+    const int64_t *axes_attr;
+    int na = sn_attr_ints(node, "axes", &axes_attr);
+    int axes[SN_MAX_RANK];
+    if (na < 0) {
+        na = x->rank;
+        for (int i = 0; i < na; i++)
+            axes[i] = i;
+    } else {
+        if (na > x->rank)
+            return sn_kfail(err, node, SNUG_ERR_INVALID_ARG, "%d axes for rank %d", na, x->rank);
+        for (int i = 0; i < na; i++) {
+            if (!sn_axis_norm(axes_attr[i], x->rank, &axes[i]))
+                return sn_kfail(err, node, SNUG_ERR_INVALID_ARG, "axis %lld out of range for rank %d",
+                                (long long)axes_attr[i], x->rank);
+            for (int j = 0; j < i; j++)
+                if (axes[j] == axes[i])
+                    return sn_kfail(err, node, SNUG_ERR_INVALID_ARG, "axis %d repeated", axes[i]);
+        }
+    }
+    if (shape->rank != 1 || (sn_dim_known(shape->dims[0]) && shape->dims[0] != na))
+        return sn_kfail(err, node, SNUG_ERR_SHAPE, "shape must be 1-D with one value per axis (%d)", na);
+    for (int i = 0; i < x->rank; i++) {
+        g->out[i] = x->dims[i];
+        g->shift[i] = 0;
+    }
+    *known = ns == na;
+    for (int k = 0; k < na; k++) {
+        int a = axes[k];
+        if (!*known) {
+            g->out[a] = SN_DIM_UNKNOWN;
+            continue;
+        }
+        if (sizes[k] < 0)
+            return sn_kfail(err, node, SNUG_ERR_INVALID_ARG, "negative target size %lld", (long long)sizes[k]);
+        g->out[a] = sizes[k];
+        /* crop: start at (dim - size) / 2; pad: (size - dim) / 2 zeros
+         * before, i.e. a negative shift; the odd element goes at the end */
+        if (sn_dim_known(x->dims[a]))
+            g->shift[a] = x->dims[a] >= sizes[k] ? (x->dims[a] - sizes[k]) / 2 : -((sizes[k] - x->dims[a]) / 2);
+    }
+    return SNUG_OK;
+}
+
+static int ccp_infer(sn_infer_ctx *c) {
+    const sn_tensor *x = sn_in(c->in, c->n_in, 0), *shape = sn_in(c->in, c->n_in, 1);
+    if (!x || !shape)
+        return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "needs inputs input_data and shape");
+    if (shape->dtype != SN_I64 && shape->dtype != SN_I32)
+        return sn_kfail(c->err, c->node, SNUG_ERR_TYPE, "shape must be int32 or int64");
+    if (sn_dtype_nbytes(x->dtype, 2) != 2 * sn_dtype_size(x->dtype))
+        return sn_kfail(c->err, c->node, SNUG_ERR_UNSUPPORTED, "type %s not supported", sn_dtype_name(x->dtype));
+    if (x->rank < 0) {
+        sn_set_out(c->out[0], x->dtype, SN_RANK_UNKNOWN, NULL);
+        return SNUG_OK;
+    }
+    ccp_geo g;
+    bool known;
+    SN_TRY(ccp_geometry(c->node, c->err, x, shape, &g, &known));
+    sn_set_out(c->out[0], x->dtype, x->rank, g.out);
+    return SNUG_OK;
+}
+
+static int ccp_run(sn_kctx *c) {
+    const sn_tensor *x = c->in[0];
+    sn_tensor *y = c->out[0];
+    ccp_geo g;
+    bool known;
+    SN_TRY(ccp_geometry(c->node, c->err, x, c->in[1], &g, &known));
+    size_t es = sn_dtype_size(x->dtype);
+    int64_t ny = sn_tensor_numel(y);
+    if (ny == 0)
+        return SNUG_OK;
+    memset(y->data, 0, (size_t)ny * es);
+    int r = x->rank;
+    if (r == 0) {
+        memcpy(y->data, x->data, es);
+    } else {
+        /* row by row along the last axis: copy the overlapping segment */
+        int last = r - 1;
+        int64_t OW = y->dims[last], W = x->dims[last], sh = g.shift[last];
+        int64_t lo = sn_imax(0, -sh), hi = sn_imin(OW, W - sh);
+        int64_t xs[SN_MAX_RANK];
+        sn_strides(r, x->dims, xs);
+        int64_t rows = ny / OW, idx[SN_MAX_RANK] = {0};
+        for (int64_t row = 0; row < rows; row++) {
+            bool inside = hi > lo;
+            int64_t src = 0;
+            for (int d = 0; d < last && inside; d++) {
+                int64_t s = idx[d] + g.shift[d];
+                inside = s >= 0 && s < x->dims[d];
+                src += s * xs[d];
+            }
+            if (inside)
+                memcpy((char *)y->data + (size_t)(row * OW + lo) * es,
+                       (const char *)x->data + (size_t)(src + lo + sh) * es, (size_t)(hi - lo) * es);
+            for (int d = last - 1; d >= 0; d--) {
+                if (++idx[d] < y->dims[d])
+                    break;
+                idx[d] = 0;
+            }
+        }
+    }
+    return x->dtype == SN_STRING ? sn_strings_own(c, 0) : SNUG_OK;
+}
+
 /* ------------------------------------------------------------------------- */
 
 #define VIEW SN_OP_VIEW0
+
 const sn_op_def sn_ops_shape[] = {
     {.domain = "", .name = "Reshape", .since_version = 1, .infer = reshape_infer, .flags = VIEW,
      .cpu = {.run = run_copy0}},
@@ -1367,5 +1487,6 @@ const sn_op_def sn_ops_shape[] = {
      .cpu = {.run = eyelike_run}},
     {.domain = "", .name = "DepthToSpace", .since_version = 1, .infer = d2s_infer, .cpu = {.run = d2s_run}},
     {.domain = "", .name = "SpaceToDepth", .since_version = 1, .infer = d2s_infer, .cpu = {.run = d2s_run}},
+    {.domain = "", .name = "CenterCropPad", .since_version = 18, .infer = ccp_infer, .cpu = {.run = ccp_run}},
     {0},
 };

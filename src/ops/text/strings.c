@@ -8,8 +8,7 @@
  * bytes: . and negated classes consume one byte of UTF-8. */
 #include <string.h>
 
-#include "ops/elementwise/elementwise.h"
-#include "ops/newer.h"
+#include "ops/text/text.h"
 
 /* ---- broadcasting helper ------------------------------------------------------------------ */
 
@@ -32,7 +31,7 @@ static int64_t bc_offset(const sn_tensor *t, int out_rank, const int64_t *out_di
 
 /* ---- StringConcat (20) ----------------------------------------------------------------------- */
 
-int nw_strconcat_infer(sn_infer_ctx *c) {
+int text_strconcat_infer(sn_infer_ctx *c) {
     const sn_tensor *a = sn_in(c->in, c->n_in, 0), *b = sn_in(c->in, c->n_in, 1);
     if (!a || !b)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "needs inputs X and Y");
@@ -50,7 +49,7 @@ int nw_strconcat_infer(sn_infer_ctx *c) {
     return SNUG_OK;
 }
 
-int nw_strconcat_run(sn_kctx *c) {
+int text_strconcat_run(sn_kctx *c) {
     const sn_tensor *a = c->in[0], *b = c->in[1];
     sn_tensor *y = c->out[0];
     const sn_string *A = a->data, *B = b->data;
@@ -146,7 +145,7 @@ static int split_params(const sn_node *node, sn_err *err, sn_string *delim_buf, 
     return SNUG_OK;
 }
 
-int nw_strsplit_infer(sn_infer_ctx *c) {
+int text_strsplit_infer(sn_infer_ctx *c) {
     const sn_tensor *x = sn_in(c->in, c->n_in, 0);
     if (!x)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "input is missing");
@@ -188,7 +187,7 @@ static void split_emit(void *arg, int64_t k, const char *p, size_t len) {
     s->row[k].len = len;
 }
 
-int nw_strsplit_run(sn_kctx *c) {
+int text_strsplit_run(sn_kctx *c) {
     const sn_tensor *x = c->in[0];
     sn_tensor *y = c->out[0], *cnt = c->n_out > 1 ? c->out[1] : NULL;
     sn_string db;
@@ -210,7 +209,7 @@ int nw_strsplit_run(sn_kctx *c) {
         if (cnt)
             ((int64_t *)cnt->data)[i] = k;
     }
-    return ew_strings_own(c, 0);
+    return sn_strings_own(c, 0);
 }
 
 /* ---- regular expressions ---------------------------------------------------------------------- */
@@ -606,7 +605,7 @@ typedef struct rx_state {
     rx_prog g;
 } rx_state;
 
-void nw_regex_free(void *state) {
+void text_regex_free(void *state) {
     rx_state *s = state;
     if (!s)
         return;
@@ -639,14 +638,14 @@ static int rx_compile(const sn_node *node, sn_err *err, rx_state **out) {
                    : ps.err && strstr(ps.err, "supported") ? SNUG_ERR_UNSUPPORTED : SNUG_ERR_INVALID_ARG;
         int rc = sn_kfail(err, node, code, "pattern '%s': %s (at offset %d)", a->s.ptr,
                           ps.err ? ps.err : "invalid", (int)(ps.p - a->s.ptr));
-        nw_regex_free(s);
+        text_regex_free(s);
         return rc;
     }
     *out = s;
     return SNUG_OK;
 }
 
-int nw_regex_infer(sn_infer_ctx *c) {
+int text_regex_infer(sn_infer_ctx *c) {
     const sn_tensor *x = sn_in(c->in, c->n_in, 0);
     if (!x)
         return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "input is missing");
@@ -658,7 +657,7 @@ int nw_regex_infer(sn_infer_ctx *c) {
     return SNUG_OK;
 }
 
-int nw_regex_prepare(sn_prep_ctx *c) {
+int text_regex_prepare(sn_prep_ctx *c) {
     rx_state *s = NULL;
     SN_TRY(rx_compile(c->node, c->err, &s));
     c->state = s;
@@ -748,7 +747,7 @@ static bool rx_full_match(const rx_prog *g, int32_t *ws, const unsigned char *s,
     return matched;
 }
 
-int nw_regex_run(sn_kctx *c) {
+int text_regex_run(sn_kctx *c) {
     const sn_tensor *x = c->in[0];
     sn_tensor *y = c->out[0];
     const rx_state *st = c->state;

@@ -1,11 +1,12 @@
-/* Text ops: StringNormalizer (10) and TfIdfVectorizer (9).
+/* Text ops: StringNormalizer (10) and TfIdfVectorizer (9); and the text
+ * family's table (StringConcat, StringSplit, RegexFullMatch are in strings.c).
  *
  * Case mapping covers ASCII and the two-byte UTF-8 letters of Latin-1
  * Supplement and basic Cyrillic, whose upper and lower forms have the same
  * byte length; other bytes are left as they are. */
 #include <string.h>
 
-#include "ops/misc.h"
+#include "ops/text/text.h"
 
 /* ---- case mapping ---------------------------------------------------------------- */
 
@@ -94,7 +95,7 @@ static int strnorm_cfg_read(const sn_node *n, strnorm_cfg *cfg, sn_err *err) {
     return SNUG_OK;
 }
 
-int sn_strnorm_infer(sn_infer_ctx *c) {
+static int sn_strnorm_infer(sn_infer_ctx *c) {
     strnorm_cfg cfg;
     SN_TRY(strnorm_cfg_read(c->node, &cfg, c->err));
     const sn_tensor *x = c->in[0];
@@ -128,7 +129,7 @@ static bool is_stopword(const strnorm_cfg *cfg, const sn_string *s) {
     return false;
 }
 
-int sn_strnorm_run(sn_kctx *c) {
+static int sn_strnorm_run(sn_kctx *c) {
     strnorm_cfg cfg;
     SN_TRY(strnorm_cfg_read(c->node, &cfg, c->err));
     const sn_tensor *x = c->in[0];
@@ -236,7 +237,7 @@ static int tfidf_cfg_read(const sn_node *n, tfidf_cfg *cfg, sn_err *err) {
     return SNUG_OK;
 }
 
-int sn_tfidf_infer(sn_infer_ctx *c) {
+static int sn_tfidf_infer(sn_infer_ctx *c) {
     tfidf_cfg cfg;
     SN_TRY(tfidf_cfg_read(c->node, &cfg, c->err));
     const sn_tensor *x = c->in[0];
@@ -290,7 +291,7 @@ static int64_t tf_find(const tfidf_cfg *cfg, const sn_tensor *x, int64_t at, int
     return found;
 }
 
-int sn_tfidf_run(sn_kctx *c) {
+static int sn_tfidf_run(sn_kctx *c) {
     tfidf_cfg cfg;
     SN_TRY(tfidf_cfg_read(c->node, &cfg, c->err));
     const sn_tensor *x = c->in[0];
@@ -331,3 +332,18 @@ int sn_tfidf_run(sn_kctx *c) {
     }
     return SNUG_OK;
 }
+
+const sn_op_def sn_ops_text[] = {
+    {.domain = "", .name = "StringNormalizer", .since_version = 10, .infer = sn_strnorm_infer, .flags = SN_OP_ALLOCS_OUTPUTS,
+     .cpu = {.run = sn_strnorm_run}},
+    {.domain = "", .name = "TfIdfVectorizer", .since_version = 9, .infer = sn_tfidf_infer,
+     .cpu = {.run = sn_tfidf_run}},
+    /* strings.c */
+    {.domain = "", .name = "StringConcat", .since_version = 20, .infer = text_strconcat_infer,
+     .cpu = {.run = text_strconcat_run}},
+    {.domain = "", .name = "StringSplit", .since_version = 20, .infer = text_strsplit_infer,
+     .cpu = {.run = text_strsplit_run}},
+    {.domain = "", .name = "RegexFullMatch", .since_version = 20, .infer = text_regex_infer,
+     .cpu = {.prepare = text_regex_prepare, .run = text_regex_run, .free_state = text_regex_free}},
+    {0},
+};

@@ -5,7 +5,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "ops/misc.h"
+#include "ops/kit.h"
 
 /* Common inference: groups of `k` input kinds after R and T; outputs are
  * (k - 1) kinds (every kind but G), each like the matching input. */
@@ -43,9 +43,9 @@ static int train_infer(sn_infer_ctx *c, int k) {
     return SNUG_OK;
 }
 
-int sn_adagrad_infer(sn_infer_ctx *c) { return train_infer(c, 3); }
-int sn_adam_infer(sn_infer_ctx *c) { return train_infer(c, 4); }
-int sn_momentum_infer(sn_infer_ctx *c) { return train_infer(c, 3); }
+static int sn_adagrad_infer(sn_infer_ctx *c) { return train_infer(c, 3); }
+static int sn_adam_infer(sn_infer_ctx *c) { return train_infer(c, 4); }
+static int sn_momentum_infer(sn_infer_ctx *c) { return train_infer(c, 3); }
 
 /* Element i of a float32 or float64 tensor (infer admits no other), and
  * stored back; t NULL (an absent output): nothing stored. */
@@ -65,7 +65,7 @@ static int train_scalars(sn_kctx *c, double *r, int64_t *t) {
 
 static sn_tensor *out_at(sn_kctx *c, int o) { return o < c->n_out ? c->out[o] : NULL; }
 
-int sn_adagrad_run(sn_kctx *c) {
+static int sn_adagrad_run(sn_kctx *c) {
     double r = 0;
     int64_t t = 0;
     SN_TRY(train_scalars(c, &r, &t));
@@ -90,7 +90,7 @@ int sn_adagrad_run(sn_kctx *c) {
     return SNUG_OK;
 }
 
-int sn_adam_run(sn_kctx *c) {
+static int sn_adam_run(sn_kctx *c) {
     double r = 0;
     int64_t t = 0;
     SN_TRY(train_scalars(c, &r, &t));
@@ -121,7 +121,7 @@ int sn_adam_run(sn_kctx *c) {
     return SNUG_OK;
 }
 
-int sn_momentum_run(sn_kctx *c) {
+static int sn_momentum_run(sn_kctx *c) {
     double r = 0;
     int64_t t = 0;
     SN_TRY(train_scalars(c, &r, &t));
@@ -153,3 +153,14 @@ int sn_momentum_run(sn_kctx *c) {
     }
     return SNUG_OK;
 }
+
+#define TRAINING "ai.onnx.preview.training"
+
+const sn_op_def sn_ops_training[] = {
+    {.domain = TRAINING, .name = "Adagrad", .since_version = 1, .infer = sn_adagrad_infer,
+     .cpu = {.run = sn_adagrad_run}},
+    {.domain = TRAINING, .name = "Adam", .since_version = 1, .infer = sn_adam_infer, .cpu = {.run = sn_adam_run}},
+    {.domain = TRAINING, .name = "Momentum", .since_version = 1, .infer = sn_momentum_infer,
+     .cpu = {.run = sn_momentum_run}},
+    {0},
+};
