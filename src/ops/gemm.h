@@ -2,7 +2,7 @@
  *   C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C
  * row-major, op(X) = X or X^T. Cache-blocked: B is packed into KC x NC
  * blocks, A into MC x KC blocks, and a register-blocked micro-kernel (chosen
- * at run time by CPU features, see gemm_f32.c) computes MR x NR tiles. Work
+ * at run time by CPU features, see linalg/gemm_f32.c) computes MR x NR tiles. Work
  * is split over the thread pool by column blocks (and row blocks when there
  * are too few column blocks).
  *

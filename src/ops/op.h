@@ -1,5 +1,5 @@
 /* The kernel interface. Every operator is an sn_op_def in its family's table
- * (src/ops/<family>.c, listed in src/ops/optable.c): its schema
+ * (src/ops/<family>/, listed in src/ops/optable.c): its schema
  *   infer   — output kinds/dtypes/shapes from input shapes (and input data
  *             where the data is known: constants, shape computations);
  *   estimate — optional, the Level-1 workspace from those infos;

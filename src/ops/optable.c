@@ -1,11 +1,13 @@
-/* The one op table: every family's defs, looked up by (domain, name, opset). */
+/* The one op table: every family's defs, looked up by (domain, name, opset).
+ * A family is a folder of src/ops (README.md lists what each holds) with one
+ * table, sn_ops_<family>. */
 #include <string.h>
 
 #include "ops/op.h"
 
 #define SN_FAMILIES(X) \
-    X(elementwise) X(reduce) X(norm) X(math) X(matmul) X(conv) X(pool) X(quant) \
-    X(shape) X(index) X(resize) X(rnn) X(signal) X(misc) X(control) X(sequence) X(contrib) X(newer)
+    X(elementwise) X(reduce) X(nn) X(linalg) X(quant) X(shape) X(index) X(signal) \
+    X(control) X(sequence) X(llm) X(text) X(random) X(training) X(ml)
 
 #define SN_DECL(f) extern const sn_op_def sn_ops_##f[];
 SN_FAMILIES(SN_DECL)

@@ -79,7 +79,7 @@ bool sn_estimate_level1(const sn_node *n, const sn_tensor *const *in, const sn_t
         *bytes = d->estimate(&c);
         return true;
     }
-    /* The ONNX LayerNormalization of opset >= 17 is norm.c's, which has no
+    /* The ONNX LayerNormalization of opset >= 17 is nn/norm.c's, which has no
      * prepare; only consult the table for the def that is in use. */
     if (d->cpu.prepare) {
         for (size_t i = 0; i < sizeof k_table / sizeof *k_table; i++)

@@ -1,4 +1,4 @@
-/* The LLM operators' fast inner kernels (src/ops/llm_kernels.c) against
+/* The LLM operators' fast inner kernels (src/ops/llm/kernels.c) against
  * their scalar references on odd sizes: dot, block dequantization (2/4/8
  * bits, partial blocks), the 4-bit float MatMulNBits kernels (rows of
  * permuted A against columns, [K, nb] panel dequantization), int8
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/llm_kernels.h"
+#include "ops/llm/kernels.h"
 
 static uint64_t g_rng = 0x2545F4914F6CDD1Dull;
 static float frand(void) {
@@ -606,7 +606,7 @@ static float mnbu_w_of(const llm_mnbu_args *g, int64_t n, int64_t k) {
 }
 
 /* The float-zero-point MatMulNBits kernels (ORT's dequantize-then-SGEMM
- * rounding, src/ops/llm_mnb_f32.c): the references near the plain sum of
+ * rounding, src/ops/llm/mnb_f32.c): the references near the plain sum of
  * a * w + bias; the SIMD forms bit-identical to them. 2, 4 and 8 bits,
  * blocks of 16 to 128, K not a multiple of 8 nor of the block, N with tails
  * of 1, 2 and 3 columns past the groups of four, M = 1 (lanes) and M > 1
@@ -721,7 +721,7 @@ static void test_mnbu(void) {
     }
 }
 
-/* The 8-bit int8 MatMulNBits kernels (src/ops/llm_mnb_q8.c): the lanes
+/* The 8-bit int8 MatMulNBits kernels (src/ops/llm/mnb_q8.c): the lanes
  * plus the block sums equal the block-scaled integer dot with the zero
  * points; llm_mnb8_cols, SIMD and scalar, bit-identical to the composition
  * lanes + fold (columns below N - N % 4) or hsum + bias + block sums, on odd
@@ -836,7 +836,7 @@ static void test_mnb8(void) {
     }
 }
 
-/* The float 4-bit kernels (src/ops/llm_mnb_f32.c) against their references:
+/* The float 4-bit kernels (src/ops/llm/mnb_f32.c) against their references:
  * llm_mnb4f_cols (rows of permuted A against 4-bit columns, zero points
  * packed, float or absent) and the [K, nb] panel dequantization, on odd
  * sizes: block counts, column counts not a multiple of the 4-column tiles,

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "core/core.h"
-#include "ops/reduce_util.h"
+#include "ops/reduce/reduce_util.h"
 
 static uint64_t g_rng = 0x2545F4914F6CDD1Dull;
 static float frand(void) {

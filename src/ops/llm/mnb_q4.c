@@ -1,0 +1,854 @@
+/* MatMulNBits, 4-bit blocks of 32, A quantized to int8 per block: ONNX
+ * Runtime's AVX2 CompInt8 rounding (see llm_mnb4_lanes_ref), register-blocked.
+ *
+ * Every output element (m, n) gets exactly the float operations of
+ * llm_mnb4_lanes_ref + llm_fold8 / llm_hsum8 + bias + llm_mnb4_blksum: the
+ * integer lane sums are exact however they are formed, so only the order of
+ * the fused multiply-adds per lane and of the final reductions matters, and
+ * that is kept. What changes is the work around it:
+ *
+ *  - A rows are quantized once and laid out for the kernels (prepared row,
+ *    below): per pair of blocks the even-k codes of both blocks, then the
+ *    odd-k codes, so that B's low and high nibbles (k even / odd) are used
+ *    as loaded, without interleaving them back into k order;
+ *  - M > 1: the blocks of eight columns are decoded once (nibbles, scale
+ *    patterns) and applied to all rows, four rows at a time, each lane
+ *    vector in a register for the whole of K;
+ *  - M = 1: a pair of blocks of the A row is loaded once for four columns;
+ *  - the lane reductions, the bias and the zero-point block sums run across
+ *    eight columns at a time.
+ *
+ * Lanes. For a pair of blocks (b, b + 1) ORT's lanes hold the sums over k in
+ * [b:0-7, b:8-15, b+1:0-7, b+1:8-15, b:16-23, b:24-31, b+1:16-23, b+1:24-31];
+ * the kernels here hold [b:0-7, b:8-15, b:16-23, b:24-31, b+1:0-7, ...],
+ * i.e. the same lanes with 64-bit chunks 1 and 2 swapped (undone before the
+ * reductions). A single block (the last one when k_blocks is odd, and every
+ * block of the M = 1 kernel with zero points) has lanes k in [4j, 4j + 4). */
+#include <math.h>
+#include <string.h>
+
+#include "ops/llm/kernels.h"
+
+/* ---- prepared rows -------------------------------------------------------
+ * One row of A (kb blocks, np = ceil(kb / 2) pairs):
+ *   q    [np][64] int8: block b at pair b / 2, evens (k = 0, 2, .., 30) at
+ *                       16 (b & 1), odds at 32 + 16 (b & 1); the missing
+ *                       half of a last odd block is zero
+ *   sap  [np][8] float: [sa_b x4, sa_b+1 x4] (last odd block: sa_b x8)
+ *   sa   [kb] float:    block scales (padded to 8)
+ *   ab   [kb] float:    sa_b * sum of the block's codes (padded to 8)
+ *   asq  [np][16] int16: sums of the codes in k [4j, 4j + 4) of block b at
+ *                       8 (b & 1) + j (LLM_MNB4_ROWS_1 only)
+ * LLM_MNB4_ROWS_1Z rows (the quad kernel) lay out q and asq differently,
+ * to match the tiled B's alternating 16-bit units (llm_mnb4_tile): code k
+ * of block b at 64 (b / 2) + q1z_at(k, b & 1), that is the codes of lane
+ * j of both blocks side by side (evens at 4j + 2 (b & 1), odds 32 bytes
+ * on); the sum of lane j's codes at asq [b / 2][2 j + (b & 1)]. The
+ * partner of a lone last block is zero. */
+typedef struct mnb4_layout {
+    size_t q, sap, sa, ab, asq, total;
+} mnb4_layout;
+
+static mnb4_layout mnb4_layout_of(int64_t kb) {
+    size_t np = (size_t)(kb + 1) / 2, k8 = ((size_t)kb + 7) & ~(size_t)7;
+    mnb4_layout L;
+    L.q = 0;
+    L.sap = L.q + np * 64;
+    L.sa = L.sap + np * 32;
+    L.ab = L.sa + k8 * 4;
+    L.asq = L.ab + k8 * 4;
+    L.total = (L.asq + np * 32 + 63) & ~(size_t)63;
+    return L;
+}
+
+size_t llm_mnb4_row_bytes(int64_t kb) {
+    return mnb4_layout_of(kb).total;
+}
+
+/* Offset of code k of block (pair member) h within the pair, ROWS_1Z. */
+static inline int q1z_at(int k, int h) {
+    return ((k & 1) ? 32 : 0) + 4 * (k >> 2) + 2 * h + ((k >> 1) & 1);
+}
+
+/* Natural code k of block b in a prepared row of the given kind. */
+static inline int qnat(const int8_t *q, int kind, int64_t b, int k) {
+    if (kind == LLM_MNB4_ROWS_1Z)
+        return q[64 * (b >> 1) + q1z_at(k, (int)(b & 1))];
+    const int8_t *base = q + 64 * (b >> 1) + 16 * (b & 1);
+    return (k & 1) ? base[32 + (k >> 1)] : base[k >> 1];
+}
+
+/* Places block b's natural codes nat[32] (and its scale) into the row. */
+static void mnb4_place(char *row, const mnb4_layout *L, int64_t b, const int8_t nat[32],
+                       float sa, int kind) {
+    int32_t sum = 0;
+    for (int k = 0; k < 32; k++)
+        sum += nat[k];
+    ((float *)(row + L->sa))[b] = sa;
+    ((float *)(row + L->ab))[b] = sa * (float)sum;
+    if (kind == LLM_MNB4_ROWS_1Z) {
+        int8_t *q = (int8_t *)(row + L->q) + 64 * (b >> 1);
+        int16_t *s = (int16_t *)(row + L->asq) + 16 * (b >> 1);
+        int h = (int)(b & 1);
+        if (!h) { /* blocks come in order: a lone last block's partner stays zero */
+            memset(q, 0, 64);
+            memset(s, 0, 32);
+        }
+        for (int k = 0; k < 32; k++)
+            q[q1z_at(k, h)] = nat[k];
+        for (int j = 0; j < 8; j++)
+            s[2 * j + h] = (int16_t)(nat[4 * j] + nat[4 * j + 1] + nat[4 * j + 2] + nat[4 * j + 3]);
+        return;
+    }
+    int8_t *q = (int8_t *)(row + L->q) + 64 * (b >> 1) + 16 * (b & 1);
+    for (int i = 0; i < 16; i++) {
+        q[i] = nat[2 * i];
+        q[32 + i] = nat[2 * i + 1];
+    }
+    if (kind == LLM_MNB4_ROWS_1) {
+        int16_t *s = (int16_t *)(row + L->asq) + 16 * (b >> 1) + 8 * (b & 1);
+        for (int j = 0; j < 8; j++)
+            s[j] = (int16_t)(nat[4 * j] + nat[4 * j + 1] + nat[4 * j + 2] + nat[4 * j + 3]);
+    }
+}
+
+/* The parts of the row that depend on all blocks: sap, the zero halves of
+ * a last odd block, the padding. */
+static void mnb4_finish_row(char *row, const mnb4_layout *L, int64_t kb, int kind) {
+    const float *sa = (const float *)(row + L->sa);
+    float *sap = (float *)(row + L->sap);
+    int64_t np = kb / 2;
+    for (int64_t p = 0; p < np; p++)
+        for (int j = 0; j < 8; j++)
+            sap[8 * p + j] = sa[2 * p + (j >> 2)];
+    if (kb & 1) {
+        int8_t *q = (int8_t *)(row + L->q) + 64 * np;
+        if (kind != LLM_MNB4_ROWS_1Z) { /* (1Z: zeroed when placed) */
+            memset(q + 16, 0, 16);
+            memset(q + 48, 0, 16);
+        }
+        for (int j = 0; j < 8; j++)
+            sap[8 * np + j] = sa[kb - 1];
+        if (kind == LLM_MNB4_ROWS_1)
+            memset((int16_t *)(row + L->asq) + 16 * np + 8, 0, 16);
+    }
+    for (int64_t b = kb; b < ((kb + 7) & ~7); b++) {
+        ((float *)(row + L->sa))[b] = 0;
+        ((float *)(row + L->ab))[b] = 0;
+    }
+}
+
+void llm_mnb4_prep_row_ref(const float *a, int64_t K, int kind, void *row) {
+    int64_t kb = (K + 31) / 32;
+    mnb4_layout L = mnb4_layout_of(kb);
+    int8_t nat[32];
+    for (int64_t b = 0; b < kb; b++) {
+        int64_t len = sn_imin(32, K - 32 * b);
+        float sa = llm_q8_quantize(a + 32 * b, len, nat);
+        memset(nat + len, 0, (size_t)(32 - len));
+        mnb4_place(row, &L, b, nat, sa, kind);
+    }
+    mnb4_finish_row(row, &L, kb, kind);
+}
+
+/* ---- scalar lanes on a prepared row (reference and non-AVX2 fallback) --- */
+
+static inline int zp4(const uint8_t *zp, int64_t b) {
+    return zp ? (zp[b >> 1] >> ((b & 1) * 4)) & 15 : 8;
+}
+static inline int code4(const uint8_t *bcol, int64_t b, int k) {
+    return (bcol[16 * b + (k >> 1)] >> ((k & 1) * 4)) & 15;
+}
+
+/* Lanes of one column in ORT's order (as llm_mnb4_lanes_ref computes them
+ * from natural codes). */
+static void mnb4_lanes_row(const char *row, const mnb4_layout *L, const uint8_t *bcol,
+                           const float *sb, const uint8_t *zp, int64_t kb, int kind,
+                           float acc[8]) {
+    const int8_t *q = (const int8_t *)(row + L->q);
+    const float *sa = (const float *)(row + L->sa);
+    for (int j = 0; j < 8; j++)
+        acc[j] = 0;
+    int64_t b = 0;
+    if (kind == LLM_MNB4_ROWS_1Z) {
+        for (; b < kb; b++) {
+            int z = zp4(zp, b);
+            float c = sa[b] * sb[b];
+            for (int j = 0; j < 8; j++) {
+                int32_t s = 0;
+                for (int k = 4 * j; k < 4 * j + 4; k++)
+                    s += qnat(q, kind, b, k) * (code4(bcol, b, k) - z);
+                acc[j] = fmaf((float)s, c, acc[j]);
+            }
+        }
+        return;
+    }
+    int z = kind == LLM_MNB4_ROWS_1 ? 8 : 0;
+    for (; b + 1 < kb; b += 2) {
+        float c0 = sa[b] * sb[b], c1 = sa[b + 1] * sb[b + 1];
+        for (int j = 0; j < 8; j++) {
+            int64_t bb = b + ((j >> 1) & 1);          /* lanes 2, 3, 6, 7: block b + 1 */
+            int g = (j & 1) + ((j >> 2) << 1);        /* group of 8 within the block */
+            int32_t s = 0;
+            for (int k = 8 * g; k < 8 * g + 8; k++)
+                s += qnat(q, kind, bb, k) * (code4(bcol, bb, k) - z);
+            acc[j] = fmaf((float)s, (j & 2) ? c1 : c0, acc[j]);
+        }
+    }
+    if (b < kb) {
+        float c = sa[b] * sb[b];
+        for (int j = 0; j < 8; j++) {
+            int32_t s = 0;
+            for (int k = 4 * j; k < 4 * j + 4; k++)
+                s += qnat(q, kind, b, k) * (code4(bcol, b, k) - z);
+            acc[j] = fmaf((float)s, c, acc[j]);
+        }
+    }
+}
+
+static float mnb4_blksum_row(const float *ab, const float *sb, const uint8_t *zp, int64_t kb) {
+    float g = 0;
+    for (int64_t b = 0; b < kb; b++)
+        g = fmaf(ab[b], -(sb[b] * (float)zp4(zp, b)), g);
+    return g;
+}
+
+static inline float mnb4_out(const llm_mnb4_args *g, const char *row, const mnb4_layout *L,
+                             int64_t n, const float lanes[8]) {
+    float v = n < g->N - g->N % 4 ? llm_fold8(lanes) : llm_hsum8(lanes);
+    if (g->bias)
+        v += g->bias[n];
+    if (g->M > 1)
+        v += mnb4_blksum_row((const float *)(row + L->ab), g->sb + n * g->kb,
+                             g->zp ? g->zp + n * g->zp_stride : NULL, g->kb);
+    return v;
+}
+
+/* ---- the tiled layout of B (llm_mnb4_tile) ------------------------------ */
+
+size_t llm_mnb4_tiled_bytes(int64_t N, int64_t kb) { return (size_t)N * (size_t)((kb + 1) / 2) * 32; }
+
+/* Column n's first pair in the tiled layout, and the distance between its
+ * pairs (the width of its tile x 32). */
+static const uint8_t *tiled_col(const uint8_t *t, int64_t N, int64_t kb, int64_t n, int64_t *pst) {
+    int64_t t0 = n / 4 * 4, w = sn_imin(4, N - t0);
+    *pst = 32 * w;
+    return t + (size_t)t0 * (size_t)((kb + 1) / 2) * 32 + (size_t)(n - t0) * 32;
+}
+
+void llm_mnb4_tile(const uint8_t *b, int64_t N, int64_t kb, uint8_t *dst,
+                   void (*done)(void *ctx, const void *p, size_t n), void *ctx) {
+    for (int64_t t0 = 0; t0 < N; t0 += 4) {
+        int64_t w = sn_imin(4, N - t0);
+        for (int64_t c = 0; c < w; c++) {
+            int64_t pst;
+            uint8_t *d = (uint8_t *)tiled_col(dst, N, kb, t0 + c, &pst);
+            const uint8_t *src = b + (t0 + c) * kb * 16;
+            for (int64_t p = 0; 2 * p < kb; p++, d += pst) {
+                const uint8_t *b0 = src + 32 * p, *b1 = b0 + 16;
+                int lone = 2 * p + 1 == kb;
+                for (int u = 0; u < 8; u++) { /* 16-bit units alternate */
+                    memcpy(d + 4 * u, b0 + 2 * u, 2);
+                    if (lone)
+                        memset(d + 4 * u + 2, 0, 2);
+                    else
+                        memcpy(d + 4 * u + 2, b1 + 2 * u, 2);
+                }
+            }
+        }
+        if (done)
+            done(ctx, b + t0 * kb * 16, (size_t)(w * kb * 16));
+    }
+}
+
+/* Column n of B as [kb, 16] bytes: in place, or copied out of the tiles
+ * into tmp (kb * 16 bytes). */
+static const uint8_t *col_bytes(const llm_mnb4_args *g, int64_t n, uint8_t *tmp) {
+    if (!g->tiled)
+        return g->b + n * g->kb * 16;
+    int64_t pst;
+    const uint8_t *s = tiled_col(g->b, g->N, g->kb, n, &pst);
+    for (int64_t p = 0; 2 * p < g->kb; p++, s += pst) {
+        int lone = 2 * p + 1 == g->kb;
+        for (int u = 0; u < 8; u++) {
+            memcpy(tmp + 32 * p + 2 * u, s + 4 * u, 2);
+            if (!lone)
+                memcpy(tmp + 32 * p + 16 + 2 * u, s + 4 * u + 2, 2);
+        }
+    }
+    return tmp;
+}
+
+void llm_mnb4_cols_ref(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
+    mnb4_layout L = mnb4_layout_of(g->kb);
+    uint8_t tmp[LLM_MNB4_TILE_MAX_KB * 16 + 16];
+    for (int64_t m = 0; m < g->M; m++) {
+        const char *row = (const char *)g->rows + (size_t)m * L.total;
+        for (int64_t n = n0; n < n1; n++) {
+            float lanes[8];
+            mnb4_lanes_row(row, &L, col_bytes(g, n, tmp), g->sb + n * g->kb,
+                           g->zp ? g->zp + n * g->zp_stride : NULL, g->kb,
+                           llm_mnb4_row_kind(g->M, g->zp != NULL), lanes);
+            g->y[m * g->ldy + n] = mnb4_out(g, row, &L, n, lanes);
+        }
+    }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#include "ops/simd_avx.h"
+#define AVX2 __attribute__((target("avx2,fma")))
+#define AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) static inline
+
+/* ---- row preparation ---------------------------------------------------- */
+
+/* llm_q8_quantize of a full block of 32 (same scale, same codes). */
+AVX2_INLINE float q8_block(const float *x, __m256i *codes) {
+    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 x0 = _mm256_loadu_ps(x), x1 = _mm256_loadu_ps(x + 8);
+    __m256 x2 = _mm256_loadu_ps(x + 16), x3 = _mm256_loadu_ps(x + 24);
+    __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_and_ps(x0, absm), _mm256_and_ps(x1, absm)),
+                             _mm256_max_ps(_mm256_and_ps(x2, absm), _mm256_and_ps(x3, absm)));
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    float amax = _mm_cvtss_f32(h);
+    float scale = amax / 127.0f;
+    float inv = amax != 0.0f ? 127.0f / amax : 0.0f;
+    const __m256 vi = _mm256_set1_ps(inv), hi = _mm256_set1_ps(127.0f), lo = _mm256_set1_ps(-127.0f);
+#define Q8R(v)                                                                                    \
+    _mm256_cvtps_epi32(_mm256_min_ps(                                                             \
+        _mm256_max_ps(_mm256_round_ps(_mm256_mul_ps(v, vi), _MM_FROUND_TO_NEAREST_INT |           \
+                                                                _MM_FROUND_NO_EXC),               \
+                      lo),                                                                        \
+        hi))
+    __m256i i0 = Q8R(x0), i1 = Q8R(x1), i2 = Q8R(x2), i3 = Q8R(x3);
+#undef Q8R
+    __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+    *codes = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    return scale;
+}
+
+/* A ROWS_1Z pair from its two blocks' evens (e), odds (o) and lane sums
+ * (s, eight int16), block b in the first of each (zero for a lone block's
+ * partner): the 16-bit units of the two blocks alternate. */
+AVX2_INLINE void put_pair_1z(char *row, const mnb4_layout *L, int64_t p, __m128i e0, __m128i o0,
+                             __m128i s0, __m128i e1, __m128i o1, __m128i s1) {
+    char *q = row + L->q + 64 * p, *d = row + L->asq + 32 * p;
+    _mm_storeu_si128((__m128i *)q, _mm_unpacklo_epi16(e0, e1));
+    _mm_storeu_si128((__m128i *)(q + 16), _mm_unpackhi_epi16(e0, e1));
+    _mm_storeu_si128((__m128i *)(q + 32), _mm_unpacklo_epi16(o0, o1));
+    _mm_storeu_si128((__m128i *)(q + 48), _mm_unpackhi_epi16(o0, o1));
+    _mm_storeu_si128((__m128i *)d, _mm_unpacklo_epi16(s0, s1));
+    _mm_storeu_si128((__m128i *)(d + 16), _mm_unpackhi_epi16(s0, s1));
+}
+
+AVX2 static void mnb4_prep_row_avx2(const float *a, int64_t K, int kind, char *row) {
+    int64_t kb = (K + 31) / 32;
+    mnb4_layout L = mnb4_layout_of(kb);
+    const __m256i evod = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15,
+                                          0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    const __m256i one8 = _mm256_set1_epi8(1), one16 = _mm256_set1_epi16(1);
+    float *sa = (float *)(row + L.sa), *ab = (float *)(row + L.ab);
+    __m128i e0 = _mm_setzero_si128(), o0 = e0, s0 = e0; /* ROWS_1Z: the pair's first block */
+    for (int64_t b = 0; b < kb; b++) {
+        __m256i nat;
+        float s;
+        if (32 * b + 32 <= K) {
+            s = q8_block(a + 32 * b, &nat);
+        } else {
+            int8_t buf[32];
+            int64_t len = K - 32 * b;
+            s = llm_q8_quantize(a + 32 * b, len, buf);
+            memset(buf + len, 0, (size_t)(32 - len));
+            nat = _mm256_loadu_si256((const __m256i *)buf);
+        }
+        /* [evens | odds] of the block */
+        __m256i eo = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(nat, evod), 0xD8);
+        /* pair sums, then sums of four (quads j at [j] for j < 4, [4 + j - 4] above) */
+        __m256i quads = _mm256_madd_epi16(_mm256_maddubs_epi16(one8, nat), one16);
+        __m128i q4 = _mm_add_epi32(_mm256_castsi256_si128(quads), _mm256_extracti128_si256(quads, 1));
+        q4 = _mm_add_epi32(q4, _mm_shuffle_epi32(q4, 0x4E));
+        q4 = _mm_add_epi32(q4, _mm_shuffle_epi32(q4, 0xB1));
+        sa[b] = s;
+        ab[b] = s * (float)_mm_cvtsi128_si32(q4);
+        __m128i s16 = _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packs_epi32(quads, quads), 0x08));
+        if (kind == LLM_MNB4_ROWS_1Z) {
+            __m128i e = _mm256_castsi256_si128(eo), o = _mm256_extracti128_si256(eo, 1);
+            if (b & 1) {
+                put_pair_1z(row, &L, b >> 1, e0, o0, s0, e, o, s16);
+            } else if (b + 1 == kb) {
+                __m128i z = _mm_setzero_si128();
+                put_pair_1z(row, &L, b >> 1, e, o, s16, z, z, z);
+            } else {
+                e0 = e, o0 = o, s0 = s16;
+            }
+            continue;
+        }
+        int8_t *q = (int8_t *)(row + L.q) + 64 * (b >> 1) + 16 * (b & 1);
+        _mm_storeu_si128((__m128i *)q, _mm256_castsi256_si128(eo));
+        _mm_storeu_si128((__m128i *)(q + 32), _mm256_extracti128_si256(eo, 1));
+        if (kind == LLM_MNB4_ROWS_1)
+            _mm_storeu_si128((__m128i *)((int16_t *)(row + L.asq) + 16 * (b >> 1) + 8 * (b & 1)), s16);
+    }
+    mnb4_finish_row(row, &L, kb, kind);
+}
+
+
+/* ---- kernels ------------------------------------------------------------- */
+
+/* [s0 x4, s1 x4] from two consecutive floats */
+AVX2_INLINE __m256 pat2(const float *s) {
+    __m128 v = _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)s));
+    return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(v),
+                                    _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+}
+
+/* acc in the kernels' lane order <-> ORT's: swap 64-bit chunks 1 and 2 */
+AVX2_INLINE __m256 swap12(__m256 v) {
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(v), 0xD8));
+}
+
+#define MNB4_MR 4 /* rows per tile of the pair kernel (M > 1) */
+
+/* B decoded ahead (pair_decode): per column and pair of blocks the low and
+ * high nibbles and the scale pattern, DEC_BYTES apart; prefill decodes each
+ * group of eight columns once for all its row tiles. */
+#define DEC_BYTES 96
+#define DEC_MAX_KB 96 /* blocks of eight columns decoded ahead on the stack (36 KiB) */
+
+/* A pair of the tiled layout (llm_mnb4_tile) back in block order: per lane
+ * [block b's units | block b + 1's], then b's halves together. */
+AVX2_INLINE __m256i untile_pair(const uint8_t *t) {
+    const __m256i unit = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
+                                          0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+    return _mm256_permute4x64_epi64(_mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)t), unit), 0xD8);
+}
+
+/* pst 0: bcol is a column [kb, 16]; else its first pair in the tiled
+ * layout, pairs pst apart (read in place, no copy of the column). */
+AVX2_INLINE void pair_decode(const uint8_t *bcol, int64_t pst, const float *sb, int64_t kb, char *dec) {
+    const __m256i m0f = _mm256_set1_epi8(15);
+    int64_t np = kb / 2;
+    for (int64_t p = 0; p < np; p++, dec += DEC_BYTES) {
+        __m256i v = pst ? untile_pair(bcol + p * pst) : _mm256_loadu_si256((const __m256i *)(bcol + 32 * p));
+        _mm256_store_si256((__m256i *)dec, _mm256_and_si256(v, m0f));
+        _mm256_store_si256((__m256i *)(dec + 32), _mm256_and_si256(_mm256_srli_epi16(v, 4), m0f));
+        _mm256_store_ps((float *)(dec + 64), pat2(sb + 2 * p));
+    }
+    if (kb & 1) {
+        __m128i v = pst ? _mm256_castsi256_si128(untile_pair(bcol + np * pst))
+                        : _mm_loadu_si128((const __m128i *)(bcol + 16 * (kb - 1)));
+        _mm_store_si128((__m128i *)dec, _mm_and_si128(v, _mm256_castsi256_si128(m0f)));
+        _mm_store_si128((__m128i *)(dec + 32),
+                        _mm_and_si128(_mm_srli_epi16(v, 4), _mm256_castsi256_si128(m0f)));
+        _mm256_store_ps((float *)(dec + 64), _mm256_set1_ps(sb[kb - 1]));
+    }
+}
+
+/* Pair kernel: MR rows x NR columns, blocks in pairs (M > 1, and M = 1
+ * without zero points, where codes count from 8: M1). Lanes out[r][c][8]
+ * (out + (8 r + c) 8) in ORT's order. PRE: columns decoded ahead, column c
+ * at dc[c] (bc, sbc unused). */
+AVX2_INLINE void pair_tile(const int MR, const int NR, const int M1, const int PRE,
+                           const char *const *rows, const mnb4_layout *L,
+                           const uint8_t *const *bc, const float *const *sbc,
+                           const char *const *dc, int64_t kb, float *out) {
+    const __m256i m0f = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
+    __m256 acc[MNB4_MR][4];
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < MR; r++)
+        _Pragma("GCC unroll 8")
+        for (int c = 0; c < NR; c++)
+            acc[r][c] = _mm256_setzero_ps();
+    int64_t np = kb / 2;
+    for (int64_t p = 0; p < np; p++) {
+        _Pragma("GCC unroll 8")
+        for (int c = 0; c < NR; c++) {
+            __m256i lo, hi;
+            __m256 sbv;
+            if (PRE) {
+                const char *d = dc[c] + DEC_BYTES * p;
+                lo = _mm256_load_si256((const __m256i *)d);
+                hi = _mm256_load_si256((const __m256i *)(d + 32));
+                sbv = _mm256_load_ps((const float *)(d + 64));
+            } else {
+                __m256i v = _mm256_loadu_si256((const __m256i *)(bc[c] + 32 * p));
+                lo = _mm256_and_si256(v, m0f);
+                hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m0f);
+                sbv = pat2(sbc[c] + 2 * p);
+            }
+            _Pragma("GCC unroll 8")
+            for (int r = 0; r < MR; r++) {
+                const char *q = rows[r] + L->q + 64 * p;
+                __m256i d = _mm256_add_epi16(
+                    _mm256_maddubs_epi16(lo, _mm256_load_si256((const __m256i *)q)),
+                    _mm256_maddubs_epi16(hi, _mm256_load_si256((const __m256i *)(q + 32))));
+                if (M1)
+                    d = _mm256_sub_epi16(
+                        d, _mm256_slli_epi16(
+                               _mm256_load_si256((const __m256i *)(rows[r] + L->asq + 32 * p)), 3));
+                __m256i l = _mm256_madd_epi16(d, ones);
+                __m256 cs = _mm256_mul_ps(_mm256_load_ps((const float *)(rows[r] + L->sap) + 8 * p), sbv);
+                acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(l), cs, acc[r][c]);
+            }
+        }
+    }
+    if (kb & 1) {
+        int64_t b = kb - 1;
+        _Pragma("GCC unroll 8")
+        for (int c = 0; c < NR; c++) {
+            __m128i lo, hi;
+            __m256 sbv;
+            if (PRE) {
+                const char *d = dc[c] + DEC_BYTES * np;
+                lo = _mm_load_si128((const __m128i *)d);
+                hi = _mm_load_si128((const __m128i *)(d + 32));
+                sbv = _mm256_load_ps((const float *)(d + 64));
+            } else {
+                __m128i v = _mm_loadu_si128((const __m128i *)(bc[c] + 16 * b));
+                lo = _mm_and_si128(v, _mm256_castsi256_si128(m0f));
+                hi = _mm_and_si128(_mm_srli_epi16(v, 4), _mm256_castsi256_si128(m0f));
+                sbv = _mm256_set1_ps(sbc[c][b]);
+            }
+            _Pragma("GCC unroll 8")
+            for (int r = 0; r < MR; r++) {
+                const char *q = rows[r] + L->q + 64 * np;
+                __m128i d = _mm_add_epi16(_mm_maddubs_epi16(lo, _mm_load_si128((const __m128i *)q)),
+                                          _mm_maddubs_epi16(hi, _mm_load_si128((const __m128i *)(q + 32))));
+                if (M1)
+                    d = _mm_sub_epi16(
+                        d, _mm_slli_epi16(_mm_load_si128((const __m128i *)(rows[r] + L->asq + 32 * np)), 3));
+                __m256i l = _mm256_permute4x64_epi64(_mm256_cvtepi16_epi32(d), 0xD8);
+                __m256 cs = _mm256_mul_ps(_mm256_load_ps((const float *)(rows[r] + L->sap) + 8 * np), sbv);
+                acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(l), cs, acc[r][c]);
+            }
+        }
+    }
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < MR; r++)
+        _Pragma("GCC unroll 8")
+        for (int c = 0; c < NR; c++)
+            _mm256_storeu_ps(out + (r * 8 + c) * 8, swap12(acc[r][c]));
+}
+
+#define QCH 16 /* blocks per chunk of the quad kernel: the chunk's zero points fill a 128-bit lane */
+#define QUAD_PF 2048 /* bytes of the tiled B stream read ahead (a pair of four columns is 128) */
+
+/* Pair p of an untiled column in the tiled layout (llm_mnb4_tile): the two
+ * blocks' 16-bit units alternated, a lone last block's partner zero. */
+AVX2_INLINE __m256i tile_pair(const uint8_t *bcol, int64_t p, int lone) {
+    __m128i x0 = _mm_loadu_si128((const __m128i *)(bcol + 32 * p));
+    __m128i x1 = lone ? _mm_setzero_si128() : _mm_loadu_si128((const __m128i *)(bcol + 32 * p + 16));
+    return _mm256_set_m128i(_mm_unpackhi_epi16(x0, x1), _mm_unpacklo_epi16(x0, x1));
+}
+
+/* One column's step of the quad kernel over the pair (b, b + 1) (BOTH) or
+ * the lone block b: d holds lane j of block b at int16 2 j and of block
+ * b + 1 at 2 j + 1 (the row and B interleaved alike), the zero points
+ * already taken off; each block's lanes are widened (the low units by a
+ * multiply-add with 1, the high ones by a shift) and added into acc in
+ * block order, one fused multiply-add per block as in ORT. */
+AVX2_INLINE __m256 quad_step(const int BOTH, __m256 acc, __m256i v, __m256i aev, __m256i aod,
+                             __m256i aq, __m256i z, const float *cb) {
+    const __m256i m0f = _mm256_set1_epi8(15);
+    __m256i lo = _mm256_and_si256(v, m0f);
+    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m0f);
+    __m256i d = _mm256_add_epi16(_mm256_maddubs_epi16(lo, aev), _mm256_maddubs_epi16(hi, aod));
+    d = _mm256_sub_epi16(d, _mm256_mullo_epi16(z, aq));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(d, _mm256_set1_epi32(1))),
+                          _mm256_broadcast_ss(cb), acc);
+    if (BOTH)
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srai_epi32(d, 16)), _mm256_broadcast_ss(cb + 1), acc);
+    return acc;
+}
+
+/* Quad kernel: one row (M = 1, a ROWS_1Z row) with zero points, NR
+ * columns; every block on its own with lanes k in [4j, 4j + 4) of
+ * (code - zp) * a, in ORT's order. TILED: column c's pair p at b0 + c *
+ * cst + p * pst (llm_mnb4_tile's layout); else column c's codes at b0 + c *
+ * cst ([kb, 16]), tiled a chunk at a time on the stack. Scales at s0 + c *
+ * kb, packed zero points at z0 + c * zst; zend: the end of the zero points. */
+AVX2_INLINE void quad_tile(const int NR, const int TILED, const char *row, const mnb4_layout *L,
+                           const uint8_t *b0, int64_t cst, int64_t pst, const float *s0,
+                           const uint8_t *z0, int64_t zst, const uint8_t *zend, int64_t kb, float *out) {
+    const __m128i m0f4 = _mm_set1_epi8(15);
+    const __m256i one16 = _mm256_set1_epi16(1);
+    const float *sa = (const float *)(row + L->sa);
+    const char *qr = row + L->q, *asq = row + L->asq;
+    __m256 acc[4];
+    _Alignas(32) float cb[4][QCH];
+    _Alignas(32) uint8_t tb[QCH / 2][4][32];
+    __m256i zv[4];
+    _Pragma("GCC unroll 4")
+    for (int c = 0; c < NR; c++)
+        acc[c] = _mm256_setzero_ps();
+    for (int64_t k0 = 0; k0 < kb; k0 += QCH) {
+        int64_t nb = sn_imin(QCH, kb - k0), nz = (nb + 1) / 2;
+        const uint8_t *bp = b0 + k0 / 2 * pst;
+        int64_t cs = cst, ps = pst;
+        if (!TILED) {
+            for (int c = 0; c < NR; c++)
+                for (int64_t i = 0; i < nz; i++)
+                    _mm256_store_si256((__m256i *)tb[i][c],
+                                       tile_pair(b0 + c * cst, k0 / 2 + i, k0 + 2 * i + 1 == kb));
+            bp = &tb[0][0][0];
+            cs = 32;
+            ps = 4 * 32;
+        }
+        /* per column: the scale products c_b = sa_b * sb_b, and the chunk's
+         * zero points, [even blocks' | odd blocks'] in each 128-bit lane */
+        __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(nb & 7)),
+                                          _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        _Pragma("GCC unroll 4")
+        for (int c = 0; c < NR; c++) {
+            const float *sb = s0 + c * kb + k0;
+            int64_t i = 0;
+            for (; i + 8 <= nb; i += 8)
+                _mm256_store_ps(cb[c] + i, _mm256_mul_ps(_mm256_loadu_ps(sa + k0 + i), _mm256_loadu_ps(sb + i)));
+            if (i < nb)
+                _mm256_store_ps(cb[c] + i, _mm256_mul_ps(_mm256_maskload_ps(sa + k0 + i, tail),
+                                                         _mm256_maskload_ps(sb + i, tail)));
+            const uint8_t *zp = z0 + c * zst + k0 / 2;
+            __m128i x;
+            if (zp + 8 <= zend) {
+                x = _mm_loadl_epi64((const __m128i *)zp);
+            } else {
+                uint8_t t[16] = {0};
+                for (int64_t k = 0; k < nz; k++)
+                    t[k] = zp[k];
+                x = _mm_loadu_si128((const __m128i *)t);
+            }
+            zv[c] = _mm256_broadcastsi128_si256(
+                _mm_unpacklo_epi64(_mm_and_si128(x, m0f4), _mm_and_si128(_mm_srli_epi16(x, 4), m0f4)));
+        }
+        /* pshufb control for the pair i: int16 units zp(k0 + 2i), zp(k0 + 2i + 1) alternating */
+        __m256i zsel = _mm256_set1_epi32((int)0x80088000u);
+        int64_t b = k0, i = 0;
+        for (; b + 1 < k0 + nb; b += 2, i++) {
+            int64_t p = b >> 1;
+            __m256i aev = _mm256_load_si256((const __m256i *)(qr + 64 * p));
+            __m256i aod = _mm256_load_si256((const __m256i *)(qr + 64 * p + 32));
+            __m256i aq = _mm256_load_si256((const __m256i *)(asq + 32 * p));
+            if (TILED) { /* B from memory: its stream fetched ahead (-18..-25% time from memory) */
+                _mm_prefetch((const char *)(bp + i * ps) + QUAD_PF, _MM_HINT_T0);
+                _mm_prefetch((const char *)(bp + i * ps) + QUAD_PF + 64, _MM_HINT_T0);
+            }
+            _Pragma("GCC unroll 4")
+            for (int c = 0; c < NR; c++)
+                acc[c] = quad_step(1, acc[c], _mm256_loadu_si256((const __m256i *)(bp + c * cs + i * ps)), aev,
+                                   aod, aq, _mm256_shuffle_epi8(zv[c], zsel), cb[c] + (b - k0));
+            zsel = _mm256_add_epi16(zsel, one16);
+        }
+        if (b < k0 + nb) { /* the last block, kb odd: its partner's codes and sums are zero */
+            int64_t p = b >> 1;
+            __m256i aev = _mm256_load_si256((const __m256i *)(qr + 64 * p));
+            __m256i aod = _mm256_load_si256((const __m256i *)(qr + 64 * p + 32));
+            __m256i aq = _mm256_load_si256((const __m256i *)(asq + 32 * p));
+            _Pragma("GCC unroll 4")
+            for (int c = 0; c < NR; c++)
+                acc[c] = quad_step(0, acc[c], _mm256_loadu_si256((const __m256i *)(bp + c * cs + i * ps)), aev,
+                                   aod, aq, _mm256_shuffle_epi8(zv[c], zsel), cb[c] + (b - k0));
+        }
+    }
+    _Pragma("GCC unroll 4")
+    for (int c = 0; c < NR; c++)
+        _mm256_storeu_ps(out + c * 8, acc[c]);
+}
+
+/* col_bytes with the tiles' 16-bit units sorted back by vector. */
+AVX2_INLINE const uint8_t *col_bytes_avx2(const llm_mnb4_args *g, int64_t n, uint8_t *tmp) {
+    if (!g->tiled)
+        return g->b + n * g->kb * 16;
+    int64_t pst;
+    const uint8_t *s = tiled_col(g->b, g->N, g->kb, n, &pst);
+    for (int64_t p = 0; 2 * p < g->kb; p++, s += pst) {
+        __m256i v = untile_pair(s);
+        if (2 * p + 1 < g->kb)
+            _mm256_storeu_si256((__m256i *)(tmp + 32 * p), v);
+        else
+            _mm_storeu_si128((__m128i *)(tmp + 32 * p), _mm256_castsi256_si128(v));
+    }
+    return tmp;
+}
+
+/* ---- epilogue: lane reductions, bias, zero-point block sums ------------- */
+
+/* Lanes of eight columns (lanes[c][8]) -> ORT's fold of each, in one vector. */
+AVX2_INLINE __m256 fold8x8(const float *lanes) {
+    __m256 r[8];
+    for (int k = 0; k < 8; k++)
+        r[k] = _mm256_loadu_ps(lanes + 8 * k);
+    sn_avx_t8x8(r); /* r[j]: lane j of every column */
+    __m256 lo = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(r[0], r[1]), r[2]), r[3]);
+    __m256 hi = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(r[4], r[5]), r[6]), r[7]);
+    return _mm256_add_ps(lo, hi);
+}
+
+#define NZ_MAX 256 /* blocks whose -(sb * zp) of eight columns fit the stack (8 KiB) */
+
+/* Rows rows[0..mr) (m, m + 1, ..), columns [n, n + nc): Y from the lanes
+ * (lanes[r][c][8]); nz: -(sb * zp) per block for eight columns ([kb][8]),
+ * or NULL (M = 1, or kb too large). */
+AVX2_INLINE void finish_rows(const int MR, const llm_mnb4_args *g, const char *const *rows,
+                             const mnb4_layout *L, int64_t m, int64_t n, int nc,
+                             const float *lanes, const float *nz) {
+    if (nc == 8 && n + 8 <= g->N - g->N % 4 && (g->M == 1 || nz)) {
+        __m256 s[MNB4_MR];
+        _Pragma("GCC unroll 8")
+        for (int r = 0; r < MR; r++)
+            s[r] = _mm256_setzero_ps();
+        if (g->M > 1) /* MR chains side by side */
+            for (int64_t b = 0; b < g->kb; b++) {
+                __m256 z = _mm256_load_ps(nz + 8 * b);
+                _Pragma("GCC unroll 8")
+                for (int r = 0; r < MR; r++)
+                    s[r] = _mm256_fmadd_ps(
+                        _mm256_broadcast_ss((const float *)(rows[r] + L->ab) + b), z, s[r]);
+            }
+        _Pragma("GCC unroll 8")
+        for (int r = 0; r < MR; r++) {
+            __m256 v = fold8x8(lanes + 64 * r);
+            if (g->bias)
+                v = _mm256_add_ps(v, _mm256_loadu_ps(g->bias + n));
+            if (g->M > 1)
+                v = _mm256_add_ps(v, s[r]);
+            _mm256_storeu_ps(g->y + (m + r) * g->ldy + n, v);
+        }
+        return;
+    }
+    for (int r = 0; r < MR; r++)
+        for (int c = 0; c < nc; c++)
+            g->y[(m + r) * g->ldy + n + c] = mnb4_out(g, rows[r], L, n + c, lanes + 64 * r + 8 * c);
+}
+
+/* One tile of MR rows, columns [n, n + nc) of a group (lanes[r][c][8]). */
+AVX2_INLINE void pair_rows(const int MR, const llm_mnb4_args *g, const char *const *rows,
+                           const mnb4_layout *L, int64_t m, int64_t n, int nc,
+                           const uint8_t *const *bc, const float *const *sbc,
+                           const char *const *dc, float *lanes, const float *nz) {
+    int c = 0;
+    if (g->M == 1) {
+        for (; c + 4 <= nc; c += 4)
+            pair_tile(1, 4, 1, 0, rows, L, bc + c, sbc + c, NULL, g->kb, lanes + 8 * c);
+        for (; c < nc; c++)
+            pair_tile(1, 1, 1, 0, rows, L, bc + c, sbc + c, NULL, g->kb, lanes + 8 * c);
+    } else if (dc) {
+        for (; c < nc; c++)
+            pair_tile(MR, 1, 0, 1, rows, L, bc + c, sbc + c, dc + c, g->kb, lanes + 8 * c);
+    } else {
+        for (; c < nc; c++)
+            pair_tile(MR, 1, 0, 0, rows, L, bc + c, sbc + c, NULL, g->kb, lanes + 8 * c);
+    }
+    finish_rows(MR, g, rows, L, m, n, nc, lanes, nz);
+}
+
+AVX2 static void mnb4_cols_avx2(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
+    mnb4_layout L = mnb4_layout_of(g->kb);
+    int64_t kb = g->kb;
+    _Alignas(32) float lanes[MNB4_MR * 64];
+    _Alignas(32) float nz[NZ_MAX * 8];
+    _Alignas(32) char dec[8 * (DEC_MAX_KB / 2) * DEC_BYTES];
+    /* tiled B for the paths that read columns whole: eight columns copied out */
+    _Alignas(32) uint8_t cols[8 * LLM_MNB4_TILE_MAX_KB * 16 + 16];
+    for (int64_t n = n0; n < n1; n += 8) {
+        int nc = (int)sn_imin(8, n1 - n);
+        const uint8_t *bc[8], *zc[8];
+        const float *sbc[8];
+        for (int c = 0; c < nc; c++) {
+            bc[c] = g->tiled ? NULL : g->b + (n + c) * kb * 16;
+            sbc[c] = g->sb + (n + c) * kb;
+            zc[c] = g->zp ? g->zp + (n + c) * g->zp_stride : NULL;
+        }
+        if (g->M == 1 && g->zp) {
+            const char *row = g->rows;
+            const uint8_t *zend = g->zp + g->N * g->zp_stride;
+            int c = 0;
+#define QT(nr, t) quad_tile(nr, t, row, &L, b0, cst, pst, sbc[c], zc[c], g->zp_stride, zend, kb, lanes + 8 * c)
+            while (c < nc) {
+                /* four columns at a time, never across a tile of the tiled layout */
+                int nr = g->tiled ? (int)sn_imin(4 - (n + c) % 4, nc - c) : (int)sn_imin(4, nc - c);
+                int64_t cst = kb * 16, pst = 32;
+                const uint8_t *b0 = bc[c];
+                if (g->tiled) {
+                    b0 = tiled_col(g->b, g->N, kb, n + c, &pst);
+                    cst = 32;
+                    switch (nr) {
+                    case 4: QT(4, 1); break;
+                    case 3: QT(3, 1); break;
+                    case 2: QT(2, 1); break;
+                    default: QT(1, 1); break;
+                    }
+                } else {
+                    switch (nr) {
+                    case 4: QT(4, 0); break;
+                    case 3: QT(3, 0); break;
+                    case 2: QT(2, 0); break;
+                    default: QT(1, 0); break;
+                    }
+                }
+                c += nr;
+            }
+#undef QT
+            finish_rows(1, g, &row, &L, 0, n, nc, lanes, NULL);
+            continue;
+        }
+        /* B decoded ahead reads the tiles in place; the other paths want
+         * columns in block order */
+        bool decode = g->M > 1 && kb <= DEC_MAX_KB;
+        int64_t tst[8] = {0};
+        if (g->tiled)
+            for (int c = 0; c < nc; c++)
+                bc[c] = decode ? tiled_col(g->b, g->N, kb, n + c, &tst[c])
+                               : col_bytes_avx2(g, n + c, cols + (size_t)c * (size_t)kb * 16);
+        const float *nzp = NULL;
+        if (g->M > 1 && nc == 8 && kb <= NZ_MAX) {
+            for (int64_t b = 0; b < kb; b++)
+                for (int c = 0; c < 8; c++)
+                    nz[8 * b + c] = -(sbc[c][b] * (float)zp4(zc[c], b));
+            nzp = nz;
+        }
+        const char *dc[8], *const *dcp = NULL;
+        if (decode) {
+            for (int c = 0; c < nc; c++) {
+                char *d = dec + (size_t)c * (size_t)((kb + 1) / 2) * DEC_BYTES;
+                pair_decode(bc[c], tst[c], sbc[c], kb, d);
+                dc[c] = d;
+            }
+            dcp = dc;
+        }
+        for (int64_t m = 0; m < g->M; m += MNB4_MR) {
+            int mr = (int)sn_imin(MNB4_MR, g->M - m);
+            const char *rows[MNB4_MR];
+            for (int r = 0; r < mr; r++)
+                rows[r] = (const char *)g->rows + (size_t)(m + r) * L.total;
+            switch (mr) {
+            case 4: pair_rows(4, g, rows, &L, m, n, nc, bc, sbc, dcp, lanes, nzp); break;
+            case 3: pair_rows(3, g, rows, &L, m, n, nc, bc, sbc, dcp, lanes, nzp); break;
+            case 2: pair_rows(2, g, rows, &L, m, n, nc, bc, sbc, dcp, lanes, nzp); break;
+            default: pair_rows(1, g, rows, &L, m, n, nc, bc, sbc, dcp, lanes, nzp); break;
+            }
+        }
+    }
+}
+#endif
+
+void llm_mnb4_prep_row(const float *a, int64_t K, int kind, void *row) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (sn_cpu_avx2_fma()) {
+        mnb4_prep_row_avx2(a, K, kind, row);
+        return;
+    }
+#endif
+    llm_mnb4_prep_row_ref(a, K, kind, row);
+}
+
+void llm_mnb4_cols(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (sn_cpu_avx2_fma()) {
+        mnb4_cols_avx2(g, n0, n1);
+        return;
+    }
+#endif
+    llm_mnb4_cols_ref(g, n0, n1);
+}
