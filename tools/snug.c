@@ -1,6 +1,7 @@
 /* snug — the command-line tool. See `snug --help`. */
 #include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,9 +9,7 @@
 #include <time.h>
 
 #include "cli.h"
-#include "exec/session.h"
-#include "onnx/model.h"
-#include "ops/op.h"
+#include "snug.h"
 
 void cli_die_usage(const char *cmd, const char *msg) {
     fprintf(stderr, "snug %s: %s (see 'snug %s --help')\n", cmd, msg, cmd);
@@ -28,62 +27,44 @@ void cli_model_error(const char *cmd, const char *path, const char *msg) {
 
 /* ---- snug info ----------------------------------------------------------- */
 
-static void print_type(const sn_graph *g, const sn_value *v) {
-    const sn_tensor *t = &v->info;
-    const sn_type *d = v->declared;
-    if (t->kind == SN_KIND_SEQUENCE) {
-        printf("sequence<%s>", sn_dtype_name(t->dtype));
+static void print_type(const snug_value_info *v) {
+    if (v->kind == SNUG_KIND_SEQUENCE) {
+        printf("sequence<%s>", snug_dtype_name(v->dtype));
         return;
     }
-    if (t->optional)
+    if (v->optional)
         printf("optional ");
-    printf("%s ", sn_dtype_name(t->dtype));
-    if (t->rank < 0) {
+    printf("%s ", snug_dtype_name(v->dtype));
+    if (v->rank < 0) {
         printf("[?]");
         return;
     }
     printf("[");
-    for (int i = 0; i < t->rank; i++) {
-        int64_t x = t->dims[i];
+    for (int i = 0; i < v->rank; i++) {
         if (i)
             printf(", ");
-        if (x >= 0)
-            printf("%lld", (long long)x);
-        else if (x <= SN_DIM_SYM(0))
-            printf("%s", g->syms[SN_DIM_SYM_ID(x)]);
-        else if (d && d->kind == SN_TYPE_TENSOR && i < d->rank && d->dim_params[i])
-            printf("%s", d->dim_params[i]);
+        if (v->dims[i] >= 0)
+            printf("%lld", (long long)v->dims[i]);
         else
-            printf("?");
+            printf("%s", v->dim_names[i] ? v->dim_names[i] : "?");
     }
     printf("]");
 }
 
-typedef struct opcount {
-    const char *domain, *op;
-    int n;
-} opcount;
-
-static void count_ops(const sn_graph *g, opcount *h, int *nh, int cap, int *total) {
-    for (int i = 0; i < g->n_nodes; i++) {
-        const sn_pnode *p = g->nodes[i].p;
-        int k = 0;
-        for (; k < *nh; k++)
-            if (!strcmp(h[k].op, p->op_type) && !strcmp(h[k].domain, p->domain))
-                break;
-        if (k == *nh && *nh < cap)
-            h[(*nh)++] = (opcount){p->domain, p->op_type, 0};
-        if (k < *nh)
-            h[k].n++;
-        (*total)++;
-        for (int s = 0; s < g->nodes[i].n_sub; s++)
-            count_ops(g->nodes[i].sub[s], h, nh, cap, total);
+/* The n graph inputs or outputs (get: snug_model_input or _output), a line each. */
+static void print_values(const snug_model *m, int n, int (*get)(const snug_model *, int, snug_value_info *)) {
+    for (int i = 0; i < n; i++) {
+        snug_value_info v;
+        get(m, i, &v);
+        printf("  %-32s ", v.name);
+        print_type(&v);
+        printf("\n");
     }
 }
 
 static int cmp_count(const void *a, const void *b) {
-    const opcount *x = a, *y = b;
-    return x->n != y->n ? y->n - x->n : strcmp(x->op, y->op);
+    const snug_op_count *x = a, *y = b;
+    return x->count != y->count ? y->count - x->count : strcmp(x->op, y->op);
 }
 
 void cli_human_bytes(double b, char *buf, size_t cap) {
@@ -114,55 +95,44 @@ static int cmd_info(int argc, char **argv) {
     }
     if (!path)
         die_usage("info", "missing MODEL");
-    sn_err err = {0};
-    sn_model *m = NULL;
-    sn_graph *g = NULL;
-    if (sn_model_load(path, &m, &err) != SNUG_OK || sn_graph_build(m, &g, &err) != SNUG_OK) {
-        cli_model_error("info", path, err.msg);
-        sn_graph_free(g);
-        sn_model_free(m);
+    char err[1024];
+    snug_model *m = NULL;
+    if (snug_model_open(path, &m, err, sizeof err) != SNUG_OK) {
+        cli_model_error("info", path, err);
         return 1;
     }
+    snug_model_info mi;
+    snug_model_get_info(m, &mi);
     printf("model      %s\n", path);
-    printf("producer   %s %s, ir_version %lld\n", m->producer_name ? m->producer_name : "",
-           m->producer_version ? m->producer_version : "", (long long)m->ir_version);
+    printf("producer   %s %s, ir_version %lld\n", mi.producer_name, mi.producer_version, (long long)mi.ir_version);
     printf("opsets    ");
-    for (int i = 0; i < m->n_opset; i++)
-        printf(" %s:%lld", m->opsets[i].domain[0] ? m->opsets[i].domain : "ai.onnx", (long long)m->opsets[i].version);
-    printf("\ninputs     %d\n", g->n_inputs);
-    for (int i = 0; i < g->n_inputs; i++) {
-        printf("  %-32s ", g->values[g->inputs[i]].name);
-        print_type(g, &g->values[g->inputs[i]]);
-        printf("\n");
+    for (int i = 0; i < mi.n_opsets; i++) {
+        const char *domain;
+        int64_t version;
+        snug_model_opset(m, i, &domain, &version);
+        printf(" %s:%lld", domain[0] ? domain : "ai.onnx", (long long)version);
     }
-    printf("outputs    %d\n", g->n_outputs);
-    for (int i = 0; i < g->n_outputs; i++) {
-        printf("  %-32s ", g->values[g->outputs[i]].name);
-        print_type(g, &g->values[g->outputs[i]]);
-        printf("\n");
-    }
-    int64_t params = 0;
-    for (int i = 0; i < m->graph->n_init; i++) {
-        int64_t n = sn_tensor_numel(&m->graph->inits[i].t);
-        params += n > 0 ? n : 0;
-    }
+    printf("\ninputs     %d\n", mi.n_inputs);
+    print_values(m, mi.n_inputs, snug_model_input);
+    printf("outputs    %d\n", mi.n_outputs);
+    print_values(m, mi.n_outputs, snug_model_output);
     char wb[64];
-    cli_human_bytes((double)m->weight_bytes, wb, sizeof wb);
-    printf("parameters %lld (%d initializers)\n", (long long)params, m->graph->n_init);
-    printf("weights    %llu bytes (%s)\n", (unsigned long long)m->weight_bytes, wb);
-    sn_layer_info li;
-    if (sn_layers_discover(g, &li, &err) == SNUG_OK && li.n_layers > 0)
+    cli_human_bytes((double)mi.weight_bytes, wb, sizeof wb);
+    printf("parameters %lld (%d initializers)\n", (long long)mi.parameters, mi.n_initializers);
+    printf("weights    %llu bytes (%s)\n", (unsigned long long)mi.weight_bytes, wb);
+    snug_layer_map li;
+    snug_model_layers(m, &li);
+    if (li.n_layers > 0)
         printf("layers     %d (nodes: %d by name, %d by value names, %d from neighbours; %d pre, %d post)\n",
-               li.n_layers, li.n_named, li.n_valname, li.n_filled, li.n_pre, li.n_post);
-    opcount h[512];
-    int nh = 0, total = 0;
-    count_ops(g, h, &nh, 512, &total);
+               li.n_layers, li.nodes_named, li.nodes_from_value_names, li.nodes_from_neighbours, li.nodes_pre,
+               li.nodes_post);
+    snug_op_count h[512];
+    int total = 0, nh = snug_model_op_counts(m, h, 512, &total);
     qsort(h, (size_t)nh, sizeof *h, cmp_count);
     printf("nodes      %d (%d op types)\n", total, nh);
     for (int i = 0; i < nh; i++)
-        printf("  %6d  %s%s%s\n", h[i].n, h[i].domain, h[i].domain[0] ? "." : "", h[i].op);
-    sn_graph_free(g);
-    sn_model_free(m);
+        printf("  %6d  %s%s%s\n", h[i].count, h[i].domain, h[i].domain[0] ? "." : "", h[i].op);
+    snug_model_free(m);
     return 0;
 }
 
@@ -179,103 +149,87 @@ static uint64_t rng_next(uint64_t *s) {
     return *s;
 }
 
-/* Fills t (shape set) deterministically: floats uniform in [-1, 1), integers
- * in [0, 10), bools alternating. */
-static void fill_input(sn_tensor *t, uint64_t seed) {
-    int64_t n = sn_tensor_numel(t);
+/* Fills v deterministically: floats uniform in [-1, 1), integers in
+ * [0, 10), bools alternating. */
+static void fill_input(snug_value *v, uint64_t seed) {
+    snug_tensor t;
+    snug_value_get_tensor(v, &t);
+    int64_t n = snug_value_count(v);
     uint64_t s = seed * 2654435761u + 88172645463325252ull;
     for (int64_t i = 0; i < n; i++) {
         uint64_t r = rng_next(&s);
-        if (sn_dtype_is_float(t->dtype))
-            sn_store_f64(t->dtype, t->data, (size_t)i, (double)(r >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-        else if (t->dtype == SN_BOOL)
-            ((uint8_t *)t->data)[i] = (uint8_t)(i & 1);
-        else if (t->dtype == SN_STRING)
-            ((sn_string *)t->data)[i] = (sn_string){"snug", 4};
+        if (snug_dtype_class(t.dtype) == SNUG_DTYPE_FLOAT)
+            snug_value_set_f64(v, i, (double)(r >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+        else if (t.dtype == SNUG_BOOL)
+            snug_value_set_f64(v, i, (double)(i & 1));
+        else if (t.dtype == SNUG_STRING)
+            snug_value_set_string(v, i, "snug", 4);
         else
-            sn_store_f64(t->dtype, t->data, (size_t)i, (double)(r % 10));
+            snug_value_set_f64(v, i, (double)(r % 10));
     }
 }
 
 /* LLM inputs whose generated values must make sense: an attention mask of
  * ones (masks decide sequence lengths in GroupQueryAttention) and
  * position_ids counting 0, 1, ... along the last axis. */
-static void fill_llm_input(const char *name, sn_tensor *t) {
-    if (t->rank < 1 || !sn_dtype_is_int(t->dtype))
+static void fill_llm_input(const char *name, snug_value *v) {
+    snug_tensor t;
+    snug_value_get_tensor(v, &t);
+    if (t.rank < 1 || snug_dtype_class(t.dtype) != SNUG_DTYPE_INT)
         return;
-    int64_t n = sn_tensor_numel(t), last = t->dims[t->rank - 1];
+    int64_t n = snug_value_count(v), last = t.dims[t.rank - 1];
     if (strstr(name, "attention_mask"))
         for (int64_t i = 0; i < n; i++)
-            sn_store_f64(t->dtype, t->data, (size_t)i, 1.0);
+            snug_value_set_f64(v, i, 1.0);
     else if (!strcmp(name, "position_ids") && last > 0)
         for (int64_t i = 0; i < n; i++)
-            sn_store_f64(t->dtype, t->data, (size_t)i, (double)(i % last));
+            snug_value_set_f64(v, i, (double)(i % last));
 }
 
-static const char *ends_with(const char *s, const char *suf) {
-    size_t a = strlen(s), b = strlen(suf);
-    return a >= b && !strcmp(s + a - b, suf) ? s + a - b : NULL;
+/* "[1,4,512]": a run's outputs have concrete shapes. */
+static const char *shape_str(const snug_tensor *t, char *buf, size_t cap) {
+    size_t o = (size_t)snprintf(buf, cap, "[");
+    for (int k = 0; k < t->rank && o < cap; k++)
+        o += (size_t)snprintf(buf + o, cap - o, k ? ",%lld" : "%lld", (long long)t->dims[k]);
+    if (o < cap)
+        snprintf(buf + o, cap - o, "]");
+    return buf;
 }
 
-static int read_input_file(const char *path, const sn_type *type, sn_tensor *t, void **own, sn_err *err) {
-    if (ends_with(path, ".npy"))
-        return sn_npy_read(path, t, own, err);
-    void *buf;
-    size_t len;
-    SN_TRY(sn_file_read(path, &buf, &len, err));
-    int rc = sn_value_decode_pb_typed(buf, len, type, t, own, NULL, err);
-    sn_free(buf);
-    return rc;
-}
-
-static void summarize(const char *name, const sn_tensor *t) {
+static void summarize(const char *name, const snug_value *v) {
     char sb[256];
-    if (t->kind == SN_KIND_NONE) {
+    snug_tensor t;
+    snug_value_get_tensor(v, &t);
+    int64_t n = snug_value_count(v);
+    if (snug_value_kind(v) == SNUG_KIND_NONE) {
         printf("%-28s optional: none\n", name);
         return;
     }
-    if (t->kind == SN_KIND_SEQUENCE) {
-        printf("%-28s sequence of %lld %s tensors\n", name, (long long)t->n_items, sn_dtype_name(t->dtype));
+    if (snug_value_kind(v) == SNUG_KIND_SEQUENCE) {
+        printf("%-28s sequence of %lld %s tensors\n", name, (long long)n, snug_dtype_name(t.dtype));
         return;
     }
-    int64_t n = sn_tensor_numel(t);
-    printf("%-28s %-8s %-20s", name, sn_dtype_name(t->dtype), sn_shape_str(t, sb, sizeof sb));
-    if (t->dtype == SN_STRING || n <= 0 || t->dtype == SN_C64 || t->dtype == SN_C128) {
+    printf("%-28s %-8s %-20s", name, snug_dtype_name(t.dtype), shape_str(&t, sb, sizeof sb));
+    if (t.dtype == SNUG_STRING || n <= 0 || t.dtype == SNUG_COMPLEX64 || t.dtype == SNUG_COMPLEX128) {
         printf(" (%lld elements)\n", (long long)n);
         return;
     }
     double mn = INFINITY, mx = -INFINITY, sum = 0;
     int64_t nan = 0;
     for (int64_t i = 0; i < n; i++) {
-        double v = sn_load_f64(t->dtype, t->data, (size_t)i);
-        if (isnan(v)) {
+        double x = snug_value_get_f64(v, i);
+        if (isnan(x)) {
             nan++;
             continue;
         }
-        mn = v < mn ? v : mn;
-        mx = v > mx ? v : mx;
-        sum += v;
+        mn = x < mn ? x : mn;
+        mx = x > mx ? x : mx;
+        sum += x;
     }
     printf(" min %-12.6g max %-12.6g mean %-12.6g", mn, mx, n > nan ? sum / (double)(n - nan) : NAN);
     if (nan)
         printf(" nan %lld", (long long)nan);
     printf("\n");
-}
-
-static int write_output(const char *dir, int i, const char *name, const sn_tensor *t, sn_err *err) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/output_%d.pb", dir, i);
-    void *buf;
-    size_t len;
-    SN_TRY(sn_value_encode_pb(t, name, &buf, &len, err));
-    FILE *f = fopen(path, "wb");
-    int rc = SNUG_OK;
-    if (!f || fwrite(buf, 1, len, f) != len)
-        rc = sn_errf(err, SNUG_ERR_IO, "cannot write %s: %s", path, strerror(errno));
-    if (f && fclose(f) != 0 && rc == SNUG_OK)
-        rc = sn_errf(err, SNUG_ERR_IO, "cannot write %s: %s", path, strerror(errno));
-    sn_free(buf);
-    return rc;
 }
 
 static const char k_run_help[] =
@@ -303,12 +257,17 @@ static const char k_run_help[] =
     "  --verbose           also print the execution plan's figures (nodes folded /\n"
     "                      static / dynamic, arena size against its lower bound)\n";
 
-/* --dim/--bound values as bindings for sn_dim_eval. */
+/* --dim/--bound values as bindings for snug_dim_eval. */
 static bool dim_eval(const char *text, const kv *dims, const int64_t *vals, int n, int64_t *out) {
-    sn_dim_bind b[64];
+    snug_dim b[64];
     for (int i = 0; i < n && i < 64; i++)
-        b[i] = (sn_dim_bind){dims[i].key, vals[i]};
-    return sn_dim_eval(text, b, n < 64 ? n : 64, out);
+        b[i] = (snug_dim){dims[i].key, vals[i]};
+    return snug_dim_eval(text, b, n < 64 ? n : 64, out) == SNUG_OK;
+}
+
+/* The symbolic name of dim k of v, or NULL. */
+static const char *dim_name(const snug_value_info *v, int k) {
+    return v->dim_names[k] && v->dim_names[k][0] ? v->dim_names[k] : NULL;
 }
 
 /* session.max_shape_override text for every input of the model at path,
@@ -324,29 +283,28 @@ static char *bounds_override(const char *path, const kv *b, int n) {
             return NULL;
         }
     }
-    sn_err err = {0};
-    sn_model *m = NULL;
-    sn_graph *g = NULL;
-    if (sn_model_load(path, &m, &err) != SNUG_OK || sn_graph_build(m, &g, &err) != SNUG_OK) {
-        cli_model_error("run", path, err.msg);
-        sn_graph_free(g);
-        sn_model_free(m);
+    char err[1024];
+    snug_model *m = NULL;
+    if (snug_model_open(path, &m, err, sizeof err) != SNUG_OK) {
+        cli_model_error("run", path, err);
         return NULL;
     }
-    size_t cap = 256 + (size_t)g->n_inputs * 256, o = 0;
+    snug_model_info mi;
+    snug_model_get_info(m, &mi);
+    size_t cap = 256 + (size_t)mi.n_inputs * 256, o = 0;
     char *text = malloc(cap);
     text[0] = 0;
-    for (int i = 0; i < g->n_inputs && text; i++) {
-        const sn_value *v = &g->values[g->inputs[i]];
-        const sn_tensor *d = &v->info;
-        if (d->kind != SN_KIND_TENSOR || d->rank < 0)
+    for (int i = 0; i < mi.n_inputs && text; i++) {
+        snug_value_info v;
+        snug_model_input(m, i, &v);
+        if (v.kind != SNUG_KIND_TENSOR || v.rank < 0)
             continue;
-        o += (size_t)snprintf(text + o, cap - o, "%s%s:[", o ? ";" : "", v->name);
-        for (int k = 0; k < d->rank; k++) {
-            int64_t x = d->dims[k];
-            const char *nm = x <= SN_DIM_SYM(0) ? g->syms[SN_DIM_SYM_ID(x)] : NULL;
+        o += (size_t)snprintf(text + o, cap - o, "%s%s:[", o ? ";" : "", v.name);
+        for (int k = 0; k < v.rank; k++) {
+            int64_t x = v.dims[k];
+            const char *nm = dim_name(&v, k);
             if (x < 0 && !(nm && dim_eval(nm, b, vals, n, &x))) {
-                fprintf(stderr, "snug run: input '%s' dim %d (%s) has no --bound\n", v->name, k, nm ? nm : "?");
+                fprintf(stderr, "snug run: input '%s' dim %d (%s) has no --bound\n", v.name, k, nm ? nm : "?");
                 free(text);
                 text = NULL;
                 break;
@@ -356,8 +314,7 @@ static char *bounds_override(const char *path, const kv *b, int n) {
         if (text)
             o += (size_t)snprintf(text + o, cap - o, "]");
     }
-    sn_graph_free(g);
-    sn_model_free(m);
+    snug_model_free(m);
     return text;
 }
 
@@ -441,37 +398,42 @@ static int cmd_run(int argc, char **argv) {
         snug_options_set(opts, "snug.threads", threads);
     for (int k = 0; k < n_configs; k++)
         snug_options_set(opts, configs[k].key, configs[k].val);
-    sn_err err = {0};
-    sn_session *s = NULL;
-    int rc = sn_session_open(path, opts, &s, &err);
+    char err[1024];
+    snug_session *s = NULL;
+    int rc = snug_session_create(path, opts, &s, err, sizeof err);
     snug_options_free(opts);
     if (rc != SNUG_OK) {
-        cli_model_error("run", path, err.msg);
+        cli_model_error("run", path, err);
         return 1;
     }
-    const sn_graph *g = s->graph;
-    int nin = g->n_inputs, status = 1;
-    sn_tensor *in = calloc((size_t)nin + 1, sizeof *in), *out = calloc((size_t)g->n_outputs + 1, sizeof *out);
-    void **own = calloc((size_t)nin + 1, sizeof *own);
+    const snug_model *m = snug_session_model(s);
+    snug_model_info mi;
+    snug_model_get_info(m, &mi);
+    int nin = mi.n_inputs, nout = mi.n_outputs, status = 1;
+    snug_value **in = calloc((size_t)nin + 1, sizeof *in);
+    const snug_value **out = calloc((size_t)nout + 1, sizeof *out);
     for (int k = 0; k < n_inputs; k++) {
-        if (sn_graph_find(g, inputs[k].key) < 0 || !(g->values[sn_graph_find(g, inputs[k].key)].flags & SN_VAL_INPUT)) {
+        bool found = false;
+        for (int i = 0; i < nin; i++)
+            found |= !strcmp(snug_session_input_name(s, i), inputs[k].key);
+        if (!found) {
             fprintf(stderr, "snug run: --input %s: the model has no input of that name (inputs:", inputs[k].key);
             for (int i = 0; i < nin; i++)
-                fprintf(stderr, " %s", g->values[g->inputs[i]].name);
+                fprintf(stderr, " %s", snug_session_input_name(s, i));
             fprintf(stderr, ")\n");
             goto done;
         }
     }
     for (int k = 0; k < n_dims; k++) {
         bool found = false;
-        for (int sy = 0; sy < g->n_syms; sy++)
-            found |= !strcmp(g->syms[sy], dims[k].key);
+        for (int sy = 0; sy < mi.n_dims; sy++)
+            found |= !strcmp(snug_model_dim_name(m, sy), dims[k].key);
         if (!found) {
             fprintf(stderr, "snug run: --dim %s: the model has no symbolic dim of that name", dims[k].key);
-            if (g->n_syms) {
+            if (mi.n_dims) {
                 fprintf(stderr, " (it has:");
-                for (int sy = 0; sy < g->n_syms; sy++)
-                    fprintf(stderr, " %s", g->syms[sy]);
+                for (int sy = 0; sy < mi.n_dims; sy++)
+                    fprintf(stderr, " %s", snug_model_dim_name(m, sy));
                 fprintf(stderr, ")");
             }
             fprintf(stderr, "\n");
@@ -479,11 +441,12 @@ static int cmd_run(int argc, char **argv) {
         }
     }
     for (int i = 0; i < nin; i++) {
-        const sn_value *v = &g->values[g->inputs[i]];
+        snug_value_info v;
+        snug_model_input(m, i, &v);
         const char *file = NULL;
         char pbuf[4096];
         for (int k = 0; k < n_inputs; k++)
-            if (!strcmp(inputs[k].key, v->name))
+            if (!strcmp(inputs[k].key, v.name))
                 file = inputs[k].val;
         if (!file && input_dir) {
             snprintf(pbuf, sizeof pbuf, "%s/input_%d.pb", input_dir, i);
@@ -492,46 +455,43 @@ static int cmd_run(int argc, char **argv) {
                 file = pbuf;
         }
         if (file) {
-            if (read_input_file(file, v->declared, &in[i], &own[i], &err) != SNUG_OK) {
-                fprintf(stderr, "snug run: input '%s' from %s: %s\n", v->name, file, err.msg);
+            if (snug_value_read(m, i, file, &in[i], err, sizeof err) != SNUG_OK) {
+                fprintf(stderr, "snug run: input '%s' from %s: %s\n", v.name, file, err);
                 goto done;
             }
             continue;
         }
         /* Generate from the declared type. */
-        const sn_tensor *d = &v->info;
-        if (d->kind != SN_KIND_TENSOR || d->rank < 0 || !sn_dtype_valid(d->dtype)) {
+        if (v.kind != SNUG_KIND_TENSOR || v.rank < 0 || snug_dtype_class(v.dtype) == SNUG_DTYPE_INVALID) {
             fprintf(stderr, "snug run: input '%s' has no tensor type with a known rank; give it with --input\n",
-                    v->name);
+                    v.name);
             goto done;
         }
-        in[i] = *d;
-        in[i].data = NULL;
-        for (int k = 0; k < d->rank; k++) {
-            if (d->dims[k] >= 0)
+        int64_t shape[SNUG_MAX_RANK];
+        for (int k = 0; k < v.rank; k++) {
+            shape[k] = v.dims[k];
+            if (v.dims[k] >= 0)
                 continue;
             int64_t val = 1;
-            const char *nm = d->dims[k] <= SN_DIM_SYM(0) ? g->syms[SN_DIM_SYM_ID(d->dims[k])] : NULL;
+            const char *nm = dim_name(&v, k);
             bool bound = nm && dim_eval(nm, dims, dimv, n_dims, &val);
             if (!bound)
                 fprintf(stderr, "snug run: note: input '%s' dim %d (%s) not bound, using 1 (--dim NAME=VALUE)\n",
-                        v->name, k, nm ? nm : "?");
-            in[i].dims[k] = val;
+                        v.name, k, nm ? nm : "?");
+            shape[k] = val;
         }
-        size_t nb = sn_tensor_nbytes(&in[i]);
-        if (sn_tensor_numel(&in[i]) < 0 || nb == SIZE_MAX || !(own[i] = sn_calloc(1, nb ? nb : 1))) {
-            fprintf(stderr, "snug run: input '%s' is too large to generate\n", v->name);
+        if (snug_value_new_input(m, i, v.rank, shape, &in[i]) != SNUG_OK) {
+            fprintf(stderr, "snug run: input '%s' is too large to generate\n", v.name);
             goto done;
         }
-        in[i].data = own[i];
-        fill_input(&in[i], seed + (uint64_t)i);
-        fill_llm_input(v->name, &in[i]);
+        fill_input(in[i], seed + (uint64_t)i);
+        fill_llm_input(v.name, in[i]);
     }
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (int r = 0; r < repeat; r++) {
-        if (sn_session_run(s, in, out, &err) != SNUG_OK) {
-            fprintf(stderr, "snug run: %s\n", err.msg);
+        if (snug_session_run_values(s, (const snug_value *const *)in, nin, out, nout) != SNUG_OK) {
+            fprintf(stderr, "snug run: %s\n", snug_session_error(s));
             goto done;
         }
     }
@@ -539,35 +499,38 @@ static int cmd_run(int argc, char **argv) {
     double ms = ((double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6) / repeat;
     if (output_dir) {
         mkdir(output_dir, 0777);
-        for (int i = 0; i < g->n_outputs; i++)
-            if (write_output(output_dir, i, g->values[g->outputs[i]].name, &out[i], &err) != SNUG_OK) {
-                fprintf(stderr, "snug run: %s\n", err.msg);
+        for (int i = 0; i < nout; i++) {
+            char opath[4096];
+            snprintf(opath, sizeof opath, "%s/output_%d.pb", output_dir, i);
+            if (snug_value_write(out[i], snug_session_output_name(s, i), opath, err, sizeof err) != SNUG_OK) {
+                fprintf(stderr, "snug run: %s\n", err);
                 goto done;
             }
-        fprintf(stderr, "wrote %d outputs to %s (%.3f ms per run)\n", g->n_outputs, output_dir, ms);
+        }
+        fprintf(stderr, "wrote %d outputs to %s (%.3f ms per run)\n", nout, output_dir, ms);
     } else {
-        for (int i = 0; i < g->n_outputs; i++)
-            summarize(g->values[g->outputs[i]].name, &out[i]);
+        for (int i = 0; i < nout; i++)
+            summarize(snug_session_output_name(s, i), out[i]);
         printf("time       %.3f ms per run (%d run%s)\n", ms, repeat, repeat > 1 ? "s" : "");
     }
     if (verbose) {
-        const sn_exec_stats *st = sn_exec_get_stats(s->exec);
+        snug_session_stats st;
+        snug_session_get_stats(s, &st);
         char a[64], l[64], f[64];
-        cli_human_bytes((double)st->arena_bytes, a, sizeof a);
-        cli_human_bytes((double)st->lower_bound, l, sizeof l);
-        cli_human_bytes((double)st->folded_bytes, f, sizeof f);
+        cli_human_bytes((double)st.arena_bytes, a, sizeof a);
+        cli_human_bytes((double)st.lower_bound, l, sizeof l);
+        cli_human_bytes((double)st.folded_bytes, f, sizeof f);
         printf("plan       %d node(s) folded (%s), %d static (%d in place, %d run in groups), %d dynamic; arena %s "
                "(lower bound %s); %d plan(s) made\n",
-               st->n_folded, f, st->n_static, st->n_inplace, st->n_grouped, st->n_dynamic, a, l, st->n_plans);
+               st.n_folded, f, st.n_static, st.n_inplace, st.n_grouped, st.n_dynamic, a, l, st.n_plans);
     }
     status = 0;
 done:
     for (int i = 0; i < nin; i++)
-        sn_free(own[i]);
-    free(own);
+        snug_value_free(in[i]);
     free(in);
     free(out);
-    sn_session_close(s);
+    snug_session_free(s);
     return status;
 }
 
@@ -589,9 +552,10 @@ static int cmd_ops(int argc, char **argv) {
         printf("usage: snug ops\n\nLists every implemented operator as domain, name and the opset it serves from.\n");
         return 0;
     }
-    for (int i = 0; i < sn_op_count(); i++) {
-        const sn_op_def *d = sn_op_at(i);
-        printf("%-16s %-32s %d\n", d->domain[0] ? d->domain : "ai.onnx", d->name, d->since_version);
+    for (int i = 0; i < snug_op_table_size(); i++) {
+        snug_op_def d;
+        snug_op_table_get(i, &d);
+        printf("%-16s %-32s %d\n", d.domain[0] ? d.domain : "ai.onnx", d.name, d.since_version);
     }
     return 0;
 }

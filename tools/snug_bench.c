@@ -1,6 +1,9 @@
 /* snug bench: prefill and decode speed of an LLM, time to first token, peak
  * RSS; and (--bandwidth) the machine's memory read bandwidth. */
 #include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,9 +17,7 @@
 #endif
 
 #include "cli.h"
-#include "exec/session.h"
-#include "genai/kvloop.h"
-#include "ops/gemm.h"
+#include "snug.h"
 
 int cmd_bench(int argc, char **argv);
 
@@ -101,6 +102,14 @@ static uint64_t xorshift64(uint64_t *s) {
     *s ^= *s >> 7;
     *s ^= *s << 17;
     return *s;
+}
+
+/* Index of the largest of n floats (the first on ties). */
+static int64_t argmax(const float *x, int64_t n) {
+    int64_t best = 0;
+    for (int64_t i = 1; i < n; i++)
+        best = x[i] > x[best] ? i : best;
+    return best;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -208,12 +217,24 @@ static size_t mapped_rss_under(const char *dir) {
 
 /* ---- memory bandwidth ------------------------------------------------------ */
 
+/* T threads (the caller one of them) each sum their slice of the array
+ * per pass, between two barriers; the workers wait for go (1: all T
+ * started, -1: some could not be, leave) before the first. */
 typedef struct bw_job {
     const float *a;
-    int64_t n;     /* floats */
-    int64_t chunk; /* floats per task */
-    float sums[256];
+    int64_t n;        /* floats */
+    int threads, passes;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int go;
+    pthread_barrier_t start, end;
+    float sums[1024]; /* one per thread */
 } bw_job;
+
+typedef struct bw_worker_arg {
+    bw_job *j;
+    int t;
+} bw_worker_arg;
 
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target("avx2"))) static float sum_avx2(const float *a, int64_t n) {
@@ -246,61 +267,97 @@ static float sum_plain(const float *a, int64_t n) {
     return r;
 }
 
-static void bw_task(void *arg, int64_t t0, int64_t t1) {
-    bw_job *j = arg;
-    for (int64_t t = t0; t < t1; t++) {
-        int64_t b = t * j->chunk, e = sn_imin(j->n, b + j->chunk);
-        float s;
+static void bw_sum_slice(bw_job *j, int t) {
+    int64_t b = j->n * t / j->threads, e = j->n * (t + 1) / j->threads;
+    float s;
 #if defined(__x86_64__) && defined(__GNUC__)
-        s = __builtin_cpu_supports("avx2") ? sum_avx2(j->a + b, e - b) : sum_plain(j->a + b, e - b);
+    s = __builtin_cpu_supports("avx2") ? sum_avx2(j->a + b, e - b) : sum_plain(j->a + b, e - b);
 #else
-        s = sum_plain(j->a + b, e - b);
+    s = sum_plain(j->a + b, e - b);
 #endif
-        j->sums[t % 256] += s;
-    }
+    j->sums[t] += s;
 }
 
-/* Best read bandwidth in bytes/s over `passes` passes of `bytes`. */
-static double measure_bandwidth(sn_pool *pool, size_t bytes, int passes) {
-    bw_job *j = sn_calloc(1, sizeof *j);
-    float *a = sn_malloc(bytes);
-    if (!j || !a) {
-        sn_free(j);
-        sn_free(a);
-        return 0;
+static void *bw_worker(void *arg) {
+    bw_worker_arg *w = arg;
+    pthread_mutex_lock(&w->j->mu);
+    while (!w->j->go)
+        pthread_cond_wait(&w->j->cv, &w->j->mu);
+    pthread_mutex_unlock(&w->j->mu);
+    for (int p = 0; w->j->go > 0 && p < w->j->passes; p++) {
+        pthread_barrier_wait(&w->j->start);
+        bw_sum_slice(w->j, w->t);
+        pthread_barrier_wait(&w->j->end);
     }
+    return NULL;
+}
+
+/* Best read bandwidth in bytes/s over `passes` passes of `bytes` on
+ * `threads` threads; 0 when the buffer cannot be allocated, -1 when the
+ * threads cannot be started. */
+static double measure_bandwidth(int threads, size_t bytes, int passes) {
+    bw_job *j = calloc(1, sizeof *j);
+    float *a = malloc(bytes);
+    pthread_t *tid = calloc((size_t)threads, sizeof *tid);
+    bw_worker_arg *args = calloc((size_t)threads, sizeof *args);
+    double best = 0;
+    int started = 1;
+    if (!j || !a || !tid || !args)
+        goto done;
     j->a = a;
     j->n = (int64_t)(bytes / sizeof(float));
+    j->threads = threads;
+    j->passes = passes;
     for (int64_t i = 0; i < j->n; i++)
         a[i] = (float)(i & 7);
-    int64_t tasks = sn_pool_size(pool) * 16;
-    j->chunk = (j->n + tasks - 1) / tasks;
-    double best = 0;
-    for (int p = 0; p < passes; p++) {
+    pthread_mutex_init(&j->mu, NULL);
+    pthread_cond_init(&j->cv, NULL);
+    pthread_barrier_init(&j->start, NULL, (unsigned)threads);
+    pthread_barrier_init(&j->end, NULL, (unsigned)threads);
+    for (; started < threads; started++) {
+        args[started] = (bw_worker_arg){j, started};
+        if (pthread_create(&tid[started], NULL, bw_worker, &args[started]) != 0)
+            break;
+    }
+    pthread_mutex_lock(&j->mu);
+    j->go = started == threads ? 1 : -1;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    for (int p = 0; j->go > 0 && p < passes; p++) {
         double t0 = now_s();
-        sn_pool_for(pool, tasks, 1, bw_task, j);
+        pthread_barrier_wait(&j->start);
+        bw_sum_slice(j, 0);
+        pthread_barrier_wait(&j->end);
         double dt = now_s() - t0;
         if (dt > 0 && (double)bytes / dt > best)
             best = (double)bytes / dt;
     }
+    for (int t = 1; t < started; t++)
+        pthread_join(tid[t], NULL);
+    pthread_barrier_destroy(&j->start);
+    pthread_barrier_destroy(&j->end);
+    pthread_cond_destroy(&j->cv);
+    pthread_mutex_destroy(&j->mu);
     volatile float sink = j->sums[0];
     (void)sink;
-    sn_free(a);
-    sn_free(j);
+    if (j->go < 0)
+        best = -1;
+done:
+    free(args);
+    free(tid);
+    free(a);
+    free(j);
     return best;
 }
 
 static int bench_bandwidth(int threads, bool json) {
-    sn_err err = {0};
-    sn_pool *pool = NULL;
-    if (sn_pool_new(threads, &pool, &err) != SNUG_OK) {
-        fprintf(stderr, "snug bench: %s\n", err.msg);
+    size_t bytes = (size_t)256 << 20;
+    double bw = measure_bandwidth(threads, bytes, 10);
+    if (bw < 0) {
+        fprintf(stderr, "snug bench: cannot start %d threads\n", threads);
         return 1;
     }
-    size_t bytes = (size_t)256 << 20;
-    double bw = measure_bandwidth(pool, bytes, 10);
-    sn_pool_free(pool);
-    if (bw <= 0) {
+    if (bw == 0) {
         fprintf(stderr, "snug bench: cannot allocate the %zu-byte bandwidth buffer\n", bytes);
         return 1;
     }
@@ -349,15 +406,15 @@ static int node_row_cmp(const void *a, const void *b) {
 }
 
 /* All nodes sorted, slowest first (op_rows sets the totals first). */
-static void node_rows(const sn_graph *g, const double *t, long rounds, long gen, node_row *rows) {
-    for (int i = 0; i < g->n_nodes; i++)
-        rows[i] = (node_row){i, t[i] / (double)rounds, gen ? t[g->n_nodes + i] / (double)(rounds * gen) : 0};
-    qsort(rows, (size_t)g->n_nodes, sizeof *rows, node_row_cmp);
+static void node_rows(int n_nodes, const double *t, long rounds, long gen, node_row *rows) {
+    for (int i = 0; i < n_nodes; i++)
+        rows[i] = (node_row){i, t[i] / (double)rounds, gen ? t[n_nodes + i] / (double)(rounds * gen) : 0};
+    qsort(rows, (size_t)n_nodes, sizeof *rows, node_row_cmp);
 }
 
 /* JSON string body (quotes and backslashes escaped, control bytes as \u). */
 /* "name": {the figures of m}, */
-static void json_mem(const char *name, const sn_kvloop_mem *m) {
+static void json_mem(const char *name, const snug_memory *m) {
     printf("\"%s\": {\"weights_read\": %llu, \"weights_gathered\": %llu, \"weights_copied\": %llu, "
            "\"packed\": %llu, \"arena\": %llu, \"lower_bound\": %llu, \"kv\": %llu, \"folded\": %llu, "
            "\"driver\": %llu, \"other_heap\": %llu, \"total\": %llu}, ",
@@ -367,17 +424,21 @@ static void json_mem(const char *name, const sn_kvloop_mem *m) {
            (unsigned long long)m->driver, (unsigned long long)m->other_heap, (unsigned long long)m->total);
 }
 
-static int op_rows(const sn_graph *g, const double *t, long rounds, long gen, op_row *rows) {
-    int n = 0;
+static int op_rows(const snug_model *m, const double *t, long rounds, long gen, op_row *rows) {
+    snug_model_info mi;
+    snug_model_get_info(m, &mi);
+    int n = 0, nn = mi.n_nodes;
     op_tot_pre = op_tot_dec = 0;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const char *op = g->nodes[i].p->op_type;
+    for (int i = 0; i < nn; i++) {
+        snug_node_info nd;
+        snug_model_node(m, i, &nd);
+        const char *op = nd.op;
         int k = 0;
         while (k < n && strcmp(rows[k].op, op))
             k++;
         if (k == n)
             rows[n++] = (op_row){op, 0, 0};
-        double pre = t[i] / (double)rounds, dec = gen ? t[g->n_nodes + i] / (double)(rounds * gen) : 0;
+        double pre = t[i] / (double)rounds, dec = gen ? t[nn + i] / (double)(rounds * gen) : 0;
         rows[k].pre += pre;
         rows[k].dec += dec;
         op_tot_pre += pre;
@@ -435,8 +496,10 @@ int cmd_bench(int argc, char **argv) {
             path = a;
         }
     }
-    if (threads == 0)
-        threads = sn_cpu_count();
+    if (threads == 0) { /* all online CPUs, as a session's default */
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = n > 0 ? n : 1;
+    }
     if (bandwidth) {
         if (path)
             cli_die_usage("bench", "--bandwidth takes no MODEL");
@@ -458,9 +521,9 @@ int cmd_bench(int argc, char **argv) {
         snug_options_free(opts);
         return 1;
     }
-    sn_err err = {0};
-    sn_session *s = NULL;
-    sn_kvloop *loop = NULL;
+    char err[1024];
+    snug_session *s = NULL;
+    snug_decoder *loop = NULL;
     int64_t *ids = NULL;
     double *op_t = NULL; /* --ops: [2][n_nodes] seconds, prefill then decode */
     op_row *op_tab = NULL;
@@ -476,38 +539,43 @@ int cmd_bench(int argc, char **argv) {
      * planning. Mapped weights still fault in during the first prefill
      * (first_prefill_s), where ONNX Runtime read them at load. */
     double t_start = now_s(), t_open, t_load;
-    int rc = sn_session_open(path, opts, &s, &err);
+    int rc = snug_session_create(path, opts, &s, err, sizeof err);
     snug_options_free(opts);
     if (rc != SNUG_OK) {
-        cli_model_error("bench", path, err.msg);
+        cli_model_error("bench", path, err);
         return 1;
     }
     t_open = now_s() - t_start;
-    if (sn_kvloop_new(s, ctx, &loop, &err) != SNUG_OK) {
-        cli_model_error("bench", path, err.msg);
+    if (snug_decoder_new(s, ctx, 0, &loop) != SNUG_OK) {
+        cli_model_error("bench", path, snug_session_error(s));
         goto done;
     }
-    const sn_kvloop_info *info = sn_kvloop_get_info(loop);
-    if (info->vocab < 1) { /* symbolic in the model: one step tells it */
+    snug_decoder_info info;
+    snug_decoder_get_info(loop, &info);
+    if (info.vocab < 1) { /* symbolic in the model: one step tells it */
         int64_t zero = 0;
-        if (sn_kvloop_prefill(loop, &zero, 1, NULL, &err) != SNUG_OK) {
-            cli_model_error("bench", path, err.msg);
+        if (snug_decoder_prefill(loop, &zero, 1, NULL) != SNUG_OK) {
+            cli_model_error("bench", path, snug_session_error(s));
             goto done;
         }
-        sn_kvloop_reset(loop);
+        snug_decoder_reset(loop);
+        snug_decoder_get_info(loop, &info);
     }
-    int64_t vocab = info->vocab;
+    int64_t vocab = info.vocab;
     t_load = now_s() - t_start;
     double t_first_prefill = -1;
-    ids = sn_malloc(sizeof *ids * (size_t)(prompt + gen));
-    t_prefill = sn_calloc((size_t)rounds, sizeof(double));
-    t_ttft = sn_calloc((size_t)rounds, sizeof(double));
-    t_decode = sn_calloc((size_t)rounds, sizeof(double));
-    c_prefill = sn_calloc((size_t)rounds, sizeof(double));
-    c_decode = sn_calloc((size_t)rounds, sizeof(double));
-    int n_nodes = s->graph->n_nodes;
+    ids = malloc(sizeof *ids * (size_t)(prompt + gen));
+    t_prefill = calloc((size_t)rounds, sizeof(double));
+    t_ttft = calloc((size_t)rounds, sizeof(double));
+    t_decode = calloc((size_t)rounds, sizeof(double));
+    c_prefill = calloc((size_t)rounds, sizeof(double));
+    c_decode = calloc((size_t)rounds, sizeof(double));
+    const snug_model *m = snug_session_model(s);
+    snug_model_info mi;
+    snug_model_get_info(m, &mi);
+    int n_nodes = mi.n_nodes;
     if (ops || top_nodes)
-        op_t = sn_calloc(2 * (size_t)n_nodes + 1, sizeof(double));
+        op_t = calloc(2 * (size_t)n_nodes + 1, sizeof(double));
     if (!ids || !t_prefill || !t_ttft || !t_decode || !c_prefill || !c_decode || ((ops || top_nodes) && !op_t)) {
         fprintf(stderr, "snug bench: out of memory\n");
         goto done;
@@ -520,29 +588,29 @@ int cmd_bench(int argc, char **argv) {
     uint64_t decode_allocs = 0;
     for (long r = -warmup; r < rounds; r++) {
         const float *logits;
-        sn_kvloop_reset(loop);
+        snug_decoder_reset(loop);
         if (op_t && r >= 0)
-            sn_exec_time_nodes(s->exec, op_t);
+            snug_session_time_nodes(s, op_t);
         double c0 = cpu_s(), t0 = now_s();
-        if (sn_kvloop_prefill(loop, ids, prompt, &logits, &err) != SNUG_OK) {
-            fprintf(stderr, "snug bench: %s: prefill: %s\n", path, err.msg);
+        if (snug_decoder_prefill(loop, ids, prompt, &logits) != SNUG_OK) {
+            fprintf(stderr, "snug bench: %s: prefill: %s\n", path, snug_session_error(s));
             goto done;
         }
         double t1 = now_s(), c1 = cpu_s();
         if (t_first_prefill < 0)
             t_first_prefill = t1 - t0;
-        sn_exec_time_nodes(s->exec, op_t && r >= 0 ? op_t + n_nodes : NULL);
-        first = sn_argmax_f32(logits + (prompt - 1) * vocab, vocab);
+        snug_session_time_nodes(s, op_t && r >= 0 ? op_t + n_nodes : NULL);
+        first = argmax(logits + (prompt - 1) * vocab, vocab);
         double t2 = now_s(), c2 = cpu_s();
         uint64_t a0 = snug_alloc_count();
         for (long k = 0; k < gen; k++) {
-            if (sn_kvloop_decode(loop, ids[prompt + k], &logits, &err) != SNUG_OK) {
-                fprintf(stderr, "snug bench: %s: decode step %ld: %s\n", path, k, err.msg);
+            if (snug_decoder_decode(loop, ids[prompt + k], &logits) != SNUG_OK) {
+                fprintf(stderr, "snug bench: %s: decode step %ld: %s\n", path, k, snug_session_error(s));
                 goto done;
             }
         }
         double t3 = now_s(), c3 = cpu_s();
-        sn_exec_time_nodes(s->exec, NULL);
+        snug_session_time_nodes(s, NULL);
         decode_allocs += snug_alloc_count() - a0;
         if (r >= 0) {
             t_prefill[r] = t1 - t0;
@@ -578,32 +646,31 @@ int cmd_bench(int argc, char **argv) {
     size_t model_rss = mapped_rss_under(mabs), file_now = proc_status_bytes("RssFile");
     size_t code = file_now > file_base + model_rss ? file_now - file_base - model_rss : 0;
     size_t growth = hwm > rss_base + code ? hwm - rss_base - code : 0;
-    uint64_t wb = s->model->weight_bytes, wtok, wgather;
-    sn_graph_weight_use(s->graph, &wtok, &wgather);
-    sn_kvloop_mem mem, est;
-    sn_kvloop_memory(loop, &mem);
-    bool has_est = sn_kvloop_estimate(loop, &est);
+    uint64_t wb = mi.weight_bytes, wtok = mi.weight_bytes_read;
+    snug_memory mem, est;
+    snug_decoder_memory(loop, &mem);
+    bool has_est = snug_decoder_estimate(loop, &est) == SNUG_OK;
     if (op_t) {
-        op_tab = sn_calloc((size_t)n_nodes + 1, sizeof *op_tab);
+        op_tab = calloc((size_t)n_nodes + 1, sizeof *op_tab);
         if (!op_tab) {
             fprintf(stderr, "snug bench: out of memory\n");
             goto done;
         }
-        n_ops = op_rows(s->graph, op_t, rounds, gen, op_tab);
+        n_ops = op_rows(m, op_t, rounds, gen, op_tab);
         if (top_nodes) {
-            node_tab = sn_calloc((size_t)n_nodes + 1, sizeof *node_tab);
+            node_tab = calloc((size_t)n_nodes + 1, sizeof *node_tab);
             if (!node_tab) {
                 fprintf(stderr, "snug bench: out of memory\n");
                 goto done;
             }
-            node_rows(s->graph, op_t, rounds, gen, node_tab);
+            node_rows(n_nodes, op_t, rounds, gen, node_tab);
             if (top_nodes > n_nodes)
                 top_nodes = n_nodes;
         }
     }
     if (json) {
         printf("{\"model\": ");
-        sn_json_write_str(stdout, path);
+        snug_json_write_str(stdout, path);
         printf(", \"threads\": %ld, \"prompt\": %ld, \"gen\": %ld, \"rounds\": %ld, \"warmup\": %ld, "
                "\"seed\": %llu, \"vocab\": %lld, \"layers\": %d, \"kv_heads\": %lld, \"head_dim\": %lld, "
                "\"kv_cache_bytes\": %zu, \"load_s\": %.6f, \"open_s\": %.6f, \"first_prefill_s\": %.6f, "
@@ -613,10 +680,10 @@ int cmd_bench(int argc, char **argv) {
                "\"prefill_cpu_ms\": %.4f, \"decode_cpu_ms_per_token\": %.4f, "
                "\"decode_allocations\": %llu, \"rss_base_bytes\": %zu, \"rss_growth_bytes\": %zu, \"code_rss_bytes\": %zu, "
                ,
-               threads, prompt, gen, rounds, warmup, (unsigned long long)seed, (long long)vocab, info->n_layers,
-               (long long)info->kv_heads, (long long)info->head_dim, info->kv_bytes, t_load, t_open, t_first_prefill, sp.med, sd.med,
+               threads, prompt, gen, rounds, warmup, (unsigned long long)seed, (long long)vocab, info.n_layers,
+               (long long)info.kv_heads, (long long)info.head_dim, info.kv_bytes, t_load, t_open, t_first_prefill, sp.med, sd.med,
                stt.med, sd.med > 0 ? 1e3 / sd.med : 0, rss, (unsigned long long)wb, (unsigned long long)wtok,
-               (long long)first, sn_sgemm_kernel_name(), scp.med, scd.med, (unsigned long long)decode_allocs,
+               (long long)first, snug_gemm_kernel_name(), scp.med, scd.med, (unsigned long long)decode_allocs,
                rss_base, growth, code);
         json_mem("accounted", &mem);
         if (has_est)
@@ -624,11 +691,12 @@ int cmd_bench(int argc, char **argv) {
         if (node_tab) {
             printf("\"nodes\": [");
             for (long k = 0; k < top_nodes; k++) {
-                const sn_node *nd = &s->graph->nodes[node_tab[k].node];
+                snug_node_info nd;
+                snug_model_node(m, node_tab[k].node, &nd);
                 printf("%s{\"name\": ", k ? ", " : "");
-                sn_json_write_str(stdout, nd->p->name);
+                snug_json_write_str(stdout, nd.name);
                 printf(", \"op\": ");
-                sn_json_write_str(stdout, nd->p->op_type);
+                snug_json_write_str(stdout, nd.op);
                 printf(", \"prefill_ms\": %.4f, \"decode_ms_per_token\": %.4f}", node_tab[k].pre * 1e3,
                        node_tab[k].dec * 1e3);
             }
@@ -654,12 +722,12 @@ int cmd_bench(int argc, char **argv) {
         cli_human_bytes((double)wb, b1, sizeof b1);
         cli_human_bytes((double)wtok, b2, sizeof b2);
         cli_human_bytes((double)rss, b3, sizeof b3);
-        cli_human_bytes((double)info->kv_bytes, b4, sizeof b4);
+        cli_human_bytes((double)info.kv_bytes, b4, sizeof b4);
         printf("model        %s\n", path);
         printf("shape        %d layers, %lld kv heads x %lld, vocab %lld; KV cache %s for %ld tokens\n",
-               info->n_layers, (long long)info->kv_heads, (long long)info->head_dim, (long long)vocab, b4, ctx);
+               info.n_layers, (long long)info.kv_heads, (long long)info.head_dim, (long long)vocab, b4, ctx);
         printf("run          %ld threads, prompt %ld, gen %ld, %ld rounds (+%ld warmup), gemm %s\n", threads,
-               prompt, gen, rounds, warmup, sn_sgemm_kernel_name());
+               prompt, gen, rounds, warmup, snug_gemm_kernel_name());
         printf("load         %.1f ms to the first token's readiness (open %.1f ms, then plan, tile and pack); "
                "first prefill %.1f ms (mapped weights fault in)\n",
                t_load * 1e3, t_open * 1e3, t_first_prefill * 1e3);
@@ -686,7 +754,7 @@ int cmd_bench(int argc, char **argv) {
                "(--weights %s)\n",
                p1, pe, has_est && growth ? 100.0 * ((double)est.total - (double)growth) / (double)growth : 0.0, p2,
                growth ? 100.0 * ((double)mem.total - (double)growth) / (double)growth : 0.0, p3, p6, p4, p5, b4,
-               sn_exec_weights_load(s->exec) ? "load" : "map");
+               weights && !strcmp(weights, "load") ? "load" : "map");
         printf("allocations  %llu during the decode steps\n", (unsigned long long)decode_allocs);
         printf("weights      %s in the file, %s read per decode step\n", b1, b2);
         if (ops) {
@@ -711,12 +779,13 @@ int cmd_bench(int argc, char **argv) {
             printf("nodes        the %ld slowest nodes (wall time; name, then operator type)\n", top_nodes);
             printf("  %-50s %-20s %12s %7s %14s %7s\n", "", "", "per prefill", "share", "per decode tok", "share");
             for (long k = 0; k < top_nodes; k++) {
-                const sn_node *nd = &s->graph->nodes[node_tab[k].node];
-                const char *nm = nd->p->name[0] ? nd->p->name : "(unnamed)";
+                snug_node_info nd;
+                snug_model_node(m, node_tab[k].node, &nd);
+                const char *nm = nd.name[0] ? nd.name : "(unnamed)";
                 size_t len = strlen(nm);
                 /* long exporter names: keep their informative end */
                 printf("  %s%-*s %-20.20s %9.3f ms %6.1f%% %11.4f ms %6.1f%%\n", len > 50 ? "..." : "",
-                       len > 50 ? 47 : 50, len > 50 ? nm + len - 47 : nm, nd->p->op_type, node_tab[k].pre * 1e3,
+                       len > 50 ? 47 : 50, len > 50 ? nm + len - 47 : nm, nd.op, node_tab[k].pre * 1e3,
                        op_tot_pre > 0 ? 100 * node_tab[k].pre / op_tot_pre : 0, node_tab[k].dec * 1e3,
                        op_tot_dec > 0 ? 100 * node_tab[k].dec / op_tot_dec : 0);
             }
@@ -724,16 +793,16 @@ int cmd_bench(int argc, char **argv) {
     }
     status = 0;
 done:
-    sn_free(op_t);
-    sn_free(op_tab);
-    sn_free(node_tab);
-    sn_free(ids);
-    sn_free(t_prefill);
-    sn_free(t_ttft);
-    sn_free(t_decode);
-    sn_free(c_prefill);
-    sn_free(c_decode);
-    sn_kvloop_free(loop);
-    sn_session_close(s);
+    free(op_t);
+    free(op_tab);
+    free(node_tab);
+    free(ids);
+    free(t_prefill);
+    free(t_ttft);
+    free(t_decode);
+    free(c_prefill);
+    free(c_decode);
+    snug_decoder_free(loop);
+    snug_session_free(s);
     return status;
 }

@@ -4,19 +4,15 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
-#include "exec/session.h"
-#include "genai/kvloop.h"
-#include "graph/layers.h"
-#include "plan/estimate.h"
-#include "plan/memplan.h"
-#include "plan/stats.h"
+#include "snug.h"
 
-typedef sn_dim_bind dimbind;
+typedef snug_dim dimbind;
 
 typedef struct popts {
     const char *cmd;
@@ -44,39 +40,42 @@ static int make_binds(const popts *o, int64_t seq, int64_t past, dimbind *b) {
     return n;
 }
 
-/* The planning shape of graph input v: --shape entry, else declared dims
+/* The planning shape of graph input i: --shape entry, else declared dims
  * with symbols bound. Returns false with a message in err. */
-static bool input_shape(const sn_graph *g, const sn_value *v, const sn_shape_override *ov, int n_ov,
-                        const dimbind *b, int nb, sn_tensor *t, char *err, size_t cap) {
-    *t = v->info;
-    t->data = NULL;
+static bool input_shape(const snug_model *m, int i, const snug_shape *ov, int n_ov, const dimbind *b, int nb,
+                        snug_tensor *t, char *err, size_t cap) {
+    snug_value_info v;
+    snug_model_input(m, i, &v);
+    memset(t, 0, sizeof *t);
+    t->dtype = v.dtype;
+    t->rank = v.rank;
+    for (int k = 0; k < v.rank; k++)
+        t->dims[k] = v.dims[k];
     for (int k = 0; k < n_ov; k++)
-        if (!strcmp(ov[k].name, v->name)) {
-            if (t->rank >= 0 && t->rank != ov[k].rank) {
-                snprintf(err, cap, "--shape %s: rank %d, but the model declares rank %d", v->name, ov[k].rank,
-                         t->rank);
+        if (!strcmp(ov[k].name, v.name)) {
+            if (v.rank >= 0 && v.rank != ov[k].rank) {
+                snprintf(err, cap, "--shape %s: rank %d, but the model declares rank %d", v.name, ov[k].rank,
+                         v.rank);
                 return false;
             }
-            sn_tensor_set_shape(t, ov[k].rank, ov[k].dims);
+            t->rank = ov[k].rank;
+            memcpy(t->dims, ov[k].dims, sizeof t->dims);
             return true;
         }
-    if (t->kind != SN_KIND_TENSOR || t->rank < 0) {
-        snprintf(err, cap, "input '%s' has no declared shape; give it with --shape '%s:[d0,d1,...]'", v->name,
-                 v->name);
+    if (v.kind != SNUG_KIND_TENSOR || v.rank < 0) {
+        snprintf(err, cap, "input '%s' has no declared shape; give it with --shape '%s:[d0,d1,...]'", v.name,
+                 v.name);
         return false;
     }
-    for (int k = 0; k < t->rank; k++) {
-        int64_t d = t->dims[k];
-        if (d >= 0)
+    for (int k = 0; k < v.rank; k++) {
+        if (v.dims[k] >= 0)
             continue;
-        const char *nm = d <= SN_DIM_SYM(0) ? g->syms[SN_DIM_SYM_ID(d)] : NULL;
-        int64_t val;
-        if (!nm || !sn_dim_eval(nm, b, nb, &val)) {
-            snprintf(err, cap, "input '%s' dim %d (%s) is not bound: use --dim NAME=VALUE or --shape", v->name, k,
+        const char *nm = v.dim_names[k] && v.dim_names[k][0] ? v.dim_names[k] : NULL;
+        if (!nm || snug_dim_eval(nm, b, nb, &t->dims[k]) != SNUG_OK) {
+            snprintf(err, cap, "input '%s' dim %d (%s) is not bound: use --dim NAME=VALUE or --shape", v.name, k,
                      nm ? nm : "unnamed");
             return false;
         }
-        t->dims[k] = val;
     }
     return true;
 }
@@ -124,9 +123,9 @@ static void parse_opts(popts *o, int argc, char **argv, const char *help) {
                         val, (int)dl, val);
                 exit(2);
             }
-            sn_err e = {0};
-            if (sn_parse_size(eq + 1, &o->budget, &e) != SNUG_OK) {
-                fprintf(stderr, "snug %s: --mem %s: %s\n", o->cmd, val, e.msg);
+            char e[1024];
+            if (snug_parse_size(eq + 1, &o->budget, e, sizeof e) != SNUG_OK) {
+                fprintf(stderr, "snug %s: --mem %s: %s\n", o->cmd, val, e);
                 exit(2);
             }
             o->have_budget = true;
@@ -182,26 +181,27 @@ static void parse_opts(popts *o, int argc, char **argv, const char *help) {
 /* ---- the planned session ------------------------------------------------ */
 
 typedef struct planned {
-    sn_session *s;
-    sn_layer_info li;
-    sn_tensor *in;      /* [n_inputs] planning infos */
-    uint64_t *kv_bytes; /* [n_inputs] KV input bytes at ctx (0 for others) */
-    int *kv_layer;      /* [n_inputs] */
+    snug_session *s;
+    const snug_model *m; /* the session's */
+    snug_layer_map li;
+    snug_tensor *in;     /* [n_inputs] planning shapes */
+    uint64_t *kv_bytes;  /* [n_inputs] KV input bytes at ctx (0 for others) */
+    int *kv_layer;       /* [n_inputs] */
     uint64_t kv_total;
-    sn_kvloop *loop;    /* an LLM: planned the way snug run / bench drive it, or NULL */
+    snug_decoder *loop;  /* an LLM: planned the way snug run / bench drive it, or NULL */
 } planned;
 
 static void planned_free(planned *p) {
-    sn_kvloop_free(p->loop);
+    snug_decoder_free(p->loop);
     free(p->in);
     free(p->kv_bytes);
     free(p->kv_layer);
-    sn_session_close(p->s);
+    snug_session_free(p->s);
 }
 
 static int open_and_plan(const popts *o, planned *p) {
     memset(p, 0, sizeof *p);
-    sn_err err = {0};
+    char err[1024];
     snug_options *so = snug_options_new();
     if (o->threads)
         snug_options_set(so, "snug.threads", o->threads);
@@ -209,40 +209,44 @@ static int open_and_plan(const popts *o, planned *p) {
         snug_options_set(so, "snug.weights", o->weights);
     if (o->last_logits)
         snug_options_set(so, "snug.last_logits", "1");
-    int rc = sn_session_open(o->path, so, &p->s, &err);
+    int rc = snug_session_create(o->path, so, &p->s, err, sizeof err);
     snug_options_free(so);
     if (rc != SNUG_OK) {
-        cli_model_error(o->cmd, o->path, err.msg);
+        cli_model_error(o->cmd, o->path, err);
         return 1;
     }
-    sn_graph *g = p->s->graph;
-    p->li = p->s->layers; /* found by the session */
-    sn_shape_override *ov = NULL;
+    const snug_model *m = p->m = snug_session_model(p->s);
+    snug_model_info mi;
+    snug_model_get_info(m, &mi);
+    snug_model_layers(m, &p->li); /* found by the session */
+    snug_shape *ov = NULL;
     int n_ov = 0;
-    if (o->shape && sn_shape_override_parse(o->shape, &ov, &n_ov, &err) != SNUG_OK) {
-        fprintf(stderr, "snug %s: --shape: %s\n", o->cmd, err.msg);
+    if (o->shape && snug_shapes_parse(o->shape, &ov, &n_ov, err, sizeof err) != SNUG_OK) {
+        fprintf(stderr, "snug %s: --shape: %s\n", o->cmd, err);
         return 2;
     }
     for (int k = 0; k < n_ov; k++) {
-        int v = sn_graph_find(g, ov[k].name);
-        if (v < 0 || !(g->values[v].flags & SN_VAL_INPUT)) {
+        bool found = false;
+        for (int i = 0; i < mi.n_inputs; i++)
+            found |= !strcmp(snug_session_input_name(p->s, i), ov[k].name);
+        if (!found) {
             fprintf(stderr, "snug %s: --shape: the model has no input '%s'\n", o->cmd, ov[k].name);
-            sn_shape_override_free(ov, n_ov);
+            snug_shapes_free(ov, n_ov);
             return 2;
         }
     }
     for (int k = 0; k < o->n_dims; k++) {
         bool found = false;
-        for (int s = 0; s < g->n_syms; s++)
-            found |= !strcmp(g->syms[s], o->dims[k].name);
+        for (int s = 0; s < mi.n_dims; s++)
+            found |= !strcmp(snug_model_dim_name(m, s), o->dims[k].name);
         if (!found) {
             fprintf(stderr, "snug %s: --dim %s: the model has no symbolic dim of that name\n", o->cmd,
                     o->dims[k].name);
-            sn_shape_override_free(ov, n_ov);
+            snug_shapes_free(ov, n_ov);
             return 2;
         }
     }
-    int ni = g->n_inputs;
+    int ni = mi.n_inputs;
     p->in = calloc((size_t)ni + 1, sizeof *p->in);
     p->kv_bytes = calloc((size_t)ni + 1, sizeof *p->kv_bytes);
     p->kv_layer = calloc((size_t)ni + 1, sizeof *p->kv_layer);
@@ -251,31 +255,26 @@ static int open_and_plan(const popts *o, planned *p) {
     char msg[512];
     rc = 0;
     for (int i = 0; i < ni && !rc; i++) {
-        const sn_value *v = &g->values[g->inputs[i]];
-        if (!input_shape(g, v, ov, n_ov, b, nb, &p->in[i], msg, sizeof msg)) {
+        if (!input_shape(m, i, ov, n_ov, b, nb, &p->in[i], msg, sizeof msg)) {
             fprintf(stderr, "snug %s: %s\n", o->cmd, msg);
             rc = 2;
             break;
         }
-        if (is_kv_input(v->name)) {
-            sn_tensor t;
+        if (is_kv_input(snug_session_input_name(p->s, i))) {
+            snug_tensor t;
             /* The cache at full context: past bound to ctx (a --shape entry
              * for the input is its size as given). */
-            if (input_shape(g, v, ov, n_ov, bkv, nbkv, &t, msg, sizeof msg)) {
-                size_t nbytes = sn_tensor_nbytes(&t);
+            if (input_shape(m, i, ov, n_ov, bkv, nbkv, &t, msg, sizeof msg)) {
+                size_t nbytes = snug_tensor_nbytes(&t);
                 p->kv_bytes[i] = nbytes == SIZE_MAX ? 0 : nbytes;
                 p->kv_total += p->kv_bytes[i];
             }
             /* The layer of its first reader inside a layer (the shape
              * computations reading it are pre). */
-            p->kv_layer[i] = -1;
-            for (int c = 0; c < v->n_cons && p->kv_layer[i] < 0; c++) {
-                int l = g->nodes[v->cons[c]].layer;
-                p->kv_layer[i] = l >= 0 && l < p->li.n_layers ? l : -1;
-            }
+            p->kv_layer[i] = snug_model_input_layer(m, i);
         }
     }
-    sn_shape_override_free(ov, n_ov);
+    snug_shapes_free(ov, n_ov);
     if (rc)
         return rc;
     /* An LLM at its default shapes is planned by the step driver itself: the
@@ -283,23 +282,26 @@ static int open_and_plan(const popts *o, planned *p) {
      * where the attention op can), activations at the bounds of a prompt of
      * up to ctx tokens. That is the plan snug run and snug bench execute. */
     int lrc = p->kv_total && !n_ov && !o->n_dims && o->batch == 1 && o->seq == o->ctx
-                  ? sn_kvloop_new(p->s, o->ctx, &p->loop, &err)
+                  ? snug_decoder_new(p->s, o->ctx, 0, &p->loop)
                   : SNUG_ERR_UNSUPPORTED;
     if (lrc == SNUG_ERR_RANGE) { /* a context the model cannot hold */
-        cli_model_error(o->cmd, o->path, err.msg);
+        cli_model_error(o->cmd, o->path, snug_session_error(p->s));
         return 1;
     }
-    if (lrc == SNUG_OK && sn_exec_get_stats(p->s->exec)->n_plans > 0) {
-        const sn_kvloop_info *info = sn_kvloop_get_info(p->loop);
-        uint64_t per = info->n_layers ? (uint64_t)info->kv_bytes / (2 * (uint64_t)info->n_layers) : 0;
+    snug_session_stats st;
+    snug_session_get_stats(p->s, &st);
+    if (lrc == SNUG_OK && st.n_plans > 0) {
+        snug_decoder_info info;
+        snug_decoder_get_info(p->loop, &info);
+        uint64_t per = info.n_layers ? (uint64_t)info.kv_bytes / (2 * (uint64_t)info.n_layers) : 0;
         for (int i = 0; i < ni; i++)
             p->kv_bytes[i] = p->kv_bytes[i] ? per : 0;
-        p->kv_total = info->kv_bytes;
+        p->kv_total = info.kv_bytes;
         return 0;
     }
-    if (sn_exec_plan(p->s->exec, p->in, &err) != SNUG_OK) {
-        fprintf(stderr, "snug %s: planning %s: %s\n", o->cmd, o->path, err.msg);
-        if (err.code == SNUG_ERR_RANGE)
+    if ((rc = snug_session_plan(p->s, p->in, ni)) != SNUG_OK) {
+        fprintf(stderr, "snug %s: planning %s: %s\n", o->cmd, o->path, snug_session_error(p->s));
+        if (rc == SNUG_ERR_RANGE)
             fprintf(stderr, "snug %s: (planned for --ctx %lld: is that longer than the model supports?)\n", o->cmd,
                     (long long)o->ctx);
         return 1;
@@ -312,7 +314,7 @@ static int open_and_plan(const popts *o, planned *p) {
 typedef struct lrow {
     int nodes;
     uint64_t weights, kv, act, ws, folded;
-    int src[SN_WS_SOURCE_COUNT];
+    int src[SNUG_WS_SOURCE_COUNT];
 } lrow;
 
 static void hb(uint64_t b, char *buf, size_t cap) { cli_human_bytes((double)b, buf, cap); }
@@ -340,47 +342,58 @@ static void layer_name(int l, int L, char *buf, size_t cap) {
         snprintf(buf, cap, "%d", l);
 }
 
+/* One bar of the SVG: a slot of the arena over the steps it is held. */
+typedef struct bar {
+    size_t size;
+    int start, end; /* steps, inclusive */
+    size_t offset;
+    int v;          /* the value it holds, or -1 - node for a workspace slot */
+} bar;
+
 /* The arena over time, drawn from the plan value: each arena slot a bar
  * over the steps it is held at its offset (an in-place output shares its
  * input's slot: one bar), each workspace slot a bar over its node's group.
- * Nothing is replayed. */
-static int write_svg(const char *path, const sn_graph *g, const sn_plan *pl, int L, sn_err *err) {
-    int nn = g->n_nodes, nv = g->n_values, rc = SNUG_OK;
-    sn_block *bl = calloc((size_t)nv + (size_t)nn + 1, sizeof *bl);
-    int *bv = calloc((size_t)nv + (size_t)nn + 1, sizeof *bv);
+ * Nothing is replayed. nodes: the plan's [n_nodes]. */
+static int write_svg(const char *path, const snug_plan *pl, const snug_plan_node *nodes, int L, char *err,
+                     size_t cap) {
+    snug_plan_info pi;
+    snug_plan_get_info(pl, &pi);
+    int nn = pi.n_nodes, nv = pi.n_values, rc = SNUG_OK;
+    bar *bl = calloc((size_t)nv + (size_t)nn + 1, sizeof *bl);
     FILE *f = NULL;
-    if (!bl || !bv) {
-        rc = sn_errf(err, SNUG_ERR_OOM, "out of memory");
+    if (!bl) {
+        snprintf(err, cap, "out of memory");
+        rc = SNUG_ERR_OOM;
         goto done;
     }
     int nb = 0;
     for (int v = 0; v < nv; v++) {
-        const sn_plan_value *pv = &pl->values[v];
-        if (pv->storage != SN_STORE_ARENA)
+        snug_plan_value pv;
+        snug_plan_get_value(pl, v, &pv);
+        if (pv.storage != SNUG_STORE_ARENA)
             continue;
         bool shared = false; /* the slot of an earlier value (in place) */
         for (int k = 0; k < nb && !shared; k++)
-            shared = bl[k].offset == pv->offset && bl[k].start == pv->first && bl[k].end == pv->last;
-        if (shared)
-            continue;
-        bl[nb] = (sn_block){pv->size, pv->first, pv->last, pv->offset};
-        bv[nb++] = v;
+            shared = bl[k].offset == pv.offset && bl[k].start == pv.first && bl[k].end == pv.last;
+        if (!shared)
+            bl[nb++] = (bar){pv.size, pv.first, pv.last, pv.offset, v};
     }
     for (int i = 0; i < nn; i++)
-        if (pl->nodes[i].workspace) {
-            bl[nb] = (sn_block){pl->nodes[i].workspace, pl->nodes[i].group, i, pl->nodes[i].ws_offset};
-            bv[nb++] = -1 - i;
-        }
-    size_t arena = pl->buffers[0].size ? pl->buffers[0].size : 1;
+        if (nodes[i].workspace)
+            bl[nb++] = (bar){nodes[i].workspace, nodes[i].group, i, nodes[i].ws_offset, -1 - i};
+    snug_plan_buffer arena_buf;
+    snug_plan_get_buffer(pl, 0, &arena_buf);
+    size_t arena = arena_buf.size ? arena_buf.size : 1;
     if (!(f = fopen(path, "w"))) {
-        rc = sn_errf(err, SNUG_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+        snprintf(err, cap, "cannot write %s: %s", path, strerror(errno));
+        rc = SNUG_ERR_IO;
         goto done;
     }
     const double W = 1200, H = 640, x0 = 70, y0 = 40, pw = W - x0 - 20, ph = H - y0 - 50;
     double sx = pw / (nn > 0 ? nn + 1 : 1), sy = ph / (double)arena;
     char ab[64], lb[64];
-    hb(pl->buffers[0].size, ab, sizeof ab);
-    hb(pl->buffers[0].lower_bound, lb, sizeof lb);
+    hb(arena_buf.size, ab, sizeof ab);
+    hb(arena_buf.lower_bound, lb, sizeof lb);
     fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     fprintf(f,
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
@@ -394,14 +407,17 @@ static int write_svg(const char *path, const sn_graph *g, const sn_plan *pl, int
             y0, pw, ph);
     for (int k = 0; k < nb; k++) {
         size_t off = bl[k].offset;
-        int layer = bv[k] >= 0 ? (g->values[bv[k]].producer >= 0 ? g->nodes[g->values[bv[k]].producer].layer : -1)
-                               : g->nodes[-1 - bv[k]].layer;
+        snug_plan_value pv = {0};
+        if (bl[k].v >= 0)
+            snug_plan_get_value(pl, bl[k].v, &pv);
+        const snug_plan_node *ws_node = bl[k].v < 0 ? &nodes[-1 - bl[k].v] : NULL;
+        int layer = ws_node ? ws_node->layer : pv.producer >= 0 ? nodes[pv.producer].layer : -1;
         double x = x0 + sx * bl[k].start, w = sx * (bl[k].end - bl[k].start + 1);
         double y = y0 + sy * (double)off, h = sy * (double)bl[k].size;
         if (h < 0.5)
             h = 0.5;
         char fill[32];
-        if (bv[k] < 0)
+        if (ws_node)
             snprintf(fill, sizeof fill, "#999999");
         else
             snprintf(fill, sizeof fill, "hsl(%d,65%%,55%%)", (int)(((layer + 1) * 137) % 360));
@@ -412,11 +428,11 @@ static int write_svg(const char *path, const sn_graph *g, const sn_plan *pl, int
         char lname[16], sz[64];
         layer_name(layer, L, lname, sizeof lname);
         hb(bl[k].size, sz, sizeof sz);
-        if (bv[k] >= 0)
-            xml_str(f, g->values[bv[k]].name);
+        if (!ws_node)
+            xml_str(f, pv.name);
         else {
             fputs("workspace of ", f);
-            xml_str(f, g->nodes[-1 - bv[k]].p->name[0] ? g->nodes[-1 - bv[k]].p->name : g->nodes[-1 - bv[k]].p->op_type);
+            xml_str(f, ws_node->name[0] ? ws_node->name : ws_node->op);
         }
         fprintf(f, ": %s at offset %zu, steps %d..%d, layer %s</title></rect>\n", sz, off, bl[k].start, bl[k].end,
                 lname);
@@ -433,10 +449,11 @@ static int write_svg(const char *path, const sn_graph *g, const sn_plan *pl, int
             H - 12);
     fprintf(f, "</svg>\n");
 done:
-    if (f && fclose(f) != 0 && rc == SNUG_OK)
-        rc = sn_errf(err, SNUG_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+    if (f && fclose(f) != 0 && rc == SNUG_OK) {
+        snprintf(err, cap, "cannot write %s: %s", path, strerror(errno));
+        rc = SNUG_ERR_IO;
+    }
     free(bl);
-    free(bv);
     return rc;
 }
 
@@ -480,93 +497,111 @@ int snug_cmd_plan(int argc, char **argv) {
     parse_opts(&o, argc, argv, k_plan_help);
     planned p;
     int status = open_and_plan(&o, &p);
-    sn_stats *stats = NULL;
-    int *node_row = NULL, unmatched = 0, missing = 0;
-    sn_estimate est = {0};
+    snug_stats *stats = NULL;
+    int unmatched = 0, missing = 0;
+    snug_estimate *est = NULL;
+    snug_node_estimate *ne = NULL; /* [nn] */
+    snug_plan_node *nodes = NULL;  /* [nn] */
     lrow *rows = NULL;
-    sn_plan *pl = NULL;
-    sn_err err = {0};
+    snug_plan *pl = NULL;
+    char err[1024];
     if (status)
         goto done;
-    const sn_graph *g = p.s->graph;
-    int nn = g->n_nodes, L = p.li.n_layers;
+    const snug_model *m = p.m;
+    snug_model_info mi;
+    snug_model_get_info(m, &mi);
+    int nn = mi.n_nodes, L = p.li.n_layers;
     status = 1;
-    if (sn_exec_plan_value(p.s->exec, &pl, &err) != SNUG_OK) {
-        fprintf(stderr, "snug plan: %s\n", err.msg);
+    if (snug_plan_new(p.s, &pl) != SNUG_OK) {
+        fprintf(stderr, "snug plan: %s\n", snug_session_error(p.s));
         goto done;
     }
+    nodes = calloc((size_t)nn + 1, sizeof *nodes);
+    ne = calloc((size_t)nn + 1, sizeof *ne);
+    for (int i = 0; i < nn; i++)
+        snug_plan_get_node(pl, i, &nodes[i]);
     if (o.stats) {
         FILE *probe = fopen(o.stats, "r");
-        const char *dir = probe ? NULL : p.s->model->dir; /* as given, else next to the model */
+        const char *dir = probe ? NULL : mi.dir; /* as given, else next to the model */
         if (probe)
             fclose(probe);
-        node_row = calloc((size_t)nn + 1, sizeof *node_row);
-        if (sn_stats_load(o.stats, dir, &stats, &err) != SNUG_OK ||
-            sn_stats_match(stats, g, node_row, &unmatched, &missing, &err) != SNUG_OK) {
-            fprintf(stderr, "snug plan: --stats: %s\n", err.msg);
+        if (snug_stats_load(o.stats, dir, &stats, err, sizeof err) != SNUG_OK ||
+            snug_stats_match(stats, m, &unmatched, &missing, err, sizeof err) != SNUG_OK) {
+            fprintf(stderr, "snug plan: --stats: %s\n", err);
             goto done;
         }
-        for (int r = 0; r < stats->n && unmatched; r++)
-            if (stats->rows[r].node < 0)
-                fprintf(stderr, "snug plan: note: %s:%d: row '%s' matches no node\n", stats->path,
-                        stats->rows[r].line, stats->rows[r].name);
+        for (int r = 0; r < snug_stats_count(stats) && unmatched; r++) {
+            snug_stats_row row;
+            snug_stats_get_row(stats, r, &row);
+            if (row.node < 0)
+                fprintf(stderr, "snug plan: note: %s:%d: row '%s' matches no node\n", snug_stats_path(stats),
+                        row.line, row.name);
+        }
         for (int i = 0; i < nn && missing; i++)
-            if (node_row[i] < 0) {
+            if (snug_stats_node_row(stats, i) < 0) {
                 char key[512];
-                sn_stats_node_key(g->nodes[i].p, key, sizeof key);
-                fprintf(stderr, "snug plan: note: node %s '%s' has no row in %s (key %s)\n",
-                        g->nodes[i].p->op_type, g->nodes[i].p->name, stats->path, key);
+                snug_model_node_stats_key(m, i, key, sizeof key);
+                fprintf(stderr, "snug plan: note: node %s '%s' has no row in %s (key %s)\n", nodes[i].op,
+                        nodes[i].name, snug_stats_path(stats), key);
             }
     }
     int n_logged = 0;
-    sn_logger lg = {log_stderr, &n_logged, SNUG_LOG_WARN};
-    sn_estimate_opts eo = {NULL, 1, stats, node_row, o.strict, &lg};
-    if (sn_estimate_nodes(g, pl, &eo, &est, &err) != SNUG_OK) {
-        fprintf(stderr, "snug plan: %s\n", err.msg);
+    snug_estimate_opts eo = {stats, o.strict, log_stderr, &n_logged, SNUG_LOG_WARN};
+    if (snug_estimate_new(pl, &eo, &est, err, sizeof err) != SNUG_OK) {
+        fprintf(stderr, "snug plan: %s\n", err);
         goto done;
     }
+    snug_estimate_info ei;
+    snug_estimate_get_info(est, &ei);
+    for (int i = 0; i < nn; i++)
+        snug_estimate_get_node(est, i, &ne[i]);
     if (n_logged > 3)
         fprintf(stderr, "warning: ... and %d more like these\n", n_logged - 3);
     /* Per layer: index 0 = pre, 1..L = layers, L+1 = post. */
     rows = calloc((size_t)L + 2, sizeof *rows);
     uint64_t folded = 0, ws_max = 0, present = 0;
     for (int i = 0; i < nn; i++) {
-        int l = g->nodes[i].layer, r = l < 0 ? 0 : l >= L ? L + 1 : l + 1;
-        const sn_node_est *ne = &est.nodes[i];
+        int l = nodes[i].layer, r = l < 0 ? 0 : l >= L ? L + 1 : l + 1;
+        const snug_node_estimate *e = &ne[i];
         rows[r].nodes++;
-        rows[r].weights += ne->weights;
-        rows[r].act += ne->outputs;
-        rows[r].folded += ne->folded;
-        rows[r].ws = ne->ws > rows[r].ws ? ne->ws : rows[r].ws;
-        rows[r].src[ne->src]++;
-        folded += ne->folded;
-        ws_max = ne->ws > ws_max ? ne->ws : ws_max;
+        rows[r].weights += e->weights;
+        rows[r].act += e->outputs;
+        rows[r].folded += e->folded;
+        rows[r].ws = e->workspace > rows[r].ws ? e->workspace : rows[r].ws;
+        rows[r].src[e->source]++;
+        folded += e->folded;
+        ws_max = e->workspace > ws_max ? e->workspace : ws_max;
     }
-    for (int i = 0; i < g->n_inputs; i++) {
+    for (int i = 0; i < mi.n_inputs; i++) {
         if (!p.kv_bytes[i])
             continue;
         int l = p.kv_layer[i], r = l < 0 ? 0 : l >= L ? L + 1 : l + 1;
         rows[r].kv += p.kv_bytes[i];
     }
-    for (int i = 0; i < g->n_outputs; i++)
-        if (!strncmp(g->values[g->outputs[i]].name, "present", 7))
-            present += pl->values[g->outputs[i]].storage == SN_STORE_ARENA ? pl->values[g->outputs[i]].size : 0;
-    const size_t arena_bytes = pl->buffers[0].size, lower_bound = pl->buffers[0].lower_bound;
-    uint64_t total = est.weights_total + p.kv_total + arena_bytes + folded;
-    if (o.svg && write_svg(o.svg, g, pl, L, &err) != SNUG_OK) {
-        fprintf(stderr, "snug plan: --svg: %s\n", err.msg);
+    for (int i = 0; i < mi.n_outputs; i++) {
+        const char *name = snug_session_output_name(p.s, i);
+        snug_plan_value pv;
+        if (!strncmp(name, "present", 7) && snug_plan_get_value(pl, snug_plan_find_value(pl, name), &pv) == SNUG_OK)
+            present += pv.storage == SNUG_STORE_ARENA ? pv.size : 0;
+    }
+    snug_plan_buffer arena_buf;
+    snug_plan_get_buffer(pl, 0, &arena_buf);
+    const size_t arena_bytes = arena_buf.size, lower_bound = arena_buf.lower_bound;
+    uint64_t total = ei.weights_total + p.kv_total + arena_bytes + folded;
+    if (o.svg && write_svg(o.svg, pl, nodes, L, err, sizeof err) != SNUG_OK) {
+        fprintf(stderr, "snug plan: --svg: %s\n", err);
         goto done;
     }
     if (o.json) {
         FILE *f = stdout;
         fprintf(f, "{\n  \"model\": ");
-        sn_json_write_str(f, o.path);
+        snug_json_write_str(f, o.path);
         fprintf(f, ",\n  \"ctx\": %lld, \"batch\": %lld, \"seq\": %lld,\n", (long long)o.ctx, (long long)o.batch,
                 (long long)o.seq);
         fprintf(f, "  \"inputs\": [");
-        for (int i = 0; i < g->n_inputs; i++) {
+        for (int i = 0; i < mi.n_inputs; i++) {
             fprintf(f, "%s{\"name\": ", i ? ", " : "");
-            sn_json_write_str(f, g->values[g->inputs[i]].name);
+            snug_json_write_str(f, snug_session_input_name(p.s, i));
             fprintf(f, ", \"shape\": [");
             for (int k = 0; k < p.in[i].rank; k++)
                 fprintf(f, "%s%lld", k ? ", " : "", (long long)p.in[i].dims[k]);
@@ -574,7 +609,8 @@ int snug_cmd_plan(int argc, char **argv) {
         }
         fprintf(f, "],\n  \"layers\": {\"count\": %d, \"nodes_named\": %d, \"nodes_from_value_names\": %d, "
                    "\"nodes_from_neighbours\": %d, \"pre\": %d, \"post\": %d},\n",
-                L, p.li.n_named, p.li.n_valname, p.li.n_filled, p.li.n_pre, p.li.n_post);
+                L, p.li.nodes_named, p.li.nodes_from_value_names, p.li.nodes_from_neighbours, p.li.nodes_pre,
+                p.li.nodes_post);
         fprintf(f, "  \"devices\": [{\"name\": \"host\", \"budget\": ");
         if (o.have_budget)
             fprintf(f, "%" PRIu64, o.budget);
@@ -584,7 +620,7 @@ int snug_cmd_plan(int argc, char **argv) {
                 ", \"weights\": %" PRIu64 ", \"kv\": %" PRIu64 ", \"activations\": %zu, \"lower_bound\": %zu, "
                 "\"workspace_max\": %" PRIu64 ", \"folded\": %" PRIu64 ", \"present_in_arena\": %" PRIu64
                 ", \"total\": %" PRIu64 ", \"fits\": %s}],\n",
-                est.weights_total, p.kv_total, arena_bytes, lower_bound, ws_max, folded, present, total,
+                ei.weights_total, p.kv_total, arena_bytes, lower_bound, ws_max, folded, present, total,
                 !o.have_budget ? "null" : total <= o.budget ? "true" : "false");
         fprintf(f, "  \"per_layer\": [\n");
         for (int r = 0; r < L + 2; r++) {
@@ -595,39 +631,40 @@ int snug_cmd_plan(int argc, char **argv) {
                     ", \"activations\": %" PRIu64 ", \"workspace\": %" PRIu64 ", \"folded\": %" PRIu64
                     ", \"sources\": {",
                     ln, rows[r].nodes, rows[r].weights, rows[r].kv, rows[r].act, rows[r].ws, rows[r].folded);
-            for (int s = 0; s < SN_WS_SOURCE_COUNT; s++)
-                fprintf(f, "%s\"%s\": %d", s ? ", " : "", sn_ws_source_name((sn_ws_source)s), rows[r].src[s]);
+            for (int s = 0; s < SNUG_WS_SOURCE_COUNT; s++)
+                fprintf(f, "%s\"%s\": %d", s ? ", " : "", snug_ws_source_name(s), rows[r].src[s]);
             fprintf(f, "}}%s\n", r + 1 < L + 2 ? "," : "");
         }
         fprintf(f, "  ],\n  \"coverage\": {");
-        for (int s = 0; s < SN_WS_SOURCE_COUNT; s++)
-            fprintf(f, "\"%s\": %d, ", sn_ws_source_name((sn_ws_source)s), est.n_by_src[s]);
-        fprintf(f, "\"level1_from_table\": %d, \"level2_over_level1\": %d},\n", est.n_l1_table, est.n_l2_over);
+        for (int s = 0; s < SNUG_WS_SOURCE_COUNT; s++)
+            fprintf(f, "\"%s\": %d, ", snug_ws_source_name(s), ei.n_by_source[s]);
+        fprintf(f, "\"level1_from_table\": %d, \"level2_over_level1\": %d},\n", ei.n_level1_from_table,
+                ei.n_level2_over);
         fprintf(f, "  \"stats\": ");
         if (stats) {
             fprintf(f, "{\"file\": ");
-            sn_json_write_str(f, stats->path);
-            fprintf(f, ", \"rows\": %d, \"unmatched_rows\": %d, \"nodes_without_row\": %d},\n", stats->n, unmatched,
-                    missing);
+            snug_json_write_str(f, snug_stats_path(stats));
+            fprintf(f, ", \"rows\": %d, \"unmatched_rows\": %d, \"nodes_without_row\": %d},\n",
+                    snug_stats_count(stats), unmatched, missing);
         } else {
             fprintf(f, "null,\n");
         }
         fprintf(f, "  \"nodes\": [\n");
         for (int i = 0; i < nn; i++) {
-            const sn_node_est *ne = &est.nodes[i];
+            const snug_node_estimate *e = &ne[i];
             fprintf(f, "    {\"name\": ");
-            sn_json_write_str(f, g->nodes[i].p->name);
+            snug_json_write_str(f, nodes[i].name);
             fprintf(f, ", \"op\": ");
-            sn_json_write_str(f, g->nodes[i].p->op_type);
+            snug_json_write_str(f, nodes[i].op);
             fprintf(f,
                     ", \"layer\": %d, \"weights\": %" PRIu64 ", \"outputs\": %" PRIu64 ", \"folded\": %" PRIu64
                     ", \"workspace\": %" PRIu64 ", \"level1\": %" PRIu64 ", \"level2\": %" PRIu64
                     ", \"source\": \"%s\"}%s\n",
-                    g->nodes[i].layer, ne->weights, ne->outputs, ne->folded, ne->ws, ne->ws_l1, ne->ws_l2,
-                    sn_ws_source_name(ne->src), i + 1 < nn ? "," : "");
+                    nodes[i].layer, e->weights, e->outputs, e->folded, e->workspace, e->ws_level1, e->ws_level2,
+                    snug_ws_source_name(e->source), i + 1 < nn ? "," : "");
         }
         fprintf(f, "  ],\n  \"plan\": ");
-        sn_plan_write_json(pl, g, f);
+        snug_plan_write_json(pl, f);
         fprintf(f, "\n}\n");
     } else {
         char a[64], b2[64], c[64], d[64], e[64];
@@ -635,10 +672,11 @@ int snug_cmd_plan(int argc, char **argv) {
         printf("shapes     batch %lld, prefill %lld tokens, KV cache for %lld tokens\n", (long long)o.batch,
                (long long)o.seq, (long long)o.ctx);
         printf("layers     %d (nodes: %d by name, %d by value names, %d from neighbours; %d pre, %d post)\n", L,
-               p.li.n_named, p.li.n_valname, p.li.n_filled, p.li.n_pre, p.li.n_post);
+               p.li.nodes_named, p.li.nodes_from_value_names, p.li.nodes_from_neighbours, p.li.nodes_pre,
+               p.li.nodes_post);
         if (stats)
-            printf("stats      %s: %d rows, %d match no node, %d nodes without a row\n", stats->path, stats->n,
-                   unmatched, missing);
+            printf("stats      %s: %d rows, %d match no node, %d nodes without a row\n", snug_stats_path(stats),
+                   snug_stats_count(stats), unmatched, missing);
         printf("\n%-6s %6s %12s %12s %12s %12s  %s\n", "layer", "nodes", "weights", "KV", "act(sum)", "ws(max)",
                "workspace source: est/prof/max/fallback");
         for (int r = 0; r < L + 2; r++) {
@@ -651,12 +689,12 @@ int snug_cmd_plan(int argc, char **argv) {
             hb(rows[r].act, c, sizeof c);
             hb(rows[r].ws, d, sizeof d);
             printf("%-6s %6d %12s %12s %12s %12s  %d/%d/%d/%d\n", ln, rows[r].nodes, a, b2, c, d,
-                   rows[r].src[SN_WS_ESTIMATOR], rows[r].src[SN_WS_PROFILE], rows[r].src[SN_WS_MAX],
-                   rows[r].src[SN_WS_FALLBACK]);
+                   rows[r].src[SNUG_WS_ESTIMATOR], rows[r].src[SNUG_WS_PROFILE], rows[r].src[SNUG_WS_MAX],
+                   rows[r].src[SNUG_WS_FALLBACK]);
         }
         printf("\ndevice host%s\n", o.have_budget ? "" : " (no budget given: --mem host=SIZE)");
-        hb(est.weights_total, a, sizeof a);
-        printf("  weights      %14" PRIu64 "  %s (each initializer once)\n", est.weights_total, a);
+        hb(ei.weights_total, a, sizeof a);
+        printf("  weights      %14" PRIu64 "  %s (each initializer once)\n", ei.weights_total, a);
         hb(p.kv_total, a, sizeof a);
         printf("  KV cache     %14" PRIu64 "  %s (%lld tokens x batch %lld)\n", p.kv_total, a, (long long)o.ctx,
                (long long)o.batch);
@@ -680,23 +718,23 @@ int snug_cmd_plan(int argc, char **argv) {
         }
         printf("\n\ncoverage   workspace figures by source: %d estimator, %d profile, %d max(profile, estimator), "
                "%d fallback",
-               est.n_by_src[SN_WS_ESTIMATOR], est.n_by_src[SN_WS_PROFILE], est.n_by_src[SN_WS_MAX],
-               est.n_by_src[SN_WS_FALLBACK]);
-        printf(" (of %d nodes; %d Level-1 from the plan table)\n", nn, est.n_l1_table);
-        if (est.n_l2_over)
+               ei.n_by_source[SNUG_WS_ESTIMATOR], ei.n_by_source[SNUG_WS_PROFILE], ei.n_by_source[SNUG_WS_MAX],
+               ei.n_by_source[SNUG_WS_FALLBACK]);
+        printf(" (of %d nodes; %d Level-1 from the plan table)\n", nn, ei.n_level1_from_table);
+        if (ei.n_level2_over)
             printf("warning    %d node(s) declared more workspace in prepare than their Level-1 estimate\n",
-                   est.n_l2_over);
-        if (est.n_by_src[SN_WS_FALLBACK]) {
+                   ei.n_level2_over);
+        if (ei.n_by_source[SNUG_WS_FALLBACK]) {
             printf("fallback   ");
             int shown = 0;
             for (int i = 0; i < nn && shown < 8; i++) {
-                if (est.nodes[i].src != SN_WS_FALLBACK)
+                if (ne[i].source != SNUG_WS_FALLBACK)
                     continue;
                 bool dup = false;
                 for (int j = 0; j < i && !dup; j++)
-                    dup = est.nodes[j].src == SN_WS_FALLBACK && !strcmp(g->nodes[j].p->op_type, g->nodes[i].p->op_type);
+                    dup = ne[j].source == SNUG_WS_FALLBACK && !strcmp(nodes[j].op, nodes[i].op);
                 if (!dup)
-                    printf("%s%s", shown++ ? ", " : "ops without a Level-1 estimator: ", g->nodes[i].p->op_type);
+                    printf("%s%s", shown++ ? ", " : "ops without a Level-1 estimator: ", nodes[i].op);
             }
             printf("\n");
         }
@@ -706,10 +744,11 @@ int snug_cmd_plan(int argc, char **argv) {
     status = o.have_budget && total > o.budget ? 3 : 0;
 done:
     free(rows);
-    free(node_row);
-    sn_estimate_free(&est);
-    sn_plan_free(pl);
-    sn_stats_free(stats);
+    free(nodes);
+    free(ne);
+    snug_estimate_free(est);
+    snug_plan_free(pl);
+    snug_stats_free(stats);
     planned_free(&p);
     return status;
 }
@@ -734,53 +773,42 @@ int snug_cmd_profile(int argc, char **argv) {
         cli_die_usage("profile", "missing --out FILE");
     planned p;
     int status = open_and_plan(&o, &p);
-    sn_tensor *outs = NULL;
-    void **own = NULL;
-    sn_node_stats *st = NULL;
-    char **keys = NULL;
-    sn_err err = {0};
+    snug_value **in = NULL;
+    const snug_value **outs = NULL;
+    snug_node_stats *st = NULL;
+    snug_plan *pl = NULL;
+    char err[1024];
+    int ni = 0;
     if (status)
         goto done;
     status = 1;
-    const sn_graph *g = p.s->graph;
-    int ni = g->n_inputs, nn = g->n_nodes;
-    own = calloc((size_t)ni + 1, sizeof *own);
-    outs = calloc((size_t)g->n_outputs + 1, sizeof *outs);
+    snug_model_info mi;
+    snug_model_get_info(p.m, &mi);
+    int nn = mi.n_nodes;
+    ni = mi.n_inputs;
+    in = calloc((size_t)ni + 1, sizeof *in);
+    outs = calloc((size_t)mi.n_outputs + 1, sizeof *outs);
     st = calloc((size_t)nn + 1, sizeof *st);
-    keys = calloc((size_t)nn + 1, sizeof *keys);
     for (int i = 0; i < ni; i++) {
-        sn_tensor *t = &p.in[i];
-        int64_t n = sn_tensor_numel(t);
-        size_t nb = sn_tensor_nbytes(t);
-        if (t->kind != SN_KIND_TENSOR || n < 0 || nb == SIZE_MAX || !(own[i] = calloc(1, nb ? nb : 1))) {
-            fprintf(stderr, "snug profile: input '%s' cannot be generated\n", g->values[g->inputs[i]].name);
+        const snug_tensor *t = &p.in[i];
+        snug_value_info v;
+        snug_model_input(p.m, i, &v);
+        if (v.kind != SNUG_KIND_TENSOR || snug_value_new_input(p.m, i, t->rank, t->dims, &in[i]) != SNUG_OK) {
+            fprintf(stderr, "snug profile: input '%s' cannot be generated\n", v.name);
             goto done;
         }
-        t->data = own[i];
-        if (!sn_dtype_is_float(t->dtype) && t->dtype != SN_STRING)
-            for (int64_t k = 0; k < n; k++)
-                sn_store_f64(t->dtype, t->data, (size_t)k, 1.0);
+        if (snug_dtype_class(t->dtype) != SNUG_DTYPE_FLOAT && t->dtype != SNUG_STRING)
+            for (int64_t k = 0; k < snug_value_count(in[i]); k++)
+                snug_value_set_f64(in[i], k, 1.0);
     }
-    if (sn_exec_run(p.s->exec, p.in, outs, &err) != SNUG_OK) {
-        fprintf(stderr, "snug profile: %s\n", err.msg);
+    if (snug_session_run_values(p.s, (const snug_value *const *)in, ni, outs, mi.n_outputs) != SNUG_OK ||
+        snug_plan_new(p.s, &pl) != SNUG_OK) {
+        fprintf(stderr, "snug profile: %s\n", snug_session_error(p.s));
         goto done;
     }
-    sn_plan *pl = NULL;
-    int rs = sn_exec_plan_value(p.s->exec, &pl, &err);
-    if (rs == SNUG_OK)
-        rs = sn_stats_from_plan(g, pl, st, &err);
-    sn_plan_free(pl);
-    if (rs != SNUG_OK) {
-        fprintf(stderr, "snug profile: %s\n", err.msg);
-        goto done;
-    }
-    for (int i = 0; i < nn; i++)
-        if (!(keys[i] = sn_stats_node_key_dup(g->nodes[i].p))) {
-            fprintf(stderr, "snug profile: out of memory\n");
-            goto done;
-        }
-    if (sn_stats_write(o.out, nn, keys, st, &err) != SNUG_OK) {
-        fprintf(stderr, "snug profile: %s\n", err.msg);
+    if (snug_plan_node_stats(pl, st, err, sizeof err) != SNUG_OK ||
+        snug_stats_write(o.out, p.m, st, err, sizeof err) != SNUG_OK) {
+        fprintf(stderr, "snug profile: %s\n", err);
         goto done;
     }
     uint64_t tin = 0, tinit = 0, tdyn = 0, ttemp = 0;
@@ -791,14 +819,12 @@ int snug_cmd_profile(int argc, char **argv) {
            nn, o.out, tin, tinit, tdyn, ttemp);
     status = 0;
 done:
-    for (int i = 0; keys && i < (p.s ? p.s->graph->n_nodes : 0); i++)
-        sn_free(keys[i]);
-    free(keys);
-    for (int i = 0; own && p.s && i < p.s->graph->n_inputs; i++)
-        free(own[i]);
-    free(own);
+    for (int i = 0; in && i < ni; i++)
+        snug_value_free(in[i]);
+    free(in);
     free(outs);
     free(st);
+    snug_plan_free(pl);
     planned_free(&p);
     return status;
 }

@@ -269,6 +269,7 @@ int sn_session_open(const char *path, const snug_options *opts, sn_session **out
      * and every report sees the same map. */
     if ((rc = sn_layers_discover(s->graph, &s->layers, err)) != SNUG_OK)
         goto fail;
+    s->api_model = (snug_model){s->model, s->graph, s->layers, true};
     if ((rc = sn_pool_new((int)threads, &s->pool, err)) != SNUG_OK)
         goto fail;
     sn_pool_set_spinning(s->pool, spin);
@@ -343,6 +344,7 @@ void sn_session_close(sn_session *s) {
     sn_free(s->stats_path);
     sn_free(s->api_in);
     sn_free(s->api_out);
+    sn_free(s->api_vals);
     sn_exec_free(s->exec);
     sn_pool_free(s->pool);
     sn_graph_free(s->graph);
@@ -382,15 +384,20 @@ const char *snug_session_output_name(const snug_session *s, int i) {
     return i >= 0 && i < g->n_outputs ? g->values[g->outputs[i]].name : NULL;
 }
 
-int snug_session_run(snug_session *ps, const snug_tensor *inputs, int n_inputs, snug_tensor *outputs,
-                     int n_outputs) {
-    sn_session *s = (sn_session *)ps;
+int sn_session_check_counts(sn_session *s, int n_inputs, int n_outputs) {
     const sn_graph *g = s->graph;
     if (n_inputs != g->n_inputs)
         return sn_errf(&s->err, SNUG_ERR_INVALID_ARG, "the model takes %d inputs, %d given", g->n_inputs, n_inputs);
     if (n_outputs != g->n_outputs)
         return sn_errf(&s->err, SNUG_ERR_INVALID_ARG, "the model has %d outputs, room for %d given", g->n_outputs,
                        n_outputs);
+    return SNUG_OK;
+}
+
+int snug_session_run(snug_session *ps, const snug_tensor *inputs, int n_inputs, snug_tensor *outputs,
+                     int n_outputs) {
+    sn_session *s = (sn_session *)ps;
+    SN_TRY(sn_session_check_counts(s, n_inputs, n_outputs));
     sn_tensor *in = s->api_in, *out = s->api_out;
     for (int i = 0; i < n_inputs; i++) {
         const snug_tensor *t = &inputs[i];
@@ -406,7 +413,8 @@ int snug_session_run(snug_session *ps, const snug_tensor *inputs, int n_inputs, 
     SN_TRY(sn_session_run(s, in, out, &s->err));
     for (int i = 0; i < n_outputs; i++) {
         if (out[i].kind != SN_KIND_TENSOR)
-            return sn_errf(&s->err, SNUG_ERR_UNSUPPORTED, "output %d is not a tensor (use the internal API)", i);
+            return sn_errf(&s->err, SNUG_ERR_UNSUPPORTED,
+                           "output %d is not a tensor (snug_session_run_values takes any value)", i);
         outputs[i].dtype = out[i].dtype;
         outputs[i].rank = out[i].rank;
         memcpy(outputs[i].dims, out[i].dims, sizeof(int64_t) * (size_t)out[i].rank);

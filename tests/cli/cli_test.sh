@@ -96,5 +96,9 @@ expect 0 "^  all nodes +[0-9.]+ ms" -- "$snug" bench "$fix" --prompt 8 --gen 4 -
 expect 0 "\"nodes\": \[\{\"name\": \"[^\"]+\", \"op\": \"[A-Za-z]+\", \"prefill_ms\": [0-9.]+, \"decode_ms_per_token\": [0-9.]+\}, \{[^]]*\}\], " -- "$snug" bench "$fix" --prompt 4 --gen 2 --rounds 1 --warmup 0 --json --nodes 2
 expect 2 "--nodes takes an integer in 1\.\.[0-9]+, got '0'" -- "$snug" bench "$fix" --nodes 0
 expect 2 "--nodes takes an integer in 1\.\.[0-9]+, and none was given" -- "$snug" bench "$fix" --nodes
+# --bandwidth: the machine's read bandwidth (T threads sum one buffer), no model
+expect 0 "^read bandwidth +[0-9.]+ GB/s \(2 threads, 256 MiB buffer, best of 10\)$" -- "$snug" bench --bandwidth --threads 2
+expect 0 "^\{\"threads\": 1, \"buffer_bytes\": 268435456, \"read_bandwidth_bytes_per_s\": [1-9][0-9]*\}$" -- "$snug" bench --bandwidth --threads 1 --json
+expect 2 "--bandwidth takes no MODEL" -- "$snug" bench "$fix" --bandwidth
 echo "cli: $passes passed, $fails failed"
 [ "$fails" = 0 ]

@@ -1,0 +1,191 @@
+/* The public plan (include/snug.h, snug_plan_*): a session's plan as a value
+ * (sn_plan, plan/plan.h, from sn_exec_plan_value) with the graph that names
+ * its values and nodes; planning a session for given shapes, its counts and
+ * node timing. */
+#include <string.h>
+
+#include "api/api.h"
+#include "exec/session.h"
+
+/* The public enums mirror the internal ones value for value. */
+_Static_assert(SNUG_STORE_STATE == (int)SN_STORE_STATE && SNUG_STORE_ARENA == (int)SN_STORE_ARENA,
+               "snug_storage and sn_storage differ");
+_Static_assert(SNUG_MODE_FOLDED == (int)SN_MODE_FOLDED && SNUG_MODE_DYNAMIC == (int)SN_MODE_DYNAMIC,
+               "SNUG_MODE_* and sn_node_mode differ");
+_Static_assert(SNUG_KIND_SEQUENCE == (int)SN_KIND_SEQUENCE && SNUG_KIND_NONE == (int)SN_KIND_NONE,
+               "SNUG_KIND_* and sn_kind differ");
+_Static_assert(SNUG_MAX_RANK == SN_MAX_RANK, "SNUG_MAX_RANK and SN_MAX_RANK differ");
+
+void snug_session_get_stats(const snug_session *ps, snug_session_stats *out) {
+    const sn_exec_stats *st = sn_exec_get_stats(((const sn_session *)ps)->exec);
+    *out = (snug_session_stats){
+        .arena_bytes = st->arena_bytes,
+        .lower_bound = st->lower_bound,
+        .folded_bytes = st->folded_bytes,
+        .n_static = st->n_static,
+        .n_dynamic = st->n_dynamic,
+        .n_folded = st->n_folded,
+        .n_inplace = st->n_inplace,
+        .n_grouped = st->n_grouped,
+        .n_plans = st->n_plans,
+        .copied_init_bytes = st->copied_init_bytes,
+        .persistent_bytes = st->persistent_bytes,
+        .kernel_state_bytes = st->kernel_state_bytes,
+        .released_bytes = st->released_bytes,
+    };
+}
+
+void snug_session_time_nodes(snug_session *ps, double *acc) { sn_exec_time_nodes(((sn_session *)ps)->exec, acc); }
+
+int snug_session_plan(snug_session *ps, const snug_tensor *shapes, int n_shapes) {
+    sn_session *s = (sn_session *)ps;
+    const sn_graph *g = s->graph;
+    if (n_shapes != g->n_inputs)
+        return sn_errf(&s->err, SNUG_ERR_INVALID_ARG, "the model takes %d inputs, %d shapes given", g->n_inputs,
+                       n_shapes);
+    for (int i = 0; i < n_shapes; i++) {
+        const snug_tensor *t = &shapes[i];
+        if (t->dtype < 0 || t->dtype >= SN_DTYPE_COUNT || t->rank < 0 || t->rank > SN_MAX_RANK)
+            return sn_errf(&s->err, SNUG_ERR_INVALID_ARG, "input %d: bad dtype or rank", i);
+        sn_tensor *in = &s->api_in[i];
+        *in = g->values[g->inputs[i]].info; /* kind and the optional flag as declared */
+        in->data = NULL;
+        in->dtype = (sn_dtype)t->dtype;
+        sn_tensor_set_shape(in, t->rank, t->dims);
+    }
+    return sn_exec_plan(s->exec, s->api_in, &s->err);
+}
+
+int snug_plan_new(snug_session *ps, snug_plan **out) {
+    sn_session *s = (sn_session *)ps;
+    *out = NULL;
+    snug_plan *p = sn_calloc(1, sizeof *p);
+    if (!p)
+        return sn_errf(&s->err, SNUG_ERR_OOM, "out of memory");
+    int rc = sn_exec_plan_value(s->exec, &p->plan, &s->err);
+    if (rc != SNUG_OK) {
+        sn_free(p);
+        return rc;
+    }
+    p->model = &s->api_model;
+    *out = p;
+    return SNUG_OK;
+}
+
+void snug_plan_free(snug_plan *p) {
+    if (!p)
+        return;
+    sn_plan_free(p->plan);
+    sn_free(p);
+}
+
+void snug_plan_get_info(const snug_plan *p, snug_plan_info *out) {
+    const sn_plan *pl = p->plan;
+    *out = (snug_plan_info){
+        .n_values = pl->n_values,
+        .n_nodes = pl->n_nodes,
+        .n_buffers = pl->n_buffers,
+        .n_devices = pl->n_devices,
+        .n_inputs = pl->n_inputs,
+        .at_bounds = pl->at_bounds,
+        .threads = pl->threads,
+        .folded_bytes = pl->folded_bytes,
+        .persistent_bytes = pl->persistent_bytes,
+        .state_bytes = pl->state_bytes,
+        .n_static = pl->n_static,
+        .n_dynamic = pl->n_dynamic,
+        .n_folded = pl->n_folded,
+        .n_inplace = pl->n_inplace,
+        .n_grouped = pl->n_grouped,
+    };
+}
+
+const char *snug_storage_name(int storage) {
+    return storage >= 0 && storage < SN_STORE_COUNT ? sn_storage_name((sn_storage)storage) : "?";
+}
+
+const char *snug_node_mode_name(int mode) {
+    return mode >= SN_MODE_STATIC && mode <= SN_MODE_FOLDED ? sn_node_mode_name((sn_node_mode)mode) : "?";
+}
+
+int snug_plan_get_value(const snug_plan *p, int v, snug_plan_value *out) {
+    if (v < 0 || v >= p->plan->n_values)
+        return SNUG_ERR_RANGE;
+    const sn_plan_value *pv = &p->plan->values[v];
+    const sn_value *gv = &p->model->graph->values[v];
+    *out = (snug_plan_value){
+        .name = gv->name,
+        .storage = pv->storage,
+        .buffer = pv->buffer,
+        .offset = pv->offset,
+        .size = pv->size,
+        .alias = pv->alias,
+        .first = pv->first,
+        .last = pv->last,
+        .released = pv->released,
+        .producer = gv->producer,
+        .kind = pv->info.kind,
+        .dtype = pv->info.dtype,
+        .rank = pv->info.rank,
+    };
+    for (int k = 0; k < pv->info.rank && k < SN_MAX_RANK; k++)
+        out->dims[k] = pv->info.dims[k];
+    return SNUG_OK;
+}
+
+int snug_plan_find_value(const snug_plan *p, const char *name) { return sn_graph_find(p->model->graph, name); }
+
+int snug_plan_get_node(const snug_plan *p, int i, snug_plan_node *out) {
+    if (i < 0 || i >= p->plan->n_nodes)
+        return SNUG_ERR_RANGE;
+    const sn_plan_node *pn = &p->plan->nodes[i];
+    const sn_pnode *n = p->model->graph->nodes[i].p;
+    *out = (snug_plan_node){
+        .name = n->name,
+        .op = n->op_type,
+        .domain = n->domain,
+        .layer = pn->layer,
+        .device = pn->device,
+        .mode = pn->mode,
+        .group = pn->group,
+        .workspace = pn->workspace,
+        .ws_buffer = pn->ws_buffer,
+        .ws_offset = pn->ws_offset,
+        .state_bytes = pn->state_bytes,
+        .last_row = pn->last_row,
+    };
+    return SNUG_OK;
+}
+
+int snug_plan_get_buffer(const snug_plan *p, int b, snug_plan_buffer *out) {
+    if (b < 0 || b >= p->plan->n_buffers) {
+        memset(out, 0, sizeof *out);
+        return SNUG_ERR_RANGE;
+    }
+    const sn_plan_buffer *pb = &p->plan->buffers[b];
+    *out = (snug_plan_buffer){pb->device, pb->size, pb->lower_bound};
+    return SNUG_OK;
+}
+
+const char *snug_plan_device(const snug_plan *p, int d) {
+    return d >= 0 && d < p->plan->n_devices ? p->plan->devices[d] : NULL;
+}
+
+int snug_plan_input_shape(const snug_plan *p, int i, snug_tensor *out) {
+    memset(out, 0, sizeof *out);
+    if (i < 0 || i >= p->plan->n_inputs)
+        return SNUG_ERR_RANGE;
+    const sn_tensor *t = &p->plan->shapes[i];
+    out->dtype = t->dtype;
+    out->rank = t->rank;
+    for (int k = 0; k < t->rank && k < SN_MAX_RANK; k++)
+        out->dims[k] = t->dims[k];
+    return SNUG_OK;
+}
+
+int snug_plan_write_json(const snug_plan *p, FILE *f) {
+    sn_plan_write_json(p->plan, p->model->graph, f);
+    return ferror(f) ? SNUG_ERR_IO : SNUG_OK;
+}
+
+void snug_json_write_str(FILE *f, const char *s) { sn_json_write_str(f, s); }
