@@ -26,10 +26,9 @@ void ex_plan_release(sn_exec *ex) {
 
 /* Prepare, the executor's side of a plan: every static node's kernel
  * prepared on its device (state, and the Level-2 workspace it declares),
- * each declaration checked once against the Level-1 reservation of the
- * estimate stage: larger is a warning (the memory stage then places the
- * declared figure) or, under session.strict_workspace_verification, an
- * error. Constants every reader is done with are released as it goes. */
+ * each declaration then checked once against the Level-1 reservation of
+ * the estimate stage (sn_plan_check_workspace). Constants every reader is
+ * done with are released as it goes. */
 static int prepare_kernels(sn_exec *ex, sn_err *err) {
     const sn_graph *g = ex->g;
     ex->stage = EX_PREPARE;
@@ -60,18 +59,9 @@ static int prepare_kernels(sn_exec *ex, sn_err *err) {
             ex->stats.kernel_state_bytes += pc.state_bytes;
             ex->nreplaces[i] = pc.replaces;
         }
-        if (pn->has_reserve && pn->workspace > pn->ws_reserved) {
-            if (ex->strict_ws)
-                return sn_kfail(err, n, SNUG_ERR_RANGE, "prepare declared %zu bytes of workspace, more than its "
-                                "Level-1 reservation of %zu (session.strict_workspace_verification)",
-                                pn->workspace, pn->ws_reserved);
-            sn_log(ex->log, SNUG_LOG_WARN, "%s '%s': prepare declared %zu bytes of workspace, more than its Level-1 "
-                   "reservation of %zu; the arena is planned with the declared figure", n->p->op_type, n->p->name,
-                   pn->workspace, pn->ws_reserved);
-        }
         ex_drop_unread_inputs(ex, n, i);
     }
-    return SNUG_OK;
+    return sn_plan_check_workspace(&ex->pl, g, ex->strict_ws, ex->log, err);
 }
 
 /* n bytes of device buffer a zeroed: in place where the host sees them,

@@ -89,7 +89,7 @@ void snug_options_set_logger(snug_options *o, snug_log_fn fn, void *user, int le
 static const char *const k_known_keys[] = {"snug.threads", "session.collect_node_memory_stats_to_file",
                                            "session.max_shape_override", "snug.static_allocation", "snug.weights",
                                            "session.intra_op.allow_spinning", "snug.node_groups", "snug.last_logits",
-                                           NULL};
+                                           "session.strict_workspace_verification", NULL};
 
 /* A 0/1 key: *on = its value, or def when unset; anything else is an error. */
 static int opt_bool(const snug_options *opts, const char *key, bool def, bool *on, sn_err *err) {
@@ -256,8 +256,9 @@ int sn_session_open(const char *path, const snug_options *opts, sn_session **out
         rc = sn_errf(err, SNUG_ERR_INVALID_ARG, "snug.weights: '%s' is not 'map' or 'load'", wm);
         goto fail;
     }
-    bool spin, groups, last_logits;
+    bool spin, groups, last_logits, strict_ws;
     if ((rc = opt_bool(opts, "session.intra_op.allow_spinning", true, &spin, err)) != SNUG_OK ||
+        (rc = opt_bool(opts, "session.strict_workspace_verification", false, &strict_ws, err)) != SNUG_OK ||
         (rc = opt_bool(opts, "snug.node_groups", true, &groups, err)) != SNUG_OK ||
         (rc = opt_bool(opts, "snug.last_logits", false, &last_logits, err)) != SNUG_OK)
         goto fail;
@@ -277,6 +278,7 @@ int sn_session_open(const char *path, const snug_options *opts, sn_session **out
         goto fail;
     sn_exec_set_weights_load(s->exec, wm && !strcmp(wm, "load"));
     sn_exec_set_groups(s->exec, groups);
+    sn_exec_set_strict_workspace(s->exec, strict_ws);
     if (last_logits)
         set_last_logits(s);
     s->api_in = sn_calloc((size_t)s->graph->n_inputs + 1, sizeof *s->api_in);

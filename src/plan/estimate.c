@@ -127,6 +127,23 @@ int sn_plan_reserve(sn_plan *p, const sn_graph *g, sn_err *err) {
     return SNUG_OK;
 }
 
+int sn_plan_check_workspace(const sn_plan *p, const sn_graph *g, bool strict, const sn_logger *log, sn_err *err) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        const sn_plan_node *pn = &p->nodes[i];
+        const sn_node *n = &g->nodes[i];
+        if (pn->mode != SN_MODE_STATIC || !pn->has_reserve || pn->workspace <= pn->ws_reserved)
+            continue;
+        if (strict)
+            return sn_errf(err, SNUG_ERR_RANGE, "%s '%s': prepare declared %zu bytes of workspace, more than its "
+                           "Level-1 reservation of %zu (session.strict_workspace_verification)", n->p->op_type,
+                           n->p->name, pn->workspace, pn->ws_reserved);
+        sn_log(log, SNUG_LOG_WARN, "%s '%s': prepare declared %zu bytes of workspace, more than its Level-1 "
+               "reservation of %zu; the arena is planned with the declared figure", n->p->op_type, n->p->name,
+               pn->workspace, pn->ws_reserved);
+    }
+    return SNUG_OK;
+}
+
 /* ---- per-node figures ------------------------------------------------------ */
 
 static uint64_t info_bytes(const sn_tensor *t) {

@@ -104,5 +104,10 @@ int sn_parse_size(const char *text, uint64_t *out, sn_err *err);
  * reason to need none), from the plan's infos alone (data only for
  * constants), before any kernel is prepared. */
 int sn_plan_reserve(sn_plan *p, const sn_graph *g, sn_err *err);
+/* Every static node's Level-2 declaration (nodes[i].workspace, set when
+ * prepared) against its reservation, once: larger is a warning naming the
+ * node and both figures (the memory stage then places the declared one),
+ * or with strict (session.strict_workspace_verification=1) an error. */
+int sn_plan_check_workspace(const sn_plan *p, const sn_graph *g, bool strict, const sn_logger *log, sn_err *err);
 
 #endif

@@ -69,6 +69,9 @@ expect 1 "unknown config key 'session.bogus'" -- "$snug" run "$fix" --config ses
 # ONNX Runtime's spinning switch: accepted, and checked
 expect 0 "logits +float32" -- "$snug" run "$fix" --threads 2 --config session.intra_op.allow_spinning=0
 expect 1 "session.intra_op.allow_spinning: 'yes' is not 0 or 1" -- "$snug" run "$fix" --config session.intra_op.allow_spinning=yes
+# Level 2 over Level 1 is an error under ONNX Runtime 1.31's strict key (docs/plan.md); no kernel here exceeds it.
+expect 0 "logits +float32" -- "$snug" run "$fix" --config session.strict_workspace_verification=1
+expect 1 "session.strict_workspace_verification: '2' is not 0 or 1" -- "$snug" run "$fix" --config session.strict_workspace_verification=2
 # Planning at bounds: one plan for any shape within them; beyond is an error.
 # (the output shape and the plan count are two checks: one pattern with | passed on either)
 expect 0 "present.0.key +float32 +\[1,4,13,8\]" -- "$snug" run "$fix" --bound sequence_length=16 \

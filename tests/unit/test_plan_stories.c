@@ -66,6 +66,11 @@ static void check_plan_value(const sn_graph *g, const sn_plan *p) {
     free(sl);
 }
 
+static void keep_warning(void *user, int level, const char *msg) {
+    if (level == SNUG_LOG_WARN)
+        snprintf(user, 512, "%s", msg);
+}
+
 int main(void) {
     snug_options *o = snug_options_new();
     snug_options_set(o, "snug.threads", "2");
@@ -104,6 +109,37 @@ int main(void) {
     for (int i = 1; i < g->n_inputs && i < 16; i++)
         in[i] = (sn_tensor){.kind = SN_KIND_TENSOR, .dtype = SN_F32, .rank = 4, .dims = {1, 4, 0, 8}};
     CHECK_RC(sn_exec_plan(s->exec, in, &err), 0, err, NULL);
+
+    /* Level 1 reserved before prepare, Level 2 declared by it: every
+     * declaration within its reservation, and the check of the two says so
+     * (a larger declaration: a warning naming the node, strict an error). */
+    {
+        sn_plan *pv = NULL;
+        CHECK_RC(sn_exec_plan_value(s->exec, &pv, &err), 0, err, NULL);
+        int reserved = 0, over = -1;
+        for (int i = 0; pv && i < pv->n_nodes; i++) {
+            const sn_plan_node *pn = &pv->nodes[i];
+            if (pn->mode != SN_MODE_STATIC || !pn->has_reserve)
+                continue;
+            reserved++;
+            CHECK(pn->workspace <= pn->ws_reserved);
+            if (over < 0 && pn->ws_reserved)
+                over = i;
+        }
+        CHECK(reserved > 100 && over >= 0);
+        char said[512] = "";
+        sn_logger lg = {.fn = keep_warning, .user = said, .level = SNUG_LOG_WARN};
+        CHECK_RC(sn_plan_check_workspace(pv, g, true, &lg, &err), 0, err, NULL);
+        CHECK(!said[0]);
+        if (pv && over >= 0) {
+            pv->nodes[over].workspace = pv->nodes[over].ws_reserved + 64;
+            CHECK_RC(sn_plan_check_workspace(pv, g, false, &lg, &err), 0, err, NULL);
+            CHECK(strstr(said, g->nodes[over].p->name) && strstr(said, "more than its Level-1 reservation"));
+            CHECK_RC(sn_plan_check_workspace(pv, g, true, &lg, &err), SNUG_ERR_RANGE, err,
+                     "(session.strict_workspace_verification)");
+        }
+        sn_plan_free(pv);
+    }
 
     /* ORT's stats file: every row one node, every node one row. */
     sn_stats *ort = NULL;
