@@ -430,25 +430,33 @@ static size_t gqa_carve(int n_in, const sn_tensor *const *in, sn_tensor *const *
 
 #define GQA_DEC_UNIT 2 /* decode query rows per task (llm_attn_rows_run's pair) */
 
-int llm_gqa_prepare(sn_prep_ctx *c) {
+static int gqa_ws(const sn_node *node, int n_in, const sn_tensor *const *in, int n_out,
+                  const sn_tensor *const *out, int n_threads, size_t *ws, sn_err *err) {
+    (void)n_threads;
     gqa_geom g;
-    SN_TRY(gqa_geom_of(c->node, c->n_in, c->in, &g, c->err));
-    /* prepare has concrete shapes: present rows from output 1 when known */
-    if (g.Lc < 0 && c->n_out > 1 && c->out[1])
-        g.Lc = c->out[1]->dims[2];
+    SN_TRY(gqa_geom_of(node, n_in, in, &g, err));
+    /* concrete shapes: present rows from output 1 when known */
+    if (g.Lc < 0 && n_out > 1 && out[1])
+        g.Lc = out[1]->dims[2];
     if (g.Lc < 0)
         g.Lc = g.Lp + g.S;
     carve w = {0};
     const float *fin[17];
     float *fout[6];
     /* sizing pass: tensors with NULL data are never read */
-    gqa_carve(c->n_in, c->in, (sn_tensor *const *)c->out, c->n_out, &g, &w, fin, fout);
+    gqa_carve(n_in, in, (sn_tensor *const *)out, n_out, &g, &w, fin, fout);
     /* prompt rows (keys transposed) score LLM_ATTN_ROWS rows at a time,
      * decode rows GQA_DEC_UNIT */
     int rows = g.S > 1 ? LLM_ATTN_ROWS : GQA_DEC_UNIT;
-    c->workspace = w.used + ATTN_SLOTS * attn_slot_bytes(g.H, LLM_ATTN_SCORES(g.Lc), rows) + 64;
+    *ws = w.used + ATTN_SLOTS * attn_slot_bytes(g.H, LLM_ATTN_SCORES(g.Lc), rows) + 64;
     return SNUG_OK;
 }
+
+int llm_gqa_prepare(sn_prep_ctx *c) {
+    return gqa_ws(c->node, c->n_in, c->in, c->n_out, c->out, c->n_threads, &c->workspace, c->err);
+}
+
+size_t llm_gqa_estimate(const sn_infer_ctx *c) { return llm_estimate_with(c, gqa_ws); }
 
 /* Staging of the new rows: q rotated into BNSH, k rotated and v copied into
  * present after the past (rows of a batch entry past its query length:
@@ -798,16 +806,24 @@ static void mha_carve(const sn_tensor *const *in, int n_in, sn_tensor *const *ou
     fbuf[4] = sn_has_in(in, n_in, MHA_MASK) ? carve_f(w, g->B * g->S * g->T) : NULL;
 }
 
-int llm_mha_prepare(sn_prep_ctx *c) {
+static int mha_ws(const sn_node *node, int n_in, const sn_tensor *const *in, int n_out,
+                  const sn_tensor *const *out, int n_threads, size_t *ws, sn_err *err) {
+    (void)n_threads;
     mha_geom g;
-    SN_TRY(mha_geom_of(c->node, c->n_in, c->in, &g, c->err));
+    SN_TRY(mha_geom_of(node, n_in, in, &g, err));
     carve w = {0};
     const float *fin[8];
     float *fb[5];
-    mha_carve(c->in, c->n_in, (sn_tensor *const *)c->out, c->n_out, &g, &w, fin, fb);
-    c->workspace = w.used + ATTN_SLOTS * attn_slot_bytes(g.Hv, 0, 1) + 64;
+    mha_carve(in, n_in, (sn_tensor *const *)out, n_out, &g, &w, fin, fb);
+    *ws = w.used + ATTN_SLOTS * attn_slot_bytes(g.Hv, 0, 1) + 64;
     return SNUG_OK;
 }
+
+int llm_mha_prepare(sn_prep_ctx *c) {
+    return mha_ws(c->node, c->n_in, c->in, c->n_out, c->out, c->n_threads, &c->workspace, c->err);
+}
+
+size_t llm_mha_estimate(const sn_infer_ctx *c) { return llm_estimate_with(c, mha_ws); }
 
 int llm_mha_run(sn_kctx *c) {
     mha_geom g;
@@ -1093,16 +1109,24 @@ static void sd_carve(const sn_tensor *const *in, int n_in, sn_tensor *const *out
     fb[5] = sn_has_in(in, n_in, SD_MASK) ? carve_f(w, sn_tensor_numel(in[SD_MASK])) : NULL;
 }
 
-int llm_sdpa_prepare(sn_prep_ctx *c) {
+static int sdpa_ws(const sn_node *node, int n_in, const sn_tensor *const *in, int n_out,
+                   const sn_tensor *const *out, int n_threads, size_t *ws, sn_err *err) {
+    (void)n_threads;
     sd_geom g;
-    SN_TRY(sd_geom_of(c->node, c->n_in, c->in, &g, c->err));
+    SN_TRY(sd_geom_of(node, n_in, in, &g, err));
     carve w = {0};
     const float *fin[6];
     float *fb[6];
-    sd_carve(c->in, c->n_in, (sn_tensor *const *)c->out, c->n_out, &g, &w, fin, fb);
-    c->workspace = w.used + ATTN_SLOTS * attn_slot_bytes(g.Hv, 0, 1) + 64;
+    sd_carve(in, n_in, (sn_tensor *const *)out, n_out, &g, &w, fin, fb);
+    *ws = w.used + ATTN_SLOTS * attn_slot_bytes(g.Hv, 0, 1) + 64;
     return SNUG_OK;
 }
+
+int llm_sdpa_prepare(sn_prep_ctx *c) {
+    return sdpa_ws(c->node, c->n_in, c->in, c->n_out, c->out, c->n_threads, &c->workspace, c->err);
+}
+
+size_t llm_sdpa_estimate(const sn_infer_ctx *c) { return llm_estimate_with(c, sdpa_ws); }
 
 int llm_sdpa_run(sn_kctx *c) {
     sd_geom g;

@@ -164,17 +164,25 @@ static int norm_infer(sn_infer_ctx *c) {
     return SNUG_OK;
 }
 
-static int norm_prepare(sn_prep_ctx *c) {
-    const sn_tensor *x = c->in[0];
-    int64_t a = sn_attr_int(c->node, "axis", -1);
+static int norm_ws(const sn_node *node, int n_in, const sn_tensor *const *in, int n_out,
+                   const sn_tensor *const *out, int n_threads, size_t *ws, sn_err *err) {
+    (void)n_in, (void)n_out, (void)out, (void)n_threads;
+    const sn_tensor *x = in[0];
+    int64_t a = sn_attr_int(node, "axis", -1);
     int axis;
     if (!sn_axis_norm(a, x->rank, &axis))
-        return sn_kfail(c->err, c->node, SNUG_ERR_INVALID_ARG, "axis out of range");
+        return sn_kfail(err, node, SNUG_ERR_INVALID_ARG, "axis out of range");
     int64_t n = sn_dims_prod(x->dims, axis, x->rank);
     /* staged x row, y row, gamma, beta (all n floats) */
-    c->workspace = 4 * sn_align64((size_t)(n > 0 ? n : 1) * sizeof(float));
+    *ws = 4 * sn_align64((size_t)(n > 0 ? n : 1) * sizeof(float));
     return SNUG_OK;
 }
+
+static int norm_prepare(sn_prep_ctx *c) {
+    return norm_ws(c->node, c->n_in, c->in, c->n_out, c->out, c->n_threads, &c->workspace, c->err);
+}
+
+static size_t norm_estimate(const sn_infer_ctx *c) { return llm_estimate_with(c, norm_ws); }
 
 /* Loads a vector of n values (or one broadcast value) as floats into dst;
  * returns dst, or the tensor's own data when it is float32 of full length. */
@@ -292,14 +300,22 @@ static size_t skip_slot_bytes(int64_t H) {
     return (SKIP_GROUP + 3) * sn_align64((size_t)(H > 0 ? H : 1) * sizeof(float));
 }
 
-static int skip_prepare(sn_prep_ctx *c) {
-    const sn_tensor *x = c->in[0];
+static int skip_ws(const sn_node *node, int n_in, const sn_tensor *const *in, int n_out,
+                   const sn_tensor *const *out, int n_threads, size_t *ws, sn_err *err) {
+    (void)node, (void)n_in, (void)n_out, (void)out, (void)err;
+    const sn_tensor *x = in[0];
     int64_t H = x->rank > 0 ? x->dims[x->rank - 1] : 1;
     /* gamma, beta, bias staged; then one slot per thread */
-    c->workspace = 3 * sn_align64((size_t)(H > 0 ? H : 1) * sizeof(float)) +
-                   (size_t)(c->n_threads > 1 ? c->n_threads : 1) * skip_slot_bytes(H);
+    *ws = 3 * sn_align64((size_t)(H > 0 ? H : 1) * sizeof(float)) +
+          (size_t)(n_threads > 1 ? n_threads : 1) * skip_slot_bytes(H);
     return SNUG_OK;
 }
+
+static int skip_prepare(sn_prep_ctx *c) {
+    return skip_ws(c->node, c->n_in, c->in, c->n_out, c->out, c->n_threads, &c->workspace, c->err);
+}
+
+static size_t skip_estimate(const sn_infer_ctx *c) { return llm_estimate_with(c, skip_ws); }
 
 typedef struct skip_job {
     const sn_tensor *x, *s;
@@ -505,12 +521,20 @@ static int rope_infer(sn_infer_ctx *c) {
     return SNUG_OK;
 }
 
-static int rope_prepare(sn_prep_ctx *c) {
+static int rope_ws(const sn_node *node, int n_in, const sn_tensor *const *in, int n_out,
+                   const sn_tensor *const *out, int n_threads, size_t *ws, sn_err *err) {
+    (void)n_out, (void)out, (void)n_threads;
     rope_geom g;
-    SN_TRY(rope_geom_of(c->node, c->n_in, c->in, &g, c->err));
-    c->workspace = sn_align64((size_t)(2 * g.H + g.rot + 2) * sizeof(float));
+    SN_TRY(rope_geom_of(node, n_in, in, &g, err));
+    *ws = sn_align64((size_t)(2 * g.H + g.rot + 2) * sizeof(float));
     return SNUG_OK;
 }
+
+static int rope_prepare(sn_prep_ctx *c) {
+    return rope_ws(c->node, c->n_in, c->in, c->n_out, c->out, c->n_threads, &c->workspace, c->err);
+}
+
+static size_t rope_estimate(const sn_infer_ctx *c) { return llm_estimate_with(c, rope_ws); }
 
 static int rope_run(sn_kctx *c) {
     rope_geom g;
@@ -657,17 +681,8 @@ static int tsc_run(sn_kctx *c) {
     return SNUG_OK;
 }
 
-/* ======================================================================
- * Level-1 workspace estimate: the CPU kernel's sizing rule, its prepare
- * run dry (sn_prep_ctx.dry: declares, builds nothing, reads no weight) on
- * the inferred infos when every input shape is concrete (0 otherwise: the
- * exact size comes from prepare once shapes are known).
- * ====================================================================== */
-
-static size_t llm_estimate(const sn_infer_ctx *c) {
-    const sn_op_def *op = c->node->op;
-    if (!op || !op->cpu.prepare)
-        return 0;
+/* Level 1 through an op's sizing rule (llm.h), on the inferred infos. */
+size_t llm_estimate_with(const sn_infer_ctx *c, llm_ws_fn ws) {
     for (int i = 0; i < c->n_in; i++)
         if (c->in[i] && !sn_tensor_shape_known(c->in[i]))
             return 0;
@@ -675,14 +690,11 @@ static size_t llm_estimate(const sn_infer_ctx *c) {
         if (c->out[i] && !sn_tensor_shape_known(c->out[i]))
             return 0;
     sn_err err = {0};
-    sn_prep_ctx p = {.node = c->node, .n_in = c->n_in, .n_out = c->n_out, .in = c->in,
-                     .out = (const sn_tensor *const *)c->out, .err = &err,
-                     .n_threads = sn_gemm_threads(c->n_threads), .dry = true};
-    if (op->cpu.prepare(&p) != SNUG_OK)
-        return 0;
-    if (p.state && op->cpu.free_state)
-        op->cpu.free_state(p.state);
-    return p.workspace;
+    size_t bytes = 0;
+    return ws(c->node, c->n_in, c->in, c->n_out, (const sn_tensor *const *)c->out, sn_gemm_threads(c->n_threads),
+              &bytes, &err) == SNUG_OK
+               ? bytes
+               : 0;
 }
 
 /* ====================================================================== */
@@ -700,27 +712,27 @@ const sn_op_def sn_ops_llm[] = {
      .cpu = {.run = gelu_run}},
     /* ORT registers these two in the default domain; ONNX's own
      * LayerNormalization (nn/norm.c) takes over from opset 17. */
-    {.domain = "", .name = "LayerNormalization", .since_version = 1, .infer = norm_infer, .estimate = llm_estimate,
+    {.domain = "", .name = "LayerNormalization", .since_version = 1, .infer = norm_infer, .estimate = norm_estimate,
      .cpu = {.prepare = norm_prepare, .run = norm_run}},
     {.domain = "", .name = "SimplifiedLayerNormalization", .since_version = 1, .infer = norm_infer,
-     .estimate = llm_estimate, .cpu = {.prepare = norm_prepare, .run = norm_run}},
-    {.domain = "", .name = "RMSNormalization", .since_version = 23, .infer = norm_infer, .estimate = llm_estimate,
+     .estimate = norm_estimate, .cpu = {.prepare = norm_prepare, .run = norm_run}},
+    {.domain = "", .name = "RMSNormalization", .since_version = 23, .infer = norm_infer, .estimate = norm_estimate,
      .cpu = {.prepare = norm_prepare, .run = norm_run}},
-    {.domain = MS, .name = "SkipLayerNormalization", .since_version = 1, .infer = skip_infer, .estimate = llm_estimate,
+    {.domain = MS, .name = "SkipLayerNormalization", .since_version = 1, .infer = skip_infer, .estimate = skip_estimate,
      .cpu = {.prepare = skip_prepare, .run = skip_run}},
     {.domain = MS, .name = "SkipSimplifiedLayerNormalization", .since_version = 1, .infer = skip_infer,
-     .estimate = llm_estimate, .cpu = {.prepare = skip_prepare, .run = skip_run}},
-    {.domain = MS, .name = "RotaryEmbedding", .since_version = 1, .infer = rope_infer, .flags = SN_OP_INPLACE0, .estimate = llm_estimate,
+     .estimate = skip_estimate, .cpu = {.prepare = skip_prepare, .run = skip_run}},
+    {.domain = MS, .name = "RotaryEmbedding", .since_version = 1, .infer = rope_infer, .flags = SN_OP_INPLACE0, .estimate = rope_estimate,
      .cpu = {.prepare = rope_prepare, .run = rope_run}},
-    {.domain = "", .name = "RotaryEmbedding", .since_version = 23, .infer = rope_infer, .flags = SN_OP_INPLACE0, .estimate = llm_estimate,
+    {.domain = "", .name = "RotaryEmbedding", .since_version = 23, .infer = rope_infer, .flags = SN_OP_INPLACE0, .estimate = rope_estimate,
      .cpu = {.prepare = rope_prepare, .run = rope_run}},
-    {.domain = MS, .name = "MatMulNBits", .since_version = 1, .infer = llm_mnb_infer, .estimate = llm_estimate, .group_ok = llm_mnb_group_ok,
+    {.domain = MS, .name = "MatMulNBits", .since_version = 1, .infer = llm_mnb_infer, .estimate = llm_mnb_estimate, .group_ok = llm_mnb_group_ok,
      .cpu = {.prepare = llm_mnb_prepare, .run = llm_mnb_run, .free_state = llm_mnb_free, .run_group = llm_mnb_run_group}},
     {.domain = MS, .name = "GroupQueryAttention", .since_version = 1, .infer = llm_gqa_infer,
-     .flags = SN_OP_KV_SHARE, .estimate = llm_estimate, .cpu = {.prepare = llm_gqa_prepare, .run = llm_gqa_run}},
-    {.domain = MS, .name = "MultiHeadAttention", .since_version = 1, .infer = llm_mha_infer, .estimate = llm_estimate,
+     .flags = SN_OP_KV_SHARE, .estimate = llm_gqa_estimate, .cpu = {.prepare = llm_gqa_prepare, .run = llm_gqa_run}},
+    {.domain = MS, .name = "MultiHeadAttention", .since_version = 1, .infer = llm_mha_infer, .estimate = llm_mha_estimate,
      .cpu = {.prepare = llm_mha_prepare, .run = llm_mha_run}},
-    {.domain = "", .name = "Attention", .since_version = 23, .infer = llm_sdpa_infer, .estimate = llm_estimate,
+    {.domain = "", .name = "Attention", .since_version = 23, .infer = llm_sdpa_infer, .estimate = llm_sdpa_estimate,
      .cpu = {.prepare = llm_sdpa_prepare, .run = llm_sdpa_run}},
     {.domain = "", .name = "TensorScatter", .since_version = 24, .infer = tsc_infer, .flags = SN_OP_INPLACE0,
      .cpu = {.run = tsc_run}},

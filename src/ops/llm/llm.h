@@ -5,9 +5,20 @@
 
 #include "ops/kit.h"
 
+/* The workspace an op's CPU kernel needs for these infos: the one rule its
+ * prepare declares (Level 2) and its Level-1 estimate reserves
+ * (llm_estimate_with), computed from shapes, attributes and the data of
+ * constants only. */
+typedef int (*llm_ws_fn)(const sn_node *n, int n_in, const sn_tensor *const *in, int n_out,
+                         const sn_tensor *const *out, int n_threads, size_t *ws, sn_err *err);
+/* Level 1 through that rule when every shape is concrete (0 otherwise:
+ * prepare declares the figure once shapes are known). llm.c. */
+size_t llm_estimate_with(const sn_infer_ctx *c, llm_ws_fn ws);
+
 /* matmulnbits.c */
 int llm_mnb_infer(sn_infer_ctx *c);
 int llm_mnb_prepare(sn_prep_ctx *c);
+size_t llm_mnb_estimate(const sn_infer_ctx *c);
 void llm_mnb_free(void *state);
 int llm_mnb_run(sn_kctx *c);
 bool llm_mnb_group_ok(const sn_node *first, const sn_node *next);
@@ -16,12 +27,15 @@ int llm_mnb_run_group(sn_kctx *const *cs, int n);
 /* attention.c */
 int llm_gqa_infer(sn_infer_ctx *c);
 int llm_gqa_prepare(sn_prep_ctx *c);
+size_t llm_gqa_estimate(const sn_infer_ctx *c);
 int llm_gqa_run(sn_kctx *c);
 int llm_mha_infer(sn_infer_ctx *c);
 int llm_mha_prepare(sn_prep_ctx *c);
+size_t llm_mha_estimate(const sn_infer_ctx *c);
 int llm_mha_run(sn_kctx *c);
 int llm_sdpa_infer(sn_infer_ctx *c); /* ONNX Attention (opset 23+) */
 int llm_sdpa_prepare(sn_prep_ctx *c);
+size_t llm_sdpa_estimate(const sn_infer_ctx *c);
 int llm_sdpa_run(sn_kctx *c);
 
 #endif

@@ -241,6 +241,19 @@ static void mnb_ws_layout(const mnb_geom *g, sn_dtype dt, int threads, mnb_ws *w
                w->slot + w->panel + w->gemm;
 }
 
+static int mnb_ws_bytes(const sn_node *node, int n_in, const sn_tensor *const *in, int n_out,
+                  const sn_tensor *const *out, int n_threads, size_t *ws, sn_err *err) {
+    (void)n_out, (void)out;
+    mnb_geom g;
+    SN_TRY(mnb_geom_of(node, n_in, in, true, in[1]->data != NULL, &g, err));
+    mnb_ws w;
+    mnb_ws_layout(&g, in[0]->dtype, n_threads, &w);
+    *ws = w.total;
+    return SNUG_OK;
+}
+
+size_t llm_mnb_estimate(const sn_infer_ctx *c) { return llm_estimate_with(c, mnb_ws_bytes); }
+
 int llm_mnb_prepare(sn_prep_ctx *c) {
     mnb_geom g;
     bool b_const = c->in[1]->data != NULL;
@@ -264,10 +277,7 @@ int llm_mnb_prepare(sn_prep_ctx *c) {
             c->state = st;
         }
     }
-    mnb_ws w;
-    mnb_ws_layout(&g, c->in[0]->dtype, c->n_threads, &w);
-    c->workspace = w.total;
-    return SNUG_OK;
+    return mnb_ws_bytes(c->node, c->n_in, c->in, c->n_out, c->out, c->n_threads, &c->workspace, c->err);
 }
 
 typedef struct mnb_job {
