@@ -15,6 +15,15 @@ void ex_plan_release(sn_exec *ex) {
     for (int i = 0; i < ex->n_folded; i++)
         sn_free(ex->folded[i]);
     ex->n_folded = 0;
+    /* No value keeps a pointer into the blocks just freed (folded values,
+     * views of them): a failed plan leaves infos a reader may still see. */
+    for (int v = 0; ex->pl.values && v < g->n_values; v++) {
+        sn_plan_value *pv = &ex->pl.values[v];
+        if (pv->storage == SN_STORE_FOLDED || pv->storage == SN_STORE_VIEW) {
+            ex->vals[v].data = NULL;
+            pv->info.data = NULL;
+        }
+    }
     ex->planned = false;
     for (int v = 0; ex->pl.values && v < g->n_values; v++)
         ex->pl.values[v].released = false;
