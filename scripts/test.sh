@@ -3,7 +3,8 @@
 # (optimized with debug info, Release, and with AddressSanitizer +
 # UndefinedBehaviorSanitizer), runs every CTest test on the first build, the
 # unit tests on the second and all but the Python model-fixture tests on the
-# third. Exit status 0 only if everything passed.
+# third; then the fuzz targets for a bounded time (tests/fuzz/run.sh).
+# Exit status 0 only if everything passed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -29,3 +30,10 @@ echo "== tests under ASan + UBSan"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 (cd build-asan && ctest --output-on-failure -j"$jobs" -LE 'models|cross')
+
+# Hostile input (docs/robustness.md): the libFuzzer targets built with clang
+# and run for a bounded time each (7 targets x 30 s); any finding fails.
+echo "== fuzz (clang, libFuzzer + ASan + UBSan)"
+cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSNUG_FUZZ=ON >/dev/null
+cmake --build build-fuzz -j"$jobs" --target fuzz
+bash tests/fuzz/run.sh --build build-fuzz --seconds "${SNUG_FUZZ_SECONDS:-30}"

@@ -175,8 +175,23 @@ int64_t sn_tensor_numel(const sn_tensor *t);
 size_t sn_dtype_nbytes(sn_dtype t, int64_t numel); /* packs 4-bit types */
 size_t sn_tensor_nbytes(const sn_tensor *t);
 bool sn_tensor_shape_known(const sn_tensor *t);
+/* A constant's info for inference: an empty one (data NULL, no bytes)
+ * points at a static block, so that its values (none) read as known. */
+void sn_const_info(sn_tensor *info, const sn_tensor *t);
 /* Checked numel of dims; returns false on overflow or negative dims. */
 bool sn_dims_numel(int rank, const int64_t *dims, int64_t *numel);
+/* The one overflow-checked step of every shape product: *acc times dim d
+ * (both >= 0); false, *acc unchanged, when it does not fit in int64. */
+static inline bool sn_dim_mul(int64_t *acc, int64_t d) {
+    int64_t r;
+    if (__builtin_mul_overflow(*acc, d, &r))
+        return false;
+    *acc = r;
+    return true;
+}
+/* Whether the known dims of a shape (symbolic and unknown ones left out)
+ * have a product that fits in int64. */
+bool sn_dims_fit(int rank, const int64_t *dims);
 /* "[1,3,?,N0]"-style text into buf. */
 const char *sn_shape_str(const sn_tensor *t, char *buf, size_t cap);
 void sn_tensor_set_shape(sn_tensor *t, int rank, const int64_t *dims);

@@ -6,10 +6,18 @@
 bool sn_dims_numel(int rank, const int64_t *dims, int64_t *numel) {
     int64_t n = 1;
     for (int i = 0; i < rank; i++) {
-        if (dims[i] < 0 || __builtin_mul_overflow(n, dims[i], &n))
+        if (dims[i] < 0 || !sn_dim_mul(&n, dims[i]))
             return false;
     }
     *numel = n;
+    return true;
+}
+
+bool sn_dims_fit(int rank, const int64_t *dims) {
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++)
+        if (dims[i] >= 0 && !sn_dim_mul(&n, dims[i]))
+            return false;
     return true;
 }
 
@@ -31,6 +39,13 @@ size_t sn_dtype_nbytes(sn_dtype t, int64_t numel) {
     if (!sn_mul_ok((size_t)numel, sn_dtype_size(t), &n))
         return SIZE_MAX;
     return n;
+}
+
+void sn_const_info(sn_tensor *info, const sn_tensor *t) {
+    static const uint64_t k_empty[1];
+    *info = *t;
+    if (!info->data && info->kind == SN_KIND_TENSOR && sn_tensor_numel(info) == 0)
+        info->data = (void *)k_empty;
 }
 
 size_t sn_tensor_nbytes(const sn_tensor *t) {

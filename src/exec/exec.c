@@ -72,6 +72,25 @@ void sn_exec_set_groups(sn_exec *ex, bool on) { ex->no_groups = !on; }
 
 void sn_exec_set_strict_workspace(sn_exec *ex, bool on) { ex->strict_ws = on; }
 
+void sn_exec_set_limits(sn_exec *ex, const sn_limits *l) { ex->limits = *l; }
+const sn_limits *sn_exec_limits(const sn_exec *ex) { return &ex->limits; }
+
+int ex_check_budget(const sn_exec *ex, const sn_node *n, int j, const sn_tensor *t, sn_err *err) {
+    char b[160];
+    size_t nb = sn_tensor_nbytes(t);
+    /* an estimate reports what a shape would need, a plan refuses it */
+    size_t budget = ex->dry || !ex->limits.mem_budget ? (size_t)1 << 56 : ex->limits.mem_budget;
+    if (sn_tensor_numel(t) < 0 || nb > ((size_t)1 << 56))
+        return sn_kfail(err, n, SNUG_ERR_RANGE, "output %d %s %s is too large", j, sn_dtype_name(t->dtype),
+                        sn_shape_str(t, b, sizeof b));
+    if (nb > budget)
+        return sn_kfail(err, n, SNUG_ERR_RANGE,
+                        "output %d %s %s needs %zu bytes, more than the memory budget of %zu bytes "
+                        "(snug.memory_budget)", j, sn_dtype_name(t->dtype), sn_shape_str(t, b, sizeof b), nb,
+                        budget);
+    return SNUG_OK;
+}
+
 int sn_exec_new(const sn_graph *g, sn_pool *pool, const sn_logger *log, sn_exec **out, sn_err *err) {
     *out = NULL;
     sn_exec *ex = sn_calloc(1, sizeof *ex);
@@ -86,6 +105,11 @@ int sn_exec_new(const sn_graph *g, sn_pool *pool, const sn_logger *log, sn_exec 
         return brc;
     }
     ex->n_backends = 1;
+    ex->limits.max_iterations = SN_MAX_LOOP_ITERATIONS;
+    sn_mem_info mi = {0};
+    sn_err ignored = {0};
+    if (sn_backend_mem_info(&ex->backends[0], &mi, &ignored) == SNUG_OK && mi.total > 0)
+        ex->limits.mem_budget = (size_t)mi.total; /* the default: the machine's memory */
     size_t nv = (size_t)g->n_values + 1, nn = (size_t)g->n_nodes + 1;
     int n_sub = 0, arg = 1;
     for (int i = 0; i < g->n_nodes; i++) {

@@ -71,6 +71,16 @@ bool sn_exec_weights_load(const sn_exec *ex);
  * naming the node and both figures; off (the default) it is a warning and
  * the arena holds the declared figure. */
 void sn_exec_set_strict_workspace(sn_exec *ex, bool on);
+/* What a hostile model may spend (docs/robustness.md); subgraphs' executors
+ * take their parent's. mem_budget (snug.memory_budget, default the
+ * machine's memory from the CPU backend, 0: no bound): from the next plan
+ * on, a value whose shape asks for more bytes is an error naming its node,
+ * shape and size, when planned (static outputs), when a dynamic output is
+ * allocated and when a kernel allocates its outputs. max_iterations
+ * (snug.max_loop_iterations, default SN_MAX_LOOP_ITERATIONS): one Loop or
+ * Scan runs its body at most this many times, or fails. */
+void sn_exec_set_limits(sn_exec *ex, const sn_limits *limits);
+const sn_limits *sn_exec_limits(const sn_exec *ex);
 /* Threads the executor's kernels run on. */
 int sn_exec_threads(const sn_exec *ex);
 

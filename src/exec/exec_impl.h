@@ -71,6 +71,7 @@ struct sn_exec {
                               * again by the next plan */
     size_t *copy_released;   /* owned [n_values]: bytes of that block handed back while packing */
     bool no_groups;          /* snug.node_groups=0: sn_plan_groups forms none */
+    sn_limits limits;        /* snug.memory_budget, snug.max_loop_iterations (sn_exec_set_limits) */
     bool strict_ws;          /* session.strict_workspace_verification: Level 2 over Level 1 is an error */
     enum { EX_FOLD, EX_PREPARE } stage; /* the planning pass under way (ex_drop_unread_inputs) */
     int prepared_upto;       /* static nodes up to this one are prepared */
@@ -97,6 +98,9 @@ struct sn_exec {
 /* exec.c */
 void ex_bind_args(sn_exec *ex, const sn_node *n, const sn_tensor **in, sn_tensor **out);
 void *ex_dyn_alloc(sn_exec *ex, size_t bytes);
+/* Output j of node n, of shape t, fits the memory budget (and size_t);
+ * otherwise an error naming the node, the shape and the bytes. */
+int ex_check_budget(const sn_exec *ex, const sn_node *n, int j, const sn_tensor *t, sn_err *err);
 void ex_dyn_release(sn_exec *ex);
 void *ex_folded_alloc(sn_exec *ex, size_t bytes);
 void ex_init_out_info(sn_tensor *t);

@@ -149,7 +149,7 @@ int ex_infer_fold(sn_exec *ex, sn_err *err) {
         const sn_value *val = &g->values[v];
         if (val->flags & SN_VAL_INIT) {
             ex->pl.values[v].storage = SN_STORE_CONST;
-            ex->vals[v] = val->init->t;
+            sn_const_info(&ex->vals[v], &val->init->t);
             if (ex->init_copy[v])
                 ex->vals[v].data = ex->init_copy[v];
         } else if (val->flags & (SN_VAL_INPUT | SN_VAL_OUTER)) {
@@ -159,6 +159,13 @@ int ex_infer_fold(sn_exec *ex, sn_err *err) {
             ex_init_out_info(&ex->vals[v]);
         }
         ex->pl.values[v].alias = -1;
+        const sn_tensor *t = &ex->vals[v];
+        if (ex->pl.values[v].storage != SN_STORE_NONE && t->kind == SN_KIND_TENSOR && t->rank > 0 &&
+            !sn_dims_fit(t->rank, t->dims)) {
+            char b[160];
+            return sn_errf(err, SNUG_ERR_SHAPE, "value '%s' %s has more elements than fit in int64", val->name,
+                           sn_shape_str(t, b, sizeof b));
+        }
     }
     ex->stage = EX_FOLD;
     for (int i = 0; i < g->n_nodes && rc == SNUG_OK; i++) {
@@ -187,14 +194,9 @@ int ex_infer_fold(sn_exec *ex, sn_err *err) {
             if (t->kind != SN_KIND_TENSOR || !sn_tensor_shape_known(t) || !sn_dtype_valid(t->dtype)) {
                 concrete = false;
             } else {
-                size_t nb = sn_tensor_nbytes(t);
-                if (sn_tensor_numel(t) < 0 || nb > ((size_t)1 << 56)) {
-                    char b[256];
-                    rc = sn_kfail(err, n, SNUG_ERR_RANGE, "output %d %s %s is too large", j,
-                                  sn_dtype_name(t->dtype), sn_shape_str(t, b, sizeof b));
+                if ((rc = ex_check_budget(ex, n, j, t, err)) != SNUG_OK)
                     break;
-                }
-                out_bytes += nb;
+                out_bytes += sn_tensor_nbytes(t);
             }
         }
         if (rc != SNUG_OK)

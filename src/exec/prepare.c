@@ -15,6 +15,15 @@ void ex_plan_release(sn_exec *ex) {
     for (int i = 0; i < ex->n_folded; i++)
         sn_free(ex->folded[i]);
     ex->n_folded = 0;
+    /* No value keeps a pointer into the blocks just freed (folded values,
+     * views of them): a failed plan leaves infos a reader may still see. */
+    for (int v = 0; ex->pl.values && v < g->n_values; v++) {
+        sn_plan_value *pv = &ex->pl.values[v];
+        if (pv->storage == SN_STORE_FOLDED || pv->storage == SN_STORE_VIEW) {
+            ex->vals[v].data = NULL;
+            pv->info.data = NULL;
+        }
+    }
     ex->planned = false;
     for (int v = 0; ex->pl.values && v < g->n_values; v++)
         ex->pl.values[v].released = false;
@@ -132,7 +141,7 @@ int ex_plan_for(sn_exec *ex, sn_err *err) {
         if (ex->copy_dropped[v]) /* copies a previous plan's kernels no longer needed */
             SN_TRY(ex_copy_init(ex, v, err));
     }
-    int n_plans = ex->stats.n_plans + 1;
+    int n_plans = ex->stats.n_plans; /* plans made: this one counts once it stands */
     size_t copied = ex->stats.copied_init_bytes, persistent = ex->stats.persistent_bytes;
     memset(&ex->stats, 0, sizeof ex->stats);
     ex->stats.n_plans = n_plans;
@@ -200,6 +209,7 @@ int ex_plan_for(sn_exec *ex, sn_err *err) {
     ex->pl.state_bytes = ex->stats.kernel_state_bytes;
     ex->pl.persistent_bytes = ex->stats.persistent_bytes;
     ex->planned = !ex->dry;
+    ex->stats.n_plans += ex->planned;
     return SNUG_OK;
 }
 

@@ -79,9 +79,8 @@ static int run_dynamic(sn_exec *ex, const sn_node *n, sn_err *err) {
                 return sn_kfail(err, n, SNUG_ERR_INTERNAL, "output %d has no concrete shape at run time (%s)",
                                 j, sn_shape_str(t, b, sizeof b));
             }
+            SN_TRY(ex_check_budget(ex, n, j, t, err));
             size_t nb = sn_tensor_nbytes(t);
-            if (sn_tensor_numel(t) < 0 || nb > ((size_t)1 << 56))
-                return sn_kfail(err, n, SNUG_ERR_RANGE, "output %d is too large", j);
             if (ex->pl.values[n->out[j]].storage == SN_STORE_STATE) {
                 if (nb > ex->vcap[n->out[j]])
                     return sn_kfail(err, n, SNUG_ERR_RANGE, "output %d needs %zu bytes, more than its %zu-byte "
@@ -343,6 +342,7 @@ int sn_exec_replan_for(sn_exec *ex, const sn_tensor *inputs, sn_replan policy, s
 /* ---- host services (sn_host): what kernels may ask of the runner ------- */
 
 static void *host_alloc(void *ctx, size_t bytes) { return ex_dyn_alloc(ctx, bytes); }
+static const sn_limits *host_limits(const void *ctx) { return &((const sn_exec *)ctx)->limits; }
 
 static int host_run_subgraph(void *ctx, const sn_node *n, int k, int n_in, const sn_tensor *in,
                              const sn_tensor **outs, int *n_out, sn_err *err) {
@@ -359,6 +359,7 @@ static int host_run_subgraph(void *ctx, const sn_node *n, int k, int n_in, const
         (*slot)->parent = ex;
         sn_exec_set_weights_load(*slot, ex->weights_load);
         (*slot)->no_groups = ex->no_groups;
+        (*slot)->limits = ex->limits;
     }
     sn_exec *se = *slot;
     /* The child's outputs of the previous call are released by this run. */
@@ -386,6 +387,7 @@ static int host_run_subgraph(void *ctx, const sn_node *n, int k, int n_in, const
 
 static const sn_host k_host = {
     .alloc = host_alloc,
+    .limits = host_limits,
     .run_subgraph = host_run_subgraph,
     .reads_file = ex_reads_file,
     .read_const = ex_read_const,

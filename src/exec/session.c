@@ -89,7 +89,8 @@ void snug_options_set_logger(snug_options *o, snug_log_fn fn, void *user, int le
 static const char *const k_known_keys[] = {"snug.threads", "session.collect_node_memory_stats_to_file",
                                            "session.max_shape_override", "snug.static_allocation", "snug.weights",
                                            "session.intra_op.allow_spinning", "snug.node_groups", "snug.last_logits",
-                                           "session.strict_workspace_verification", NULL};
+                                           "session.strict_workspace_verification", "snug.memory_budget",
+                                           "snug.max_loop_iterations", NULL};
 
 /* A 0/1 key: *on = its value, or def when unset; anything else is an error. */
 static int opt_bool(const snug_options *opts, const char *key, bool def, bool *on, sn_err *err) {
@@ -279,6 +280,24 @@ int sn_session_open(const char *path, const snug_options *opts, sn_session **out
     sn_exec_set_weights_load(s->exec, wm && !strcmp(wm, "load"));
     sn_exec_set_groups(s->exec, groups);
     sn_exec_set_strict_workspace(s->exec, strict_ws);
+    /* what a hostile model may spend (docs/robustness.md) */
+    sn_limits lim = *sn_exec_limits(s->exec);
+    const char *mb = snug_options_get(opts, "snug.memory_budget");
+    const char *mi = snug_options_get(opts, "snug.max_loop_iterations");
+    uint64_t u;
+    if (mb && (rc = sn_parse_size(mb, &u, err)) != SNUG_OK) {
+        sn_err_prefix(err, "snug.memory_budget");
+        goto fail;
+    }
+    lim.mem_budget = mb ? (size_t)u : lim.mem_budget;
+    char *end = NULL;
+    long long it = mi ? strtoll(mi, &end, 10) : 0;
+    if (mi && (!mi[0] || *end || it < 1)) {
+        rc = sn_errf(err, SNUG_ERR_INVALID_ARG, "snug.max_loop_iterations: '%s' is not a positive integer", mi);
+        goto fail;
+    }
+    lim.max_iterations = mi ? (int64_t)it : lim.max_iterations;
+    sn_exec_set_limits(s->exec, &lim);
     if (last_logits)
         set_last_logits(s);
     s->api_in = sn_calloc((size_t)s->graph->n_inputs + 1, sizeof *s->api_in);

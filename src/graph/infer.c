@@ -129,7 +129,7 @@ static int infer_graph(sn_graph *g, const sn_tensor *seed, int n_bind, const cha
     for (int v = 0; v < g->n_values; v++) {
         sn_value *val = &g->values[v];
         if (val->flags & SN_VAL_INIT) {
-            val->info = val->init->t;
+            sn_const_info(&val->info, &val->init->t);
             continue;
         }
         if (val->flags & SN_VAL_OUTER) {

@@ -30,7 +30,11 @@ static int fault(sn_io_op op, const char *path) {
 
 char *sn_io_realpath(const char *path) { return fault(SN_IO_RESOLVE, path) ? NULL : realpath(path, NULL); }
 
-int sn_io_open(const char *path) { return fault(SN_IO_OPEN, path) ? -1 : open(path, O_RDONLY | O_CLOEXEC); }
+/* O_NONBLOCK: a FIFO, device or socket named as a model or its external
+ * data must not block the open; the S_ISREG check on fstat follows it. */
+int sn_io_open(const char *path) {
+    return fault(SN_IO_OPEN, path) ? -1 : open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+}
 
 int sn_io_fstat(int fd, const char *path, struct stat *st) {
     return fault(SN_IO_STAT, path) ? -1 : fstat(fd, st);

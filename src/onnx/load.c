@@ -321,6 +321,11 @@ static int ld_attr(sn_ld *c, sn_pb *r, sn_attr *a) {
     case SN_ATTR_TYPE_PROTOS: a->n = ntp; break;
     default: break;
     }
+    /* the value of a tensor, graph or type attribute is a pointer no reader checks */
+    if (!a->ref_attr_name && ((a->type == SN_ATTR_GRAPH && !a->g) || ((a->type == SN_ATTR_TENSOR || a->type == SN_ATTR_SPARSE_TENSOR) && !a->t) ||
+        (a->type == SN_ATTR_TYPE_PROTO && !a->tp)))
+        return sn_errf(c->err, SNUG_ERR_PARSE, "attribute '%s' at byte %zu: of type %lld without its value", a->name,
+                       sn_pb_off(r, start.p), (long long)type);
     if (!a->s.ptr)
         a->s.ptr = "";
     return SNUG_OK;

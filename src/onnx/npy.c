@@ -12,7 +12,7 @@
 int sn_file_read(const char *path, void **buf, size_t *len, sn_err *err) {
     *buf = NULL;
     *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return sn_errf(err, SNUG_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
     struct stat st;

@@ -5,6 +5,11 @@
 
 #include "ops/op.h"
 
+const sn_limits *sn_kctx_limits(const sn_kctx *c) {
+    static const sn_limits k_defaults = {0, SN_MAX_LOOP_ITERATIONS};
+    return c->host && c->host->limits ? c->host->limits(c->host_ctx) : &k_defaults;
+}
+
 void *sn_kctx_alloc_output(sn_kctx *c, int i, sn_dtype dtype, int rank, const int64_t *dims) {
     sn_tensor *t = c->out[i];
     if (!t) {
@@ -27,8 +32,16 @@ void *sn_kctx_alloc_output(sn_kctx *c, int i, sn_dtype dtype, int rank, const in
         return NULL;
     }
     size_t nb = sn_dtype_nbytes(dtype, numel);
-    if (nb == SIZE_MAX || !(t->data = c->host->alloc(c->host_ctx, nb))) {
-        sn_kfail(c->err, c->node, SNUG_ERR_OOM, "out of memory for output %d", i);
+    size_t budget = sn_kctx_limits(c)->mem_budget;
+    if (nb == SIZE_MAX || (budget && nb > budget)) {
+        char b[160];
+        sn_kfail(c->err, c->node, SNUG_ERR_RANGE, "output %d %s %s needs %zu bytes, more than the memory budget "
+                 "of %zu bytes (snug.memory_budget)", i, sn_dtype_name(dtype), sn_shape_str(t, b, sizeof b), nb,
+                 budget);
+        return NULL;
+    }
+    if (!(t->data = c->host->alloc(c->host_ctx, nb))) {
+        sn_kfail(c->err, c->node, SNUG_ERR_OOM, "out of memory for output %d (%zu bytes)", i, nb);
         return NULL;
     }
     return t->data;

@@ -12,6 +12,28 @@ int sn_need_tensor(sn_infer_ctx *c, int i) {
     return SNUG_OK;
 }
 
+int sn_need_inputs(sn_infer_ctx *c, int n) {
+    for (int i = 0; i < n; i++)
+        SN_TRY(sn_need_tensor(c, i));
+    return SNUG_OK;
+}
+
+int sn_check_in(const sn_node *node, sn_err *err, int n_in, const sn_tensor *const *in, int i, const char *what,
+                int required, uint64_t dtypes, int rank) {
+    const sn_tensor *t = sn_in(in, n_in, i);
+    if (!t)
+        return required ? sn_kfail(err, node, SNUG_ERR_INVALID_ARG, "input %d (%s) is required", i, what) : SNUG_OK;
+    if (t->kind != SN_KIND_TENSOR)
+        return sn_kfail(err, node, SNUG_ERR_TYPE, "input %d (%s) must be a tensor", i, what);
+    if (dtypes && (t->dtype < 0 || t->dtype >= 64 || !(dtypes & SN_DT(t->dtype))))
+        return sn_kfail(err, node, SNUG_ERR_TYPE, "input %d (%s) of type %s is not supported", i, what,
+                        sn_dtype_name(t->dtype));
+    if (rank != SN_RANK_ANY && t->rank != SN_RANK_UNKNOWN && t->rank != rank)
+        return sn_kfail(err, node, SNUG_ERR_SHAPE, "input %d (%s) must be %d-D, got rank %d", i, what, rank,
+                        t->rank);
+    return SNUG_OK;
+}
+
 int sn_strings_own(sn_kctx *c, int i) {
     sn_tensor *t = c->out[i];
     int64_t n = sn_tensor_numel(t);

@@ -35,6 +35,23 @@ static inline const sn_tensor *sn_in_tensor(const sn_tensor *const *in, int n_in
 static inline int64_t sn_in_numel(const sn_tensor *t) { return t ? sn_tensor_numel(t) : 0; }
 /* Input i must be present and a tensor; otherwise an error naming it. */
 int sn_need_tensor(sn_infer_ctx *c, int i);
+
+/* Inputs 0..n-1 must all be present tensors (the op's required ones). */
+int sn_need_inputs(sn_infer_ctx *c, int n);
+
+/* Input checks before kernel code touches an input: sn_check_in's dtypes
+ * is a mask of SN_DT bits (SN_DT_ANY: every type), rank SN_RANK_ANY any. */
+#define SN_DT(t) (1ull << (t))
+#define SN_DT_ANY 0ull
+#define SN_DT_INT (SN_DT(SN_I32) | SN_DT(SN_I64))
+#define SN_RANK_ANY (-2)
+enum { SN_IN_OPTIONAL = 0, SN_IN_REQUIRED = 1 };
+/* Input i (named what in the error): when required, present and a tensor;
+ * when present, a tensor of one of the dtypes and of the rank given (a
+ * rank not known yet passes). Used where a geometry is read from the
+ * inputs, in inference, prepare and run alike. */
+int sn_check_in(const sn_node *node, sn_err *err, int n_in, const sn_tensor *const *in, int i, const char *what,
+                int required, uint64_t dtypes, int rank);
 /* A shape-like input (int32 or int64, 1-D, at most SN_MAX_RANK values) as
  * int64 values: their count, or -1 when absent, of another form or its data
  * not known yet. */
@@ -115,14 +132,12 @@ static inline void sn_st_f32(sn_dtype t, void *d, int64_t i, float v) {
 
 /* ---- shapes and sizes --------------------------------------------------- */
 
-/* Product of dims[a..b); -1 when any is not known. */
+/* Product of dims[a..b); -1 when any is not known or it overflows. */
 static inline int64_t sn_dims_prod(const int64_t *dims, int a, int b) {
     int64_t p = 1;
-    for (int i = a; i < b; i++) {
-        if (dims[i] < 0)
+    for (int i = a; i < b; i++)
+        if (dims[i] < 0 || !sn_dim_mul(&p, dims[i]))
             return -1;
-        p *= dims[i];
-    }
     return p;
 }
 

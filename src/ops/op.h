@@ -22,8 +22,17 @@
  * shapes the kernel decides), its node's subgraphs run, and bytes of a
  * constant left in the model's file read (the runner owns weight
  * residency). Kernels use it through the sn_kctx_* helpers below. */
+/* What a run may spend on one model, whatever the model asks
+ * (docs/robustness.md). */
+typedef struct sn_limits {
+    size_t mem_budget;     /* snug.memory_budget: bytes one value may take (0: no bound) */
+    int64_t max_iterations; /* snug.max_loop_iterations: iterations of one Loop or Scan */
+} sn_limits;
+#define SN_MAX_LOOP_ITERATIONS ((int64_t)1 << 24) /* snug.max_loop_iterations' default */
+
 typedef struct sn_host {
     void *(*alloc)(void *ctx, size_t bytes); /* zeroed; NULL when out of memory */
+    const sn_limits *(*limits)(const void *ctx); /* NULL: the defaults (no budget) */
     int (*run_subgraph)(void *ctx, const sn_node *n, int k, int n_in, const sn_tensor *in,
                         const sn_tensor **outs, int *n_out, sn_err *err);
     bool (*reads_file)(const void *ctx, const sn_tensor *t);
@@ -198,6 +207,9 @@ const sn_tensor *sn_attr_tensor(const sn_node *n, const char *name);
 /* Errors with the node named: "<op> '<name>': <message>". */
 int sn_kfail(sn_err *err, const sn_node *n, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/* The run's limits (sn_host.limits, or the defaults). */
+const sn_limits *sn_kctx_limits(const sn_kctx *c);
 
 /* For SN_OP_ALLOCS_OUTPUTS kernels: allocate output i as a tensor with the
  * given type and shape; returns its data pointer (non-NULL even for zero

@@ -217,6 +217,9 @@ static int loop_run(sn_kctx *c) {
     int64_t max_trip = -1;
     if (c->in[0] && sn_tensor_numel(c->in[0]) > 0)
         max_trip = sn_load_i64(c->in[0]->dtype, c->in[0]->data, 0);
+    if (c->in[0] && sn_tensor_numel(c->in[0]) > 0 && max_trip < 0)
+        return sn_kfail(c->err, n, SNUG_ERR_INVALID_ARG, "trip count M is %lld, negative", (long long)max_trip);
+    int64_t max_iter = sn_kctx_limits(c)->max_iterations;
     bool cond = true;
     if (c->n_in > 1 && c->in[1] && sn_tensor_numel(c->in[1]) > 0)
         cond = sn_load_f64(c->in[1]->dtype, c->in[1]->data, 0) != 0;
@@ -244,6 +247,11 @@ static int loop_run(sn_kctx *c) {
     bin[0] = (sn_tensor){.kind = SN_KIND_TENSOR, .dtype = SN_I64, .rank = 0, .data = &iter};
     bin[1] = (sn_tensor){.kind = SN_KIND_TENSOR, .dtype = SN_BOOL, .rank = 0, .data = &cond_b};
     for (; (max_trip < 0 || iter < max_trip) && cond; iter++) {
+        if (iter >= max_iter) { /* with or without M and a condition */
+            rc = sn_kfail(c->err, n, SNUG_ERR_RANGE, "more than %lld iterations (snug.max_loop_iterations)",
+                          (long long)max_iter);
+            goto done;
+        }
         cond_b = 1;
         for (int j = 0; j < n_carried; j++)
             bin[2 + j] = carried[j];
@@ -263,10 +271,6 @@ static int loop_run(sn_kctx *c) {
             }
         if ((rc = replace_state(carried, outs + 1, n_carried)) != SNUG_OK) {
             rc = sn_kfail(c->err, n, rc, "out of memory");
-            goto done;
-        }
-        if (max_trip < 0 && c->n_in > 1 && !c->in[1] && iter > (int64_t)1 << 40) {
-            rc = sn_kfail(c->err, n, SNUG_ERR_RANGE, "loop without trip count or condition does not end");
             goto done;
         }
     }
@@ -479,6 +483,11 @@ static int scan_core(sn_kctx *c, int first, int64_t batch, int64_t b, stack *acc
             goto done;
         }
         len = views[k].dims[a];
+        if (len > sn_kctx_limits(c)->max_iterations) {
+            rc = sn_kfail(c->err, n, SNUG_ERR_RANGE, "%lld iterations, more than %lld (snug.max_loop_iterations)",
+                          (long long)len, (long long)sn_kctx_limits(c)->max_iterations);
+            goto done;
+        }
         sn_tensor *s = &bin[n_state + k];
         *s = views[k];
         s->rank = views[k].rank - 1;

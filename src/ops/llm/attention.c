@@ -254,6 +254,21 @@ typedef struct gqa_geom {
 static int gqa_geom_of(const sn_node *node, int n_in, const sn_tensor *const *in, gqa_geom *g,
                        sn_err *err) {
     memset(g, 0, sizeof *g);
+    uint64_t fl = SN_DT(SN_F32) | SN_DT(SN_F16) | SN_DT(SN_BF16);
+    SN_TRY(sn_check_in(node, err, n_in, in, GQA_Q, "query", SN_IN_REQUIRED, fl, 3));
+    uint64_t qt = SN_DT(in[GQA_Q]->dtype);
+    SN_TRY(sn_check_in(node, err, n_in, in, GQA_K, "key", SN_IN_OPTIONAL, qt, 3));
+    SN_TRY(sn_check_in(node, err, n_in, in, GQA_V, "value", SN_IN_OPTIONAL, qt, 3));
+    SN_TRY(sn_check_in(node, err, n_in, in, GQA_PK, "past_key", SN_IN_OPTIONAL, SN_DT_ANY, SN_RANK_ANY));
+    SN_TRY(sn_check_in(node, err, n_in, in, GQA_PV, "past_value", SN_IN_OPTIONAL, qt, 4));
+    SN_TRY(sn_check_in(node, err, n_in, in, GQA_SEQLENS, "seqlens_k", SN_IN_REQUIRED, SN_DT(SN_I32), SN_RANK_ANY));
+    SN_TRY(sn_check_in(node, err, n_in, in, GQA_TOTAL, "total_sequence_length", SN_IN_REQUIRED, SN_DT(SN_I32),
+                       SN_RANK_ANY));
+    SN_TRY(sn_check_in(node, err, n_in, in, GQA_COS, "cos_cache", SN_IN_OPTIONAL, qt, 2));
+    SN_TRY(sn_check_in(node, err, n_in, in, GQA_SIN, "sin_cache", SN_IN_OPTIONAL, qt, 2));
+    SN_TRY(sn_check_in(node, err, n_in, in, GQA_POS, "position_ids", SN_IN_OPTIONAL, SN_DT(SN_I64), 2));
+    SN_TRY(sn_check_in(node, err, n_in, in, GQA_BIAS, "attention_bias", SN_IN_OPTIONAL, qt, 4));
+    SN_TRY(sn_check_in(node, err, n_in, in, GQA_SINK, "head_sink", SN_IN_OPTIONAL, qt, SN_RANK_ANY));
     const sn_tensor *q = in[GQA_Q];
     g->Nq = sn_attr_int(node, "num_heads", 0);
     g->Nkv = sn_attr_int(node, "kv_num_heads", 0);
@@ -334,8 +349,9 @@ static int gqa_geom_of(const sn_node *node, int n_in, const sn_tensor *const *in
         if (!sn_has_in(in, n_in, GQA_COS) || !sn_has_in(in, n_in, GQA_SIN))
             return sn_kfail(err, node, SNUG_ERR_INVALID_ARG, "do_rotary needs cos_cache and sin_cache");
         const sn_tensor *cs = in[GQA_COS];
-        if (cs->rank != 2)
-            return sn_kfail(err, node, SNUG_ERR_SHAPE, "cos_cache must be 2-D");
+        if (cs->rank != 2 || in[GQA_SIN]->rank != 2 || cs->dims[0] != in[GQA_SIN]->dims[0] ||
+            cs->dims[1] != in[GQA_SIN]->dims[1])
+            return sn_kfail(err, node, SNUG_ERR_SHAPE, "cos_cache and sin_cache must be 2-D, of one shape");
         g->rot = cs->dims[1] * 2;
         if (g->H >= 0 && g->rot > g->H)
             return sn_kfail(err, node, SNUG_ERR_SHAPE, "cos_cache is wider than head_size/2");
@@ -674,6 +690,16 @@ typedef struct mha_geom {
 static int mha_geom_of(const sn_node *node, int n_in, const sn_tensor *const *in, mha_geom *g,
                        sn_err *err) {
     memset(g, 0, sizeof *g);
+    SN_TRY(sn_check_in(node, err, n_in, in, MHA_Q, "query", SN_IN_REQUIRED, SN_DT_ANY, SN_RANK_ANY));
+    uint64_t qt = SN_DT(in[MHA_Q]->dtype);
+    SN_TRY(sn_check_in(node, err, n_in, in, MHA_K, "key", SN_IN_OPTIONAL, qt, SN_RANK_ANY));
+    SN_TRY(sn_check_in(node, err, n_in, in, MHA_V, "value", SN_IN_OPTIONAL, qt, SN_RANK_ANY));
+    SN_TRY(sn_check_in(node, err, n_in, in, MHA_BIAS, "bias", SN_IN_OPTIONAL, qt, 1));
+    SN_TRY(sn_check_in(node, err, n_in, in, MHA_MASK, "key_padding_mask", SN_IN_OPTIONAL, SN_DT(SN_I32),
+                       SN_RANK_ANY));
+    SN_TRY(sn_check_in(node, err, n_in, in, MHA_ABIAS, "attention_bias", SN_IN_OPTIONAL, qt, 4));
+    SN_TRY(sn_check_in(node, err, n_in, in, MHA_PK, "past_key", SN_IN_OPTIONAL, qt, 4));
+    SN_TRY(sn_check_in(node, err, n_in, in, MHA_PV, "past_value", SN_IN_OPTIONAL, qt, 4));
     const sn_tensor *q = in[MHA_Q];
     g->N = sn_attr_int(node, "num_heads", 0);
     if (g->N <= 0)
@@ -956,6 +982,12 @@ typedef struct sd_geom {
 static int sd_geom_of(const sn_node *node, int n_in, const sn_tensor *const *in, sd_geom *g,
                       sn_err *err) {
     memset(g, 0, sizeof *g);
+    SN_TRY(sn_check_in(node, err, n_in, in, SD_Q, "Q", SN_IN_REQUIRED, SN_DT_ANY, SN_RANK_ANY));
+    SN_TRY(sn_check_in(node, err, n_in, in, SD_K, "K", SN_IN_REQUIRED, SN_DT_ANY, SN_RANK_ANY));
+    SN_TRY(sn_check_in(node, err, n_in, in, SD_V, "V", SN_IN_REQUIRED, SN_DT_ANY, SN_RANK_ANY));
+    SN_TRY(sn_check_in(node, err, n_in, in, SD_PK, "past_key", SN_IN_OPTIONAL, SN_DT_ANY, 4));
+    SN_TRY(sn_check_in(node, err, n_in, in, SD_PV, "past_value", SN_IN_OPTIONAL, SN_DT_ANY, 4));
+    SN_TRY(sn_check_in(node, err, n_in, in, SD_NONPAD, "nonpad_kv_seqlen", SN_IN_OPTIONAL, SN_DT(SN_I64), 1));
     const sn_tensor *q = in[SD_Q], *k = in[SD_K], *v = in[SD_V];
     if (!sn_dtype_is_real(q->dtype) || k->dtype != q->dtype || v->dtype != q->dtype)
         return sn_kfail(err, node, SNUG_ERR_TYPE, "Q, K, V must share one float type");

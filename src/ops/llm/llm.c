@@ -29,6 +29,7 @@ static gelu_kind gelu_kind_of(const sn_node *n) {
 }
 
 static int gelu_infer(sn_infer_ctx *c) {
+    SN_TRY(sn_need_inputs(c, 1));
     const sn_tensor *x = c->in[0];
     if (!sn_dtype_is_real(x->dtype))
         return KFAIL(SNUG_ERR_TYPE, "unsupported input type %s", sn_dtype_name(x->dtype));
@@ -130,6 +131,7 @@ static int norm_axis(sn_infer_ctx *c, const sn_tensor *x, int *axis) {
 }
 
 static int norm_infer(sn_infer_ctx *c) {
+    SN_TRY(sn_need_inputs(c, 2));
     const sn_tensor *x = c->in[0], *g = c->in[1];
     if (!sn_dtype_is_real(x->dtype) || !sn_dtype_is_real(g->dtype))
         return KFAIL(SNUG_ERR_TYPE, "unsupported types %s, %s", sn_dtype_name(x->dtype),
@@ -264,6 +266,7 @@ static int skip_bias_index(const sn_node *n) {
 }
 
 static int skip_infer(sn_infer_ctx *c) {
+    SN_TRY(sn_need_inputs(c, 3));
     const sn_tensor *x = c->in[0], *s = c->in[1], *g = c->in[2];
     if (!sn_dtype_is_real(x->dtype) || s->dtype != x->dtype || g->dtype != x->dtype)
         return KFAIL(SNUG_ERR_TYPE, "input, skip and gamma must share one float type");
@@ -444,6 +447,10 @@ typedef struct rope_geom {
 static int rope_geom_of(const sn_node *node, int n_in, const sn_tensor *const *in, rope_geom *g,
                         sn_err *err) {
     bool onnx = strcmp(node->p->domain, "com.microsoft") != 0;
+    for (int i = 0; i < (onnx ? 3 : 4); i++) /* onnx: X, cos, sin; com.microsoft: X, position_ids, cos, sin */
+        SN_TRY(sn_check_in(node, err, n_in, in, i, "input", SN_IN_REQUIRED, SN_DT_ANY, SN_RANK_ANY));
+    SN_TRY(sn_check_in(node, err, n_in, in, onnx ? 3 : 1, "position_ids", SN_IN_OPTIONAL, SN_DT(SN_I64),
+                       SN_RANK_ANY));
     const sn_tensor *x = in[0];
     const sn_tensor *cs = onnx ? in[1] : in[2];
     const sn_tensor *pid = onnx ? (sn_has_in(in, n_in, 3) ? in[3] : NULL) : in[1];

@@ -97,6 +97,11 @@ static int mnb_geom_of(const sn_node *node, int n_in, const sn_tensor *const *in
         return sn_kfail(err, node, SNUG_ERR_UNSUPPORTED, "prepacked weights are not supported");
     g->kb = (g->K + g->bs - 1) / g->bs;
     g->blob = g->bs * g->bits / 8;
+    SN_TRY(sn_check_in(node, err, n_in, in, 0, "A", SN_IN_REQUIRED, SN_DT_ANY, SN_RANK_ANY));
+    SN_TRY(sn_check_in(node, err, n_in, in, 1, "B", SN_IN_REQUIRED, SN_DT_ANY, SN_RANK_ANY));
+    SN_TRY(sn_check_in(node, err, n_in, in, 2, "scales", SN_IN_REQUIRED, SN_DT_ANY, SN_RANK_ANY));
+    SN_TRY(sn_check_in(node, err, n_in, in, 3, "zero_points", SN_IN_OPTIONAL, SN_DT_ANY, SN_RANK_ANY));
+    SN_TRY(sn_check_in(node, err, n_in, in, 5, "bias", SN_IN_OPTIONAL, SN_DT_ANY, SN_RANK_ANY));
     const sn_tensor *a = in[0], *b = in[1], *sc = in[2];
     if (!(a->dtype == SN_F32 || a->dtype == SN_F16 || a->dtype == SN_BF16))
         return sn_kfail(err, node, SNUG_ERR_TYPE, "A must be float, float16 or bfloat16, got %s",

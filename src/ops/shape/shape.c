@@ -14,6 +14,8 @@ static int run_copy0(sn_kctx *c) {
     const sn_tensor *x = sn_kctx_in(c, 0);
     sn_tensor *y = c->out[0];
     size_t nb = sn_tensor_nbytes(y);
+    if (nb != sn_tensor_nbytes(x)) /* what inference checks, checked where bytes move */
+        return KFAIL(SNUG_ERR_SHAPE, "output has %zu bytes, its input %zu", nb, sn_tensor_nbytes(x));
     if (nb && y->data != x->data)
         memmove(y->data, x->data, nb);
     return SNUG_OK;
@@ -82,8 +84,10 @@ static int reshape_infer(sn_infer_ctx *c) {
         bool ok = true;
         int64_t pin = 1, pout = 1;
         for (int i = 0; i < x->rank; i++) {
-            if (x->dims[i] >= 0)
-                pin *= x->dims[i];
+            if (x->dims[i] >= 0 && !sn_dim_mul(&pin, x->dims[i]))
+                return KFAIL(SNUG_ERR_SHAPE, "input's dims have more elements than fit in int64");
+            else if (x->dims[i] >= 0)
+                continue;
             else if (x->dims[i] <= SN_DIM_SYM(0))
                 syms[ns++] = x->dims[i];
             else
@@ -93,7 +97,8 @@ static int reshape_infer(sn_infer_ctx *c) {
             if (i == neg)
                 continue;
             if (od[i] >= 0) {
-                pout *= od[i];
+                if (!sn_dim_mul(&pout, od[i]))
+                    return KFAIL(SNUG_ERR_SHAPE, "shape's dims have more elements than fit in int64");
             } else if (od[i] <= SN_DIM_SYM(0)) {
                 int k = 0;
                 while (k < ns && syms[k] != od[i])
