@@ -66,7 +66,7 @@ int nn_smx_infer(sn_infer_ctx *c) {
 
 /* Per-column max and sum when the axis is not the innermost. */
 static size_t smx_ws(const sn_node *n, const sn_tensor *x) {
-    int64_t outer, L, inner;
+    int64_t outer = 0, L = 0, inner = 0;
     sn_err err;
     if (x->rank == SN_RANK_UNKNOWN || smx_geom(n, x, &outer, &L, &inner, &err) != SNUG_OK)
         return 0;
