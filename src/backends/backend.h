@@ -38,6 +38,11 @@ typedef struct sn_event sn_event;
 typedef struct sn_backend_ops {
     const char *name;       /* "cpu", "opencl", "cuda" */
     sn_device_type type;
+    /* Opens the device named by dev, the part of the backend's name after
+     * ':' ("opencl:1", "opencl:gfx": an index or a name's part; NULL: the
+     * first), into *ctx; ctx_free closes it. NULL: no context (ctx NULL). */
+    int (*ctx_new)(const char *dev, void **ctx, sn_err *err);
+    void (*ctx_free)(void *ctx);
     /* Device memory now; NULL: unknown (both 0). */
     int (*mem_info)(void *ctx, sn_mem_info *out, sn_err *err);
     /* A buffer of at least n bytes aligned to 64; NULL with err set. */
@@ -81,7 +86,8 @@ typedef struct sn_backend {
  * always there) and one CMake option. */
 int sn_backend_count(void);
 const char *sn_backend_name(int i);
-/* Creates backend `name` (NULL: "cpu"). Free with sn_backend_free. */
+/* Creates backend `name` (NULL: "cpu"), "NAME" or "NAME:DEVICE" where the
+ * backend has devices (ctx_new). Free with sn_backend_free. */
 int sn_backend_new(const char *name, sn_backend *out, sn_err *err);
 void sn_backend_free(sn_backend *b);
 

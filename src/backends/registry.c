@@ -6,9 +6,13 @@
 #include "graph/graph.h"
 
 extern const sn_backend_ops sn_backend_cpu_ops;
+extern const sn_backend_ops sn_backend_opencl_ops;
 
 static const sn_backend_ops *const k_backends[] = {
     &sn_backend_cpu_ops,
+#ifdef SNUG_WITH_OPENCL
+    &sn_backend_opencl_ops,
+#endif
 };
 #define SN_N_BACKENDS (int)(sizeof k_backends / sizeof k_backends[0])
 
@@ -19,9 +23,16 @@ int sn_backend_new(const char *name, sn_backend *out, sn_err *err) {
     memset(out, 0, sizeof *out);
     if (!name)
         name = "cpu";
+    const char *colon = strchr(name, ':');
+    size_t len = colon ? (size_t)(colon - name) : strlen(name);
     for (int i = 0; i < SN_N_BACKENDS; i++)
-        if (!strcmp(k_backends[i]->name, name)) {
-            out->ops = k_backends[i];
+        if (strlen(k_backends[i]->name) == len && !strncmp(k_backends[i]->name, name, len)) {
+            const sn_backend_ops *ops = k_backends[i];
+            if (!ops->ctx_new && colon)
+                return sn_errf(err, SNUG_ERR_INVALID_ARG, "backend '%s' has no devices to choose ('%s')", ops->name, name);
+            if (ops->ctx_new)
+                SN_TRY(ops->ctx_new(colon ? colon + 1 : NULL, &out->ctx, err));
+            out->ops = ops;
             return SNUG_OK;
         }
     char have[256] = "";
@@ -31,8 +42,11 @@ int sn_backend_new(const char *name, sn_backend *out, sn_err *err) {
 }
 
 void sn_backend_free(sn_backend *b) {
-    if (b)
-        memset(b, 0, sizeof *b);
+    if (!b)
+        return;
+    if (b->ops && b->ops->ctx_free)
+        b->ops->ctx_free(b->ctx);
+    memset(b, 0, sizeof *b);
 }
 
 int sn_backend_mem_info(const sn_backend *b, sn_mem_info *out, sn_err *err) {

@@ -1,0 +1,466 @@
+/* The OpenCL backend's kernels, host side: for each op it runs, a prepare
+ * that checks what the device kernel handles (fp32; the dtypes and ranks
+ * sn_node alone does not show) and a run that finds its tensors' buffers
+ * (opencl.h, "Pointers") and enqueues the kernel of kernels.cl on the
+ * context's queue. Nothing here waits: a read of the results (tensor_get)
+ * or synchronize does, on the same in-order queue. */
+#include <string.h>
+
+#include "backends/opencl/opencl.h"
+
+#define SN_CL_RANK 8 /* the device kernels' sn_shape */
+
+/* kernels.cl's sn_shape: same fields, same order, 64-bit each. */
+typedef struct ocl_shape {
+    cl_long rank, n;
+    cl_long dims[SN_CL_RANK];
+    cl_long s[3][SN_CL_RANK];
+} ocl_shape;
+
+static int64_t numel(const sn_tensor *t) {
+    int64_t n = 1;
+    for (int d = 0; d < t->rank; d++)
+        n *= t->dims[d];
+    return n;
+}
+
+/* ---- one kernel call: its arguments, then the enqueue -------------------------- */
+
+typedef struct ocl_call {
+    const sn_kctx *c;
+    sn_cl_ctx *ctx; /* of the first buffer */
+    int n;
+    struct {
+        size_t size;
+        const void *p;
+    } arg[24];
+    cl_mem mem[8];
+    cl_ulong off[8];
+    int n_mem;
+    int rc; /* the first failure */
+} ocl_call;
+
+static void arg_val(ocl_call *k, const void *p, size_t size) { k->arg[k->n].size = size, k->arg[k->n++].p = p; }
+
+/* Two arguments: t's buffer and its byte offset in it. An absent or empty
+ * tensor may stand in with `like`'s buffer (a kernel told not to read it). */
+static void arg_buf(ocl_call *k, const sn_tensor *t, const sn_tensor *like) {
+    if (!t || numel(t) == 0)
+        t = like;
+    size_t bytes = sn_tensor_nbytes(t), off;
+    sn_cl_ctx *owner;
+    int m = k->n_mem++;
+    if (!sn_cl_lookup(t->data, bytes, &owner, &k->mem[m], &off)) {
+        if (!k->rc)
+            k->rc = sn_kfail(k->c->err, k->c->node, SNUG_ERR_INVALID_ARG,
+                             "opencl: a tensor of %zu bytes at %p is in no device buffer", bytes, t->data);
+        k->mem[m] = NULL;
+    } else if (k->ctx && owner != k->ctx && !k->rc)
+        k->rc = sn_kfail(k->c->err, k->c->node, SNUG_ERR_INVALID_ARG, "opencl: tensors on two devices (%s, %s)",
+                         k->ctx->name, owner->name);
+    k->ctx = k->ctx ? k->ctx : owner;
+    k->off[m] = off;
+    arg_val(k, &k->mem[m], sizeof(cl_mem));
+    arg_val(k, &k->off[m], sizeof(cl_ulong));
+}
+
+/* Enqueues kernel `which` over global (rounded up to whole groups of local;
+ * local NULL: the device's choice). */
+static int enqueue(ocl_call *k, int which, cl_uint dims, const size_t *global, const size_t *local) {
+    if (k->rc)
+        return k->rc;
+    sn_cl_ctx *ctx = k->ctx;
+    size_t g[3];
+    for (cl_uint d = 0; d < dims; d++) {
+        if (global[d] == 0)
+            return SNUG_OK;
+        g[d] = local ? (global[d] + local[d] - 1) / local[d] * local[d] : global[d];
+    }
+    cl_kernel kern = ctx->kernels[which];
+    cl_int rc = CL_SUCCESS;
+    pthread_mutex_lock(&ctx->lock);
+    for (int i = 0; i < k->n && rc == CL_SUCCESS; i++)
+        rc = clSetKernelArg(kern, (cl_uint)i, k->arg[i].size, k->arg[i].p);
+    if (rc == CL_SUCCESS)
+        rc = clEnqueueNDRangeKernel(ctx->queue, kern, dims, NULL, g, local, 0, NULL, NULL);
+    pthread_mutex_unlock(&ctx->lock);
+    if (rc != CL_SUCCESS)
+        return sn_kfail(k->c->err, k->c->node, SNUG_ERR_INTERNAL, "%s: cannot run its kernel (%s)", ctx->name,
+                        sn_cl_errstr(rc));
+    return SNUG_OK;
+}
+
+/* ---- checks at prepare --------------------------------------------------------- */
+
+/* Every present input in mask f32_in and every present output is fp32, and
+ * ranks fit the device's sn_shape. */
+static int check_f32(sn_prep_ctx *c, unsigned f32_in) {
+    for (int i = 0; i < c->n_in; i++)
+        if (c->in[i] && (c->in[i]->rank > SN_CL_RANK || ((f32_in >> i & 1) && c->in[i]->dtype != SN_F32)))
+            return sn_kfail(c->err, c->node, SNUG_ERR_UNSUPPORTED, "opencl: input %d must be float32 of rank <= %d", i,
+                            SN_CL_RANK);
+    for (int i = 0; i < c->n_out; i++)
+        if (c->out[i] && (c->out[i]->rank > SN_CL_RANK || c->out[i]->dtype != SN_F32))
+            return sn_kfail(c->err, c->node, SNUG_ERR_UNSUPPORTED, "opencl: output %d must be float32 of rank <= %d",
+                            i, SN_CL_RANK);
+    return SNUG_OK;
+}
+
+static int prep_f32(sn_prep_ctx *c) { return check_f32(c, ~0u); }
+
+/* Strides of t (elements) as seen from y's dims, right-aligned, 0 along
+ * broadcast dims. */
+static void bcast_strides(const sn_tensor *t, const sn_tensor *y, cl_long *s) {
+    int64_t st = 1;
+    for (int d = y->rank - 1, e = t->rank - 1; d >= 0; d--, e--) {
+        int64_t n = e >= 0 ? t->dims[e] : 1;
+        s[d] = n == 1 ? 0 : st;
+        st *= n;
+    }
+}
+
+static ocl_shape shape_of(const sn_tensor *y) {
+    ocl_shape s;
+    memset(&s, 0, sizeof s);
+    s.rank = y->rank, s.n = numel(y);
+    for (int d = 0; d < y->rank; d++)
+        s.dims[d] = y->dims[d];
+    return s;
+}
+
+/* ---- element-wise ---------------------------------------------------------------- */
+
+static int run_binary(sn_kctx *c, int which) {
+    const sn_tensor *a = c->in[0], *b = c->in[1];
+    sn_tensor *y = c->out[0];
+    ocl_shape s = shape_of(y);
+    if (!s.n)
+        return SNUG_OK;
+    bcast_strides(a, y, s.s[0]);
+    bcast_strides(b, y, s.s[1]);
+    ocl_call k = {.c = c};
+    arg_buf(&k, a, y);
+    arg_buf(&k, b, y);
+    arg_buf(&k, y, y);
+    arg_val(&k, &s, sizeof s);
+    size_t g = (size_t)s.n, l = 64;
+    return enqueue(&k, which, 1, &g, &l);
+}
+
+static int run_unary(sn_kctx *c, int which) {
+    sn_tensor *y = c->out[0];
+    cl_long n = numel(y);
+    ocl_call k = {.c = c};
+    if (!n)
+        return SNUG_OK;
+    arg_buf(&k, c->in[0], y);
+    arg_buf(&k, y, y);
+    arg_val(&k, &n, sizeof n);
+    size_t g = (size_t)n, l = 64;
+    return enqueue(&k, which, 1, &g, &l);
+}
+
+#define SN_CL_RUN(op, kind)                                                              \
+    static int run_##op(sn_kctx *c) { return run_##kind(c, SN_CLK_##op); }
+SN_CL_RUN(add, binary)
+SN_CL_RUN(sub, binary)
+SN_CL_RUN(mul, binary)
+SN_CL_RUN(div, binary)
+SN_CL_RUN(neg, unary)
+SN_CL_RUN(sqrt_, unary)
+SN_CL_RUN(recip, unary)
+SN_CL_RUN(exp_, unary)
+SN_CL_RUN(sigmoid, unary)
+SN_CL_RUN(tanh_, unary)
+SN_CL_RUN(erf_, unary)
+
+static int prep_where(sn_prep_ctx *c) {
+    if (c->in[0]->dtype != SN_BOOL)
+        return sn_kfail(c->err, c->node, SNUG_ERR_UNSUPPORTED, "opencl: the condition must be bool");
+    return check_f32(c, 6u);
+}
+
+static int run_where(sn_kctx *c) {
+    sn_tensor *y = c->out[0];
+    ocl_shape s = shape_of(y);
+    if (!s.n)
+        return SNUG_OK;
+    bcast_strides(c->in[1], y, s.s[0]);
+    bcast_strides(c->in[2], y, s.s[1]);
+    bcast_strides(c->in[0], y, s.s[2]);
+    ocl_call k = {.c = c};
+    for (int i = 0; i < 3; i++)
+        arg_buf(&k, c->in[i], y);
+    arg_buf(&k, y, y);
+    arg_val(&k, &s, sizeof s);
+    size_t g = (size_t)s.n, l = 64;
+    return enqueue(&k, SN_CLK_where_, 1, &g, &l);
+}
+
+/* ---- rows: Softmax, RMS normalization ------------------------------------------------ */
+
+static int run_softmax(sn_kctx *c) {
+    sn_tensor *y = c->out[0];
+    cl_long L = y->rank ? y->dims[y->rank - 1] : 1, n = numel(y);
+    if (!n)
+        return SNUG_OK;
+    ocl_call k = {.c = c};
+    arg_buf(&k, c->in[0], y);
+    arg_buf(&k, y, y);
+    arg_val(&k, &L, sizeof L);
+    size_t g = (size_t)(n / L) * 64, l = 64;
+    return enqueue(&k, SN_CLK_softmax, 1, &g, &l);
+}
+
+/* SimplifiedLayerNormalization (X, scale) and SkipSimplifiedLayerNormalization
+ * (input, skip, gamma, bias?) -> (output, -, -, input_skip_bias_sum?). */
+static int prep_rms(sn_prep_ctx *c) {
+    SN_TRY(check_f32(c, ~0u));
+    const sn_tensor *x = c->in[0];
+    bool skip = c->n_in > 2;
+    int64_t L = x->rank ? x->dims[x->rank - 1] : 1;
+    int64_t a = sn_attr_int(c->node, "axis", -1);
+    if (!skip && a != -1 && a != x->rank - 1)
+        return sn_kfail(c->err, c->node, SNUG_ERR_UNSUPPORTED, "opencl: normalizes the last axis only");
+    const sn_tensor *g = c->in[skip ? 2 : 1], *b = skip && c->n_in > 3 ? c->in[3] : NULL;
+    if ((numel(g) != L && numel(g) != 1) || (b && numel(b) != L && numel(b) != 1))
+        return sn_kfail(c->err, c->node, SNUG_ERR_UNSUPPORTED, "opencl: gamma and bias must have %lld values or one",
+                        (long long)L);
+    if (skip && (L == 0 || numel(c->in[1]) % L || (numel(c->in[1]) && (numel(x) / L) % (numel(c->in[1]) / L))))
+        return sn_kfail(c->err, c->node, SNUG_ERR_UNSUPPORTED, "opencl: skip rows must divide the input's");
+    return SNUG_OK;
+}
+
+static int run_rms(sn_kctx *c) {
+    const sn_tensor *x = c->in[0];
+    bool skip = c->n_in > 2;
+    const sn_tensor *s = skip ? c->in[1] : NULL, *g = c->in[skip ? 2 : 1];
+    const sn_tensor *b = skip && c->n_in > 3 ? c->in[3] : NULL;
+    sn_tensor *y = c->out[0], *sum = skip && c->n_out > 3 ? c->out[3] : NULL;
+    cl_long L = x->rank ? x->dims[x->rank - 1] : 1, n = numel(x);
+    if (!n || !L)
+        return SNUG_OK;
+    cl_long srows = s ? numel(s) / L : 1, gs = numel(g) > 1, bs = b && numel(b) > 1;
+    cl_int has_skip = s != NULL, has_bias = b != NULL, has_sum = sum != NULL;
+    cl_float eps = sn_attr_float(c->node, "epsilon", skip ? 1e-12f : 1e-5f);
+    ocl_call k = {.c = c};
+    arg_buf(&k, x, y);
+    arg_buf(&k, s, y);
+    arg_val(&k, &srows, sizeof srows);
+    arg_buf(&k, g, y);
+    arg_val(&k, &gs, sizeof gs);
+    arg_buf(&k, b, y);
+    arg_val(&k, &bs, sizeof bs);
+    arg_buf(&k, y, y);
+    arg_buf(&k, sum, y);
+    arg_val(&k, &has_skip, sizeof has_skip);
+    arg_val(&k, &has_bias, sizeof has_bias);
+    arg_val(&k, &has_sum, sizeof has_sum);
+    arg_val(&k, &L, sizeof L);
+    arg_val(&k, &eps, sizeof eps);
+    size_t gl = (size_t)(n / L) * 64, l = 64;
+    return enqueue(&k, SN_CLK_rmsnorm, 1, &gl, &l);
+}
+
+/* ---- MatMul ------------------------------------------------------------------------ */
+
+static int run_matmul(sn_kctx *c) {
+    const sn_tensor *a = c->in[0], *b = c->in[1];
+    sn_tensor *y = c->out[0];
+    if (!numel(y))
+        return SNUG_OK;
+    /* 1-D operands: a [K] is [1, K], b [K] is [K, 1] */
+    cl_long K = a->dims[a->rank - 1], M = a->rank > 1 ? a->dims[a->rank - 2] : 1;
+    cl_long N = b->rank > 1 ? b->dims[b->rank - 1] : 1;
+    sn_tensor ab = *a, bb = *b, yb = *y; /* batch dims only */
+    ab.rank = a->rank > 2 ? a->rank - 2 : 0;
+    bb.rank = b->rank > 2 ? b->rank - 2 : 0;
+    yb.rank = ab.rank > bb.rank ? ab.rank : bb.rank;
+    for (int d = 0; d < yb.rank; d++) {
+        int ea = d - (yb.rank - ab.rank), eb = d - (yb.rank - bb.rank);
+        int64_t da = ea >= 0 ? a->dims[ea] : 1, db = eb >= 0 ? b->dims[eb] : 1;
+        yb.dims[d] = da > db ? da : db;
+    }
+    ocl_shape s = shape_of(&yb);
+    bcast_strides(&ab, &yb, s.s[0]);
+    bcast_strides(&bb, &yb, s.s[1]);
+    for (int d = 0; d < yb.rank; d++)
+        s.s[0][d] *= M * K, s.s[1][d] *= K * N;
+    ocl_call k = {.c = c};
+    arg_buf(&k, a, y);
+    arg_buf(&k, b, y);
+    arg_buf(&k, y, y);
+    arg_val(&k, &M, sizeof M);
+    arg_val(&k, &N, sizeof N);
+    arg_val(&k, &K, sizeof K);
+    arg_val(&k, &s, sizeof s);
+    size_t g[3] = {(size_t)N, (size_t)M, (size_t)s.n}, l[3] = {16, 16, 1};
+    return enqueue(&k, SN_CLK_matmul, 3, g, l);
+}
+
+/* ---- data movement: Transpose, Concat, Gather ----------------------------------------- */
+
+static int prep_move(sn_prep_ctx *c) {
+    size_t es = sn_dtype_size(c->in[0]->dtype);
+    if (c->in[0]->rank > SN_CL_RANK || (es != 1 && es != 2 && es != 4 && es != 8) ||
+        c->in[0]->dtype == SN_STRING)
+        return sn_kfail(c->err, c->node, SNUG_ERR_UNSUPPORTED, "opencl: elements of 1, 2, 4 or 8 bytes, rank <= %d",
+                        SN_CL_RANK);
+    return SNUG_OK;
+}
+
+static int run_transpose(sn_kctx *c) {
+    const sn_tensor *x = c->in[0];
+    sn_tensor *y = c->out[0];
+    ocl_shape s = shape_of(y);
+    if (!s.n)
+        return SNUG_OK;
+    int64_t st[SN_CL_RANK];
+    for (int d = x->rank - 1, m = 1; d >= 0; m *= (int)x->dims[d], d--)
+        st[d] = m;
+    const int64_t *perm;
+    int np = sn_attr_ints(c->node, "perm", &perm);
+    for (int d = 0; d < y->rank; d++)
+        s.s[0][d] = st[np == y->rank ? perm[d] : y->rank - 1 - d];
+    cl_int esz = (cl_int)sn_dtype_size(x->dtype);
+    ocl_call k = {.c = c};
+    arg_buf(&k, x, y);
+    arg_buf(&k, y, y);
+    arg_val(&k, &s, sizeof s);
+    arg_val(&k, &esz, sizeof esz);
+    size_t g = (size_t)s.n, l = 64;
+    return enqueue(&k, SN_CLK_transpose, 1, &g, &l);
+}
+
+static int prep_concat(sn_prep_ctx *c) {
+    for (int i = 0; i < c->n_in; i++)
+        if (c->in[i] && c->in[i]->dtype != c->in[0]->dtype)
+            return sn_kfail(c->err, c->node, SNUG_ERR_UNSUPPORTED, "opencl: inputs of one dtype");
+    return prep_move(c);
+}
+
+static int run_concat(sn_kctx *c) {
+    sn_tensor *y = c->out[0];
+    if (!numel(y))
+        return SNUG_OK;
+    int axis = (int)sn_attr_int(c->node, "axis", 0);
+    axis = axis < 0 ? axis + y->rank : axis;
+    size_t es = sn_dtype_size(y->dtype);
+    cl_long rows = 1, yw = (cl_long)es, at = 0;
+    for (int d = 0; d < axis; d++)
+        rows *= y->dims[d];
+    for (int d = axis; d < y->rank; d++)
+        yw *= y->dims[d];
+    for (int i = 0; i < c->n_in; i++) {
+        const sn_tensor *x = c->in[i];
+        cl_long xw = x && rows ? numel(x) / rows * (cl_long)es : 0;
+        if (!xw)
+            continue;
+        ocl_call k = {.c = c};
+        arg_buf(&k, x, y);
+        arg_val(&k, &xw, sizeof xw);
+        arg_buf(&k, y, y);
+        k.off[1] += (cl_ulong)at; /* this piece's first column */
+        arg_val(&k, &yw, sizeof yw);
+        arg_val(&k, &rows, sizeof rows);
+        arg_val(&k, &xw, sizeof xw);
+        size_t g[2] = {(size_t)xw, (size_t)rows}, l[2] = {64, 1};
+        SN_TRY(enqueue(&k, SN_CLK_copy2d, 2, g, l));
+        at += xw;
+    }
+    return SNUG_OK;
+}
+
+static int prep_gather(sn_prep_ctx *c) {
+    if (c->in[1]->dtype != SN_I64 && c->in[1]->dtype != SN_I32)
+        return sn_kfail(c->err, c->node, SNUG_ERR_UNSUPPORTED, "opencl: int64 or int32 indices");
+    return prep_move(c);
+}
+
+static int run_gather(sn_kctx *c) {
+    const sn_tensor *x = c->in[0], *ix = c->in[1];
+    sn_tensor *y = c->out[0];
+    if (!numel(y))
+        return SNUG_OK;
+    int axis = (int)sn_attr_int(c->node, "axis", 0);
+    axis = axis < 0 ? axis + x->rank : axis;
+    cl_long outer = 1, inner = (cl_long)sn_dtype_size(x->dtype), axis_n = x->dims[axis], nq = numel(ix);
+    for (int d = 0; d < axis; d++)
+        outer *= x->dims[d];
+    for (int d = axis + 1; d < x->rank; d++)
+        inner *= x->dims[d];
+    cl_int i64 = ix->dtype == SN_I64;
+    ocl_call k = {.c = c};
+    arg_buf(&k, x, y);
+    arg_buf(&k, ix, y);
+    arg_val(&k, &i64, sizeof i64);
+    arg_buf(&k, y, y);
+    arg_val(&k, &outer, sizeof outer);
+    arg_val(&k, &axis_n, sizeof axis_n);
+    arg_val(&k, &nq, sizeof nq);
+    arg_val(&k, &inner, sizeof inner);
+    size_t g[3] = {(size_t)inner, (size_t)nq, (size_t)outer};
+    return enqueue(&k, SN_CLK_gather, 3, g, NULL);
+}
+
+/* ---- the table --------------------------------------------------------------------- */
+
+/* Attributes a node must have for its kernel (the node shows no dtypes or
+ * shapes; prepare checks those). */
+static bool ok_any(const sn_node *n) {
+    (void)n;
+    return true;
+}
+
+static bool ok_softmax(const sn_node *n) {
+    /* the last axis: opset 13's default, or said so (before 13 the default is 1) */
+    const sn_attr *a = sn_attr_get(n, "axis");
+    return a ? a->i == -1 : n->opset >= 13;
+}
+
+static bool ok_rms(const sn_node *n) {
+    /* outputs past the first are the statistics (not computed), except Skip's sum */
+    bool skip = !strcmp(n->p->op_type, "SkipSimplifiedLayerNormalization");
+    for (int i = 1; i < n->n_out; i++)
+        if (n->out[i] >= 0 && !(skip && i == 3))
+            return false;
+    return sn_attr_int(n, "stash_type", 1) == 1;
+}
+
+static bool ok_one_output(const sn_node *n) { return n->n_out == 1; }
+
+typedef struct ocl_op {
+    const char *domain, *name;
+    sn_kernel k;
+    bool (*ok)(const sn_node *n);
+} ocl_op;
+
+#define MS "com.microsoft"
+static const ocl_op k_ops[] = {
+    {"", "Add", {prep_f32, run_add, NULL, NULL}, ok_any},
+    {"", "Sub", {prep_f32, run_sub, NULL, NULL}, ok_any},
+    {"", "Mul", {prep_f32, run_mul, NULL, NULL}, ok_any},
+    {"", "Div", {prep_f32, run_div, NULL, NULL}, ok_any},
+    {"", "Neg", {prep_f32, run_neg, NULL, NULL}, ok_any},
+    {"", "Sqrt", {prep_f32, run_sqrt_, NULL, NULL}, ok_any},
+    {"", "Reciprocal", {prep_f32, run_recip, NULL, NULL}, ok_any},
+    {"", "Exp", {prep_f32, run_exp_, NULL, NULL}, ok_any},
+    {"", "Sigmoid", {prep_f32, run_sigmoid, NULL, NULL}, ok_any},
+    {"", "Tanh", {prep_f32, run_tanh_, NULL, NULL}, ok_any},
+    {"", "Erf", {prep_f32, run_erf_, NULL, NULL}, ok_any},
+    {"", "Where", {prep_where, run_where, NULL, NULL}, ok_any},
+    {"", "Softmax", {prep_f32, run_softmax, NULL, NULL}, ok_softmax},
+    {"", "SimplifiedLayerNormalization", {prep_rms, run_rms, NULL, NULL}, ok_rms},
+    {MS, "SkipSimplifiedLayerNormalization", {prep_rms, run_rms, NULL, NULL}, ok_rms},
+    {"", "MatMul", {prep_f32, run_matmul, NULL, NULL}, ok_any},
+    {"", "Transpose", {prep_move, run_transpose, NULL, NULL}, ok_any},
+    {"", "Concat", {prep_concat, run_concat, NULL, NULL}, ok_one_output},
+    {"", "Gather", {prep_gather, run_gather, NULL, NULL}, ok_any},
+};
+
+const sn_kernel *sn_cl_kernel(const sn_op_def *op, const sn_node *n) {
+    for (size_t i = 0; i < sizeof k_ops / sizeof k_ops[0]; i++)
+        if (!strcmp(k_ops[i].domain, op->domain) && !strcmp(k_ops[i].name, op->name))
+            return k_ops[i].ok(n) ? &k_ops[i].k : NULL;
+    return NULL;
+}

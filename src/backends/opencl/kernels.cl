@@ -1,0 +1,213 @@
+/* snug's OpenCL kernels, fp32, embedded into the library at build time
+ * (CMakeLists.txt) and built once per context (opencl.c). Every tensor is a
+ * buffer and a byte offset into it (the executor's pointer minus its
+ * buffer's start, opencl.h); every kernel checks its range, so the global
+ * size may round up to whole work groups. */
+
+#define WG 64 /* work-group size of the row kernels (softmax, rmsnorm) */
+#define TS 16 /* MatMul tile */
+
+/* Up to 8 dims of an output and, per operand, its strides in elements
+ * (0 along a broadcast dim): element-wise ops with broadcasting, Where,
+ * Transpose (one operand, strides permuted), MatMul's batch dims. */
+typedef struct sn_shape {
+    long rank, n;
+    long dims[8];
+    long s0[8], s1[8], s2[8];
+} sn_shape;
+
+#define AT(T, buf, off) ((global T *)((buf) + (off)))
+
+#define BINARY(name, expr)                                                                            \
+    kernel void name(global const uchar *A, ulong oa, global const uchar *B, ulong ob, global uchar *Y, \
+                     ulong oy, sn_shape s) {                                                          \
+        long i = get_global_id(0);                                                                    \
+        if (i >= s.n)                                                                                 \
+            return;                                                                                   \
+        long ia = 0, ib = 0, r = i;                                                                   \
+        for (int d = (int)s.rank - 1; d >= 0; d--) {                                                  \
+            long k = r % s.dims[d];                                                                   \
+            r /= s.dims[d];                                                                           \
+            ia += k * s.s0[d];                                                                        \
+            ib += k * s.s1[d];                                                                        \
+        }                                                                                             \
+        float a = AT(const float, A, oa)[ia], b = AT(const float, B, ob)[ib];                         \
+        AT(float, Y, oy)[i] = (expr);                                                                 \
+    }
+BINARY(add, a + b)
+BINARY(sub, a - b)
+BINARY(mul, a * b)
+BINARY(div, a / b)
+
+#define UNARY(name, expr)                                                                               \
+    kernel void name(global const uchar *X, ulong ox, global uchar *Y, ulong oy, long n) {                \
+        long i = get_global_id(0);                                                                      \
+        if (i >= n)                                                                                     \
+            return;                                                                                     \
+        float x = AT(const float, X, ox)[i];                                                            \
+        AT(float, Y, oy)[i] = (expr);                                                                   \
+    }
+UNARY(neg, -x)
+UNARY(sqrt_, sqrt(x))
+UNARY(recip, 1.0f / x)
+UNARY(exp_, exp(x))
+UNARY(sigmoid, x >= 0 ? 1.0f / (1.0f + exp(-x)) : exp(x) / (1.0f + exp(x)))
+UNARY(tanh_, tanh(x))
+UNARY(erf_, erf(x))
+
+/* Where(cond, x, y): cond bytes (bool), x and y fp32, all broadcast. */
+kernel void where_(global const uchar *C, ulong oc, global const uchar *A, ulong oa, global const uchar *B,
+                   ulong ob, global uchar *Y, ulong oy, sn_shape s) {
+    long i = get_global_id(0);
+    if (i >= s.n)
+        return;
+    long ic = 0, ia = 0, ib = 0, r = i;
+    for (int d = (int)s.rank - 1; d >= 0; d--) {
+        long k = r % s.dims[d];
+        r /= s.dims[d];
+        ia += k * s.s0[d];
+        ib += k * s.s1[d];
+        ic += k * s.s2[d];
+    }
+    AT(float, Y, oy)[i] = AT(const uchar, C, oc)[ic] ? AT(const float, A, oa)[ia] : AT(const float, B, ob)[ib];
+}
+
+/* Sum (op 0) or maximum (op 1) of v over the work group, in every item. */
+static float wg_reduce(local float *red, float v, int op) {
+    int t = get_local_id(0);
+    red[t] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int h = WG / 2; h > 0; h /= 2) {
+        if (t < h)
+            red[t] = op ? fmax(red[t], red[t + h]) : red[t] + red[t + h];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    float out = red[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return out;
+}
+
+/* Softmax over rows of L: one work group of WG items per row. */
+kernel void softmax(global const uchar *X, ulong ox, global uchar *Y, ulong oy, long L) {
+    local float red[WG];
+    long row = get_group_id(0);
+    int t = get_local_id(0);
+    global const float *x = AT(const float, X, ox) + row * L;
+    global float *y = AT(float, Y, oy) + row * L;
+    float m = -INFINITY;
+    for (long j = t; j < L; j += WG)
+        m = fmax(m, x[j]);
+    m = wg_reduce(red, m, 1);
+    float s = 0;
+    for (long j = t; j < L; j += WG)
+        s += exp(x[j] - m);
+    s = wg_reduce(red, s, 0);
+    for (long j = t; j < L; j += WG)
+        y[j] = exp(x[j] - m) / s;
+}
+
+/* Element j of a row to normalize: x (+ skip) (+ bias). */
+static float rms_in(global const float *x, global const float *sk, global const float *b, long bs, int has_skip,
+                    int has_bias, long j) {
+    return x[j] + (has_skip ? sk[j] : 0.0f) + (has_bias ? b[j * bs] : 0.0f);
+}
+
+/* RMS normalization of rows of L: v = x (+ skip row r % srows) (+ bias),
+ * y = v / sqrt(mean(v^2) + eps) * gamma; sum gets v where has_sum. gamma
+ * and bias are L values or one (gs, bs: their strides, 1 or 0). */
+kernel void rmsnorm(global const uchar *X, ulong ox, global const uchar *S, ulong os, long srows,
+                    global const uchar *G, ulong og, long gs, global const uchar *Bi, ulong obi, long bs,
+                    global uchar *Y, ulong oy, global uchar *Sum, ulong osum, int has_skip, int has_bias,
+                    int has_sum, long L, float eps) {
+    local float red[WG];
+    long row = get_group_id(0);
+    int t = get_local_id(0);
+    global const float *x = AT(const float, X, ox) + row * L;
+    global const float *sk = AT(const float, S, os) + (has_skip ? row % srows : 0) * L;
+    global const float *g = AT(const float, G, og), *b = AT(const float, Bi, obi);
+    global float *y = AT(float, Y, oy) + row * L, *sum = AT(float, Sum, osum) + row * L;
+    float ss = 0;
+    for (long j = t; j < L; j += WG) {
+        float v = rms_in(x, sk, b, bs, has_skip, has_bias, j);
+        if (has_sum)
+            sum[j] = v;
+        ss += v * v;
+    }
+    ss = wg_reduce(red, ss, 0);
+    float inv = 1.0f / sqrt(ss / (float)L + eps);
+    for (long j = t; j < L; j += WG)
+        y[j] = rms_in(x, sk, b, bs, has_skip, has_bias, j) * inv * g[j * gs];
+}
+
+/* Y[batch] (M x N) = A[batch] (M x K) @ B[batch] (K x N), tiles of TS x TS
+ * through local memory; batch dims in s (s0, s1: A's and B's batch strides
+ * in elements, 0 where broadcast). */
+kernel void matmul(global const uchar *A, ulong oa, global const uchar *B, ulong ob, global uchar *Y, ulong oy,
+                   long M, long N, long K, sn_shape s) {
+    local float As[TS][TS], Bs[TS][TS];
+    int lr = get_local_id(1), lc = get_local_id(0);
+    long row = get_group_id(1) * TS + lr, col = get_group_id(0) * TS + lc, bt = get_global_id(2);
+    long ia = 0, ib = 0, r = bt;
+    for (int d = (int)s.rank - 1; d >= 0; d--) {
+        long k = r % s.dims[d];
+        r /= s.dims[d];
+        ia += k * s.s0[d];
+        ib += k * s.s1[d];
+    }
+    global const float *a = AT(const float, A, oa) + ia;
+    global const float *b = AT(const float, B, ob) + ib;
+    float acc = 0;
+    for (long k0 = 0; k0 < K; k0 += TS) {
+        As[lr][lc] = row < M && k0 + lc < K ? a[row * K + k0 + lc] : 0.0f;
+        Bs[lr][lc] = k0 + lr < K && col < N ? b[(k0 + lr) * N + col] : 0.0f;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int kk = 0; kk < TS; kk++)
+            acc += As[lr][kk] * Bs[kk][lc];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (row < M && col < N)
+        AT(float, Y, oy)[bt * M * N + row * N + col] = acc;
+}
+
+/* Y[i] = X[the element that lands at i]: s0 holds X's strides permuted to
+ * Y's dims. Elements of esz bytes (1, 2, 4 or 8). */
+kernel void transpose(global const uchar *X, ulong ox, global uchar *Y, ulong oy, sn_shape s, int esz) {
+    long i = get_global_id(0);
+    if (i >= s.n)
+        return;
+    long ix = 0, r = i;
+    for (int d = (int)s.rank - 1; d >= 0; d--) {
+        ix += (r % s.dims[d]) * s.s0[d];
+        r /= s.dims[d];
+    }
+    if (esz == 4)
+        AT(uint, Y, oy)[i] = AT(const uint, X, ox)[ix];
+    else if (esz == 8)
+        AT(ulong, Y, oy)[i] = AT(const ulong, X, ox)[ix];
+    else if (esz == 2)
+        AT(ushort, Y, oy)[i] = AT(const ushort, X, ox)[ix];
+    else
+        Y[oy + i] = X[ox + ix];
+}
+
+/* rows x w bytes: Y[r * yw + j] = X[r * xw + j] (Concat's pieces). */
+kernel void copy2d(global const uchar *X, ulong ox, long xw, global uchar *Y, ulong oy, long yw, long rows, long w) {
+    long j = get_global_id(0), r = get_global_id(1);
+    if (j < w && r < rows)
+        Y[oy + r * yw + j] = X[ox + r * xw + j];
+}
+
+/* Gather along an axis: Y[o, q, in] = X[o, idx[q] (negative from the end), in],
+ * with outer o, nq indices q (int64 or int32: i64), inner bytes `inner`.
+ * An index out of range writes zeros (where the CPU kernel fails). */
+kernel void gather(global const uchar *X, ulong ox, global const uchar *I, ulong oi, int i64, global uchar *Y,
+                   ulong oy, long outer, long axis_n, long nq, long inner) {
+    long j = get_global_id(0), q = get_global_id(1), o = get_global_id(2);
+    if (j >= inner || q >= nq || o >= outer)
+        return;
+    long k = i64 ? AT(const long, I, oi)[q] : (long)AT(const int, I, oi)[q];
+    if (k < 0)
+        k += axis_n;
+    uchar v = k >= 0 && k < axis_n ? X[ox + (o * axis_n + k) * inner + j] : 0;
+    Y[oy + (o * nq + q) * inner + j] = v;
+}

@@ -1,0 +1,446 @@
+/* Every schema with an OpenCL kernel against the CPU's kernel (as ggml's
+ * test-backend-ops does): over a grid of shapes (odd sizes, broadcast,
+ * empty), random inputs from a seeded RNG, each node run on both; inputs
+ * go up with tensor_set and outputs come back with tensor_get. Products
+ * agree to a normalized error (||a - b|| / ||a||) of 5e-4, data movement
+ * exactly. Also: the program's binary cache (a second start loads it),
+ * device selection by index and name, and the backend's memory calls.
+ * Exit 77 (skip) when there is no OpenCL device. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backends/backend.h"
+#include "backends/opencl/opencl.h"
+#include "onnx/model.h"
+#include "ops/op.h"
+#include "../unit/onnx_test_util.h" /* CHECK, g_fails */
+
+
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+static uint64_t rnd(void) {
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return g_rng;
+}
+static float frand(float lo, float hi) { return lo + (hi - lo) * (float)(rnd() >> 40) / 16777216.0f; }
+
+/* ---- a case: one node, its inputs' shapes and how to fill them ------------------ */
+
+enum { R_SIGNED, R_POSITIVE, R_INDEX, R_BOOL }; /* input fill */
+
+typedef struct tin {
+    sn_dtype dtype;
+    int rank; /* -1: absent */
+    int64_t dims[6];
+    int fill;
+    int64_t range; /* R_INDEX: indices in [-range, range) */
+} tin;
+
+#define T(r, ...) {SN_F32, r, {__VA_ARGS__}, R_SIGNED, 0}
+#define TP(r, ...) {SN_F32, r, {__VA_ARGS__}, R_POSITIVE, 0}
+
+typedef struct tcase {
+    const char *domain, *op;
+    int opset, n_in, n_out;
+    tin in[4];
+    bool exact;     /* data movement: bit for bit */
+    const char *attr; /* NULL, or "name=int" / "name=f:float" / "name=i,j,k" (ints) */
+    uint8_t out_absent; /* bit i: output i absent */
+} tcase;
+
+static int n_attr;
+static sn_attr attrs[2];
+static int64_t attr_ints[8];
+
+static void parse_attr(const char *a) {
+    n_attr = 0;
+    if (!a)
+        return;
+    static char name[32];
+    const char *eq = strchr(a, '=');
+    snprintf(name, sizeof name, "%.*s", (int)(eq - a), a);
+    sn_attr *t = &attrs[n_attr++];
+    memset(t, 0, sizeof *t);
+    t->name = name;
+    if (!strncmp(eq + 1, "f:", 2)) {
+        t->type = SN_ATTR_FLOAT;
+        t->f = strtof(eq + 3, NULL);
+    } else if (strchr(eq + 1, ',') || !strncmp(eq + 1, "[", 1)) {
+        t->type = SN_ATTR_INTS;
+        const char *s = eq + 1 + (eq[1] == '[');
+        for (t->n = 0; *s && *s != ']' && t->n < 8; t->n++) {
+            char *end;
+            attr_ints[t->n] = strtoll(s, &end, 10);
+            s = *end == ',' ? end + 1 : end;
+        }
+        t->ints = attr_ints;
+    } else {
+        t->type = SN_ATTR_INT;
+        t->i = strtoll(eq + 1, NULL, 10);
+    }
+}
+
+/* Runs node n with kernel k on backend b: inputs from host tensors hin,
+ * outputs (shapes from infer) read back into hout's data. */
+static int run_on(const sn_backend *b, const sn_kernel *k, const sn_node *n, int n_in, sn_tensor *hin,
+                  int n_out, sn_tensor *hout, sn_err *err) {
+    sn_tensor din[4], dout[4];
+    const sn_tensor *pin[4];
+    sn_tensor *pout[4];
+    void *bufs[8] = {0};
+    int nb = 0, rc = SNUG_OK;
+    void *ws = NULL, *state = NULL;
+    for (int i = 0; i < n_in; i++) {
+        pin[i] = hin[i].rank >= 0 ? &din[i] : NULL;
+        if (!pin[i])
+            continue;
+        din[i] = hin[i];
+        size_t nbytes = sn_tensor_nbytes(&hin[i]);
+        if (!(din[i].data = bufs[nb++] = b->ops->buffer_alloc(b->ctx, nbytes, err))) {
+            rc = SNUG_ERR_OOM;
+            goto done;
+        }
+        if ((rc = sn_backend_tensor_set(b, din[i].data, 0, hin[i].data, nbytes, err)))
+            goto done;
+    }
+    for (int i = 0; i < n_out; i++) {
+        pout[i] = hout[i].rank >= 0 ? &dout[i] : NULL;
+        if (!pout[i])
+            continue;
+        dout[i] = hout[i];
+        if (!(dout[i].data = bufs[nb++] = b->ops->buffer_alloc(b->ctx, sn_tensor_nbytes(&hout[i]), err))) {
+            rc = SNUG_ERR_OOM;
+            goto done;
+        }
+    }
+    sn_prep_ctx pc = {.node = n, .n_in = n_in, .n_out = n_out, .in = pin, .out = (const sn_tensor *const *)pout,
+                      .err = err, .n_threads = 1};
+    if (k->prepare && (rc = k->prepare(&pc)))
+        goto done;
+    state = pc.state;
+    ws = pc.workspace ? aligned_alloc(64, (pc.workspace + 63) / 64 * 64) : NULL;
+    sn_kctx kc = {.node = n, .n_in = n_in, .n_out = n_out, .in = pin, .out = pout, .state = state, .ws = ws,
+                  .err = err};
+    if ((rc = k->run(&kc)) || (b->ops->synchronize && (rc = b->ops->synchronize(b->ctx, err))))
+        goto done;
+    for (int i = 0; i < n_out; i++)
+        if (pout[i] && (rc = sn_backend_tensor_get(b, dout[i].data, 0, hout[i].data, sn_tensor_nbytes(&hout[i]), err)))
+            goto done;
+done:
+    if (k->free_state)
+        k->free_state(state);
+    free(ws);
+    for (int i = 0; i < nb; i++)
+        b->ops->buffer_free(b->ctx, bufs[i]);
+    return rc;
+}
+
+static int n_cases, n_schemas_seen;
+static const char *schemas_seen[64];
+
+static void note_schema(const char *op) {
+    for (int i = 0; i < n_schemas_seen; i++)
+        if (!strcmp(schemas_seen[i], op))
+            return;
+    schemas_seen[n_schemas_seen++] = op;
+}
+
+static void run_case(const sn_backend *cpu, const sn_backend *ocl, const tcase *tc) {
+    char what[160];
+    snprintf(what, sizeof what, "%s %s [", tc->op, tc->attr ? tc->attr : "");
+    for (int i = 0; i < tc->n_in; i++) {
+        const tin *t = &tc->in[i];
+        if (t->rank < 0) {
+            strcat(what, "- ");
+            continue;
+        }
+        strcat(what, "(");
+        for (int d = 0; d < t->rank; d++)
+            snprintf(what + strlen(what), sizeof what - strlen(what), "%s%lld", d ? "," : "", (long long)t->dims[d]);
+        strcat(what, ") ");
+    }
+    strcat(what, "]");
+    const sn_op_def *op = sn_op_find(tc->domain, tc->op, tc->opset);
+    if (!op) {
+        fprintf(stderr, "FAIL %s: no schema\n", what);
+        g_fails++;
+        return;
+    }
+    parse_attr(tc->attr);
+    int ids_in[4], ids_out[4];
+    const char *names_in[4] = {"a", "b", "c", "d"}, *names_out[4] = {"y", "o1", "o2", "o3"};
+    for (int i = 0; i < tc->n_in; i++)
+        ids_in[i] = tc->in[i].rank >= 0 ? i : -1;
+    for (int i = 0; i < tc->n_out; i++)
+        ids_out[i] = tc->out_absent >> i & 1 ? -1 : 10 + i;
+    sn_pnode pn = {.name = "t", .op_type = tc->op, .domain = tc->domain, .n_in = tc->n_in, .n_out = tc->n_out,
+                   .inputs = names_in, .outputs = names_out, .n_attr = n_attr, .attrs = attrs};
+    sn_node n = {.p = &pn, .op = op, .opset = tc->opset, .n_in = tc->n_in, .n_out = tc->n_out, .in = ids_in,
+                 .out = ids_out};
+    sn_tensor hin[4], ocpu[4], oocl[4];
+    const sn_tensor *pin[4];
+    sn_tensor *pout[4];
+    memset(hin, 0, sizeof hin);
+    memset(ocpu, 0, sizeof ocpu);
+    for (int i = 0; i < tc->n_in; i++) {
+        const tin *t = &tc->in[i];
+        hin[i].kind = SN_KIND_TENSOR;
+        hin[i].rank = t->rank;
+        pin[i] = t->rank >= 0 ? &hin[i] : NULL;
+        if (t->rank < 0)
+            continue;
+        hin[i].dtype = t->fill == R_INDEX ? t->dtype : t->fill == R_BOOL ? SN_BOOL : SN_F32;
+        memcpy(hin[i].dims, t->dims, sizeof t->dims);
+        int64_t ne = sn_tensor_numel(&hin[i]);
+        hin[i].data = malloc(sn_tensor_nbytes(&hin[i]) + 8);
+        for (int64_t e = 0; e < ne; e++) {
+            if (t->fill == R_SIGNED)
+                ((float *)hin[i].data)[e] = frand(-2, 2);
+            else if (t->fill == R_POSITIVE)
+                ((float *)hin[i].data)[e] = frand(0.25f, 4);
+            else if (t->fill == R_BOOL)
+                ((uint8_t *)hin[i].data)[e] = rnd() >> 63;
+            else {
+                int64_t v = (int64_t)(rnd() >> 33) % (2 * t->range) - t->range;
+                if (t->dtype == SN_I64)
+                    ((int64_t *)hin[i].data)[e] = v;
+                else
+                    ((int32_t *)hin[i].data)[e] = (int32_t)v;
+            }
+        }
+    }
+    for (int i = 0; i < tc->n_out; i++) {
+        ocpu[i].kind = SN_KIND_TENSOR;
+        pout[i] = ids_out[i] >= 0 ? &ocpu[i] : NULL;
+        ocpu[i].rank = ids_out[i] >= 0 ? 0 : -1;
+    }
+    sn_err err = {0};
+    sn_infer_ctx ic = {.node = &n, .n_in = tc->n_in, .n_out = tc->n_out, .in = pin, .out = pout, .err = &err};
+    if (op->infer(&ic)) {
+        fprintf(stderr, "FAIL %s: infer: %s\n", what, err.msg);
+        g_fails++;
+        goto done;
+    }
+    for (int i = 0; i < tc->n_out; i++) {
+        if (ids_out[i] < 0) {
+            ocpu[i].rank = -1;
+            continue;
+        }
+        ocpu[i].data = calloc(1, sn_tensor_nbytes(&ocpu[i]) + 8);
+        oocl[i] = ocpu[i];
+        oocl[i].data = calloc(1, sn_tensor_nbytes(&ocpu[i]) + 8);
+    }
+    for (int i = 0; i < tc->n_out; i++)
+        oocl[i].rank = ocpu[i].rank;
+    const sn_kernel *kc = sn_backend_kernel(cpu, &n), *ko = sn_backend_kernel(ocl, &n);
+    if (!ko) {
+        fprintf(stderr, "FAIL %s: the OpenCL backend has no kernel\n", what);
+        g_fails++;
+        goto done;
+    }
+    if (run_on(cpu, kc, &n, tc->n_in, hin, tc->n_out, ocpu, &err)) {
+        fprintf(stderr, "FAIL %s: cpu: %s\n", what, err.msg);
+        g_fails++;
+        goto done;
+    }
+    if (run_on(ocl, ko, &n, tc->n_in, hin, tc->n_out, oocl, &err)) {
+        fprintf(stderr, "FAIL %s: opencl: %s\n", what, err.msg);
+        g_fails++;
+        goto done;
+    }
+    for (int i = 0; i < tc->n_out; i++) {
+        if (ocpu[i].rank < 0)
+            continue;
+        size_t nb = sn_tensor_nbytes(&ocpu[i]);
+        if (tc->exact || ocpu[i].dtype != SN_F32) {
+            if (memcmp(ocpu[i].data, oocl[i].data, nb)) {
+                fprintf(stderr, "FAIL %s: output %d differs (exact)\n", what, i);
+                g_fails++;
+            }
+            continue;
+        }
+        double se = 0, sa = 0;
+        int64_t ne = sn_tensor_numel(&ocpu[i]);
+        const float *a = ocpu[i].data, *b = oocl[i].data;
+        for (int64_t e = 0; e < ne; e++)
+            se += ((double)a[e] - b[e]) * ((double)a[e] - b[e]), sa += (double)a[e] * a[e];
+        double nerr = sa > 0 ? sqrt(se / sa) : sqrt(se);
+        if (!(nerr <= 5e-4)) {
+            fprintf(stderr, "FAIL %s: output %d normalized error %.3g > 5e-4\n", what, i, nerr);
+            g_fails++;
+        }
+    }
+    n_cases++;
+    note_schema(tc->op);
+done:
+    for (int i = 0; i < tc->n_in; i++)
+        free(hin[i].data);
+    for (int i = 0; i < tc->n_out; i++)
+        if (ocpu[i].rank >= 0 && ocpu[i].data)
+            free(ocpu[i].data), free(oocl[i].data);
+}
+
+/* ---- the grid ----------------------------------------------------------------- */
+
+static const char *const k_binary[] = {"Add", "Sub", "Mul", "Div"};
+static const char *const k_unary[] = {"Neg", "Sqrt", "Reciprocal", "Exp", "Sigmoid", "Tanh", "Erf"};
+
+static const tin k_bin_shapes[][2] = {
+    {T(1, 7), TP(1, 7)},          {T(2, 3, 5), TP(1, 5)},          {T(3, 2, 1, 4), TP(2, 3, 1)},
+    {T(1, 1), TP(2, 2, 3)},       {T(2, 0, 3), TP(1, 3)},          {T(2, 33, 17), TP(2, 33, 17)},
+    {T(4, 2, 3, 4, 5), TP(4, 1, 3, 1, 5)}, {T(0), TP(0)},           {T(3, 1, 65, 1), TP(2, 1, 7)},
+};
+static const tin k_un_shapes[] = {TP(1, 1), TP(1, 17), TP(2, 3, 65), TP(1, 0), TP(4, 2, 3, 4, 5), TP(0)};
+
+static const tcase k_cases[] = {
+    {"", "Softmax", 13, 1, 1, {T(2, 1, 1)}, false, NULL, 0},
+    {"", "Softmax", 13, 1, 1, {T(2, 3, 7)}, false, NULL, 0},
+    {"", "Softmax", 13, 1, 1, {T(3, 2, 5, 129)}, false, NULL, 0},
+    {"", "Softmax", 13, 1, 1, {T(2, 4, 64)}, false, "axis=-1", 0},
+    {"", "Softmax", 11, 1, 1, {T(2, 5, 1000)}, false, "axis=-1", 0},
+    {"", "Softmax", 13, 1, 1, {T(2, 0, 5)}, false, NULL, 0},
+    {"", "MatMul", 13, 2, 1, {T(2, 1, 1), T(2, 1, 1)}, false, NULL, 0},
+    {"", "MatMul", 13, 2, 1, {T(2, 3, 5), T(2, 5, 7)}, false, NULL, 0},
+    {"", "MatMul", 13, 2, 1, {T(2, 17, 33), T(2, 33, 19)}, false, NULL, 0},
+    {"", "MatMul", 13, 2, 1, {T(2, 64, 64), T(2, 64, 64)}, false, NULL, 0},
+    {"", "MatMul", 13, 2, 1, {T(3, 2, 3, 4), T(2, 4, 5)}, false, NULL, 0},
+    {"", "MatMul", 13, 2, 1, {T(4, 2, 1, 3, 4), T(3, 3, 4, 6)}, false, NULL, 0},
+    {"", "MatMul", 13, 2, 1, {T(1, 5), T(2, 5, 3)}, false, NULL, 0},
+    {"", "MatMul", 13, 2, 1, {T(2, 3, 5), T(1, 5)}, false, NULL, 0},
+    {"", "MatMul", 13, 2, 1, {T(2, 1, 300), T(2, 300, 41)}, false, NULL, 0},
+    {"", "MatMul", 13, 2, 1, {T(2, 0, 4), T(2, 4, 3)}, false, NULL, 0},
+    {"", "MatMul", 13, 2, 1, {T(2, 3, 0), T(2, 0, 4)}, false, NULL, 0},
+    {"", "SimplifiedLayerNormalization", 17, 2, 1, {T(2, 1, 8), T(1, 8)}, false, NULL, 0},
+    {"", "SimplifiedLayerNormalization", 17, 2, 1, {T(2, 3, 17), T(1, 17)}, false, "epsilon=f:1e-6", 0},
+    {"", "SimplifiedLayerNormalization", 17, 2, 1, {T(3, 2, 3, 200), T(1, 200)}, false, NULL, 0},
+    {"", "SimplifiedLayerNormalization", 17, 2, 1, {T(2, 0, 8), T(1, 8)}, false, NULL, 0},
+    {"com.microsoft", "SkipSimplifiedLayerNormalization", 1, 3, 1, {T(3, 2, 3, 16), T(3, 2, 3, 16), T(1, 16)},
+     false, NULL, 0},
+    {"com.microsoft", "SkipSimplifiedLayerNormalization", 1, 4, 4,
+     {T(3, 2, 3, 33), T(2, 3, 33), T(1, 33), T(1, 33)}, false, "epsilon=f:1e-5", 6},
+    {"com.microsoft", "SkipSimplifiedLayerNormalization", 1, 3, 4, {T(2, 1, 129), T(2, 1, 129), T(1, 129)}, false,
+     NULL, 6},
+    {"", "Transpose", 13, 1, 1, {T(2, 2, 3)}, true, NULL, 0},
+    {"", "Transpose", 13, 1, 1, {T(3, 2, 3, 4)}, true, "perm=1,0,2", 0},
+    {"", "Transpose", 13, 1, 1, {T(3, 5, 3, 7)}, true, "perm=2,0,1", 0},
+    {"", "Transpose", 13, 1, 1, {T(4, 1, 5, 1, 3)}, true, "perm=3,2,1,0", 0},
+    {"", "Transpose", 13, 1, 1, {T(4, 2, 17, 4, 9)}, true, "perm=0,2,1,3", 0},
+    {"", "Transpose", 13, 1, 1, {T(2, 0, 3)}, true, NULL, 0},
+    {"", "Concat", 13, 2, 1, {T(2, 3, 4), T(2, 5, 4)}, true, "axis=0", 0},
+    {"", "Concat", 13, 3, 1, {T(3, 2, 3, 4), T(3, 2, 1, 4), T(3, 2, 7, 4)}, true, "axis=1", 0},
+    {"", "Concat", 13, 3, 1, {T(2, 3, 5), T(2, 3, 0), T(2, 3, 2)}, true, "axis=-1", 0},
+    {"", "Concat", 13, 2, 1, {T(1, 0), T(1, 0)}, true, "axis=0", 0},
+    {"", "Gather", 13, 2, 1, {T(2, 10, 4), {SN_I64, 1, {3}, R_INDEX, 10}}, true, "axis=0", 0},
+    {"", "Gather", 13, 2, 1, {T(2, 10, 4), {SN_I64, 2, {2, 5}, R_INDEX, 10}}, true, NULL, 0},
+    {"", "Gather", 13, 2, 1, {T(3, 3, 7, 5), {SN_I32, 1, {4}, R_INDEX, 7}}, true, "axis=1", 0},
+    {"", "Gather", 13, 2, 1, {T(2, 6, 9), {SN_I64, 0, {0}, R_INDEX, 9}}, true, "axis=-1", 0},
+    {"", "Gather", 13, 2, 1, {T(2, 6, 9), {SN_I64, 1, {0}, R_INDEX, 6}}, true, NULL, 0},
+    {"", "Where", 16, 3, 1, {{SN_BOOL, 2, {3, 4}, R_BOOL, 0}, T(1, 4), T(2, 3, 1)}, true, NULL, 0},
+    {"", "Where", 16, 3, 1, {{SN_BOOL, 1, {5}, R_BOOL, 0}, T(3, 2, 3, 5), T(0)}, true, NULL, 0},
+    {"", "Where", 16, 3, 1, {{SN_BOOL, 2, {0, 2}, R_BOOL, 0}, T(1, 2), T(1, 2)}, true, NULL, 0},
+};
+
+static void run_grid(const sn_backend *cpu, const sn_backend *ocl) {
+    for (size_t o = 0; o < sizeof k_binary / sizeof k_binary[0]; o++)
+        for (size_t s = 0; s < sizeof k_bin_shapes / sizeof k_bin_shapes[0]; s++) {
+            tcase tc = {"", k_binary[o], 14, 2, 1, {k_bin_shapes[s][0], k_bin_shapes[s][1]}, false, NULL, 0};
+            run_case(cpu, ocl, &tc);
+        }
+    for (size_t o = 0; o < sizeof k_unary / sizeof k_unary[0]; o++)
+        for (size_t s = 0; s < sizeof k_un_shapes / sizeof k_un_shapes[0]; s++) {
+            tcase tc = {"", k_unary[o], 13, 1, 1, {k_un_shapes[s]}, !strcmp(k_unary[o], "Neg"), NULL, 0};
+            if (strcmp(k_unary[o], "Sqrt") && strcmp(k_unary[o], "Reciprocal"))
+                tc.in[0].fill = R_SIGNED;
+            run_case(cpu, ocl, &tc);
+        }
+    for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++)
+        run_case(cpu, ocl, &k_cases[i]);
+}
+
+/* ---- the backend itself --------------------------------------------------------- */
+
+static void check_backend(const sn_backend *ocl) {
+    sn_err err = {0};
+    sn_buffer_type bt;
+    sn_backend_buffer_type(ocl, &bt);
+    CHECK(!strcmp(bt.name, "opencl") && bt.alignment >= 64 && bt.max_size > 0 && !bt.host_visible);
+    sn_mem_info m0, m1;
+    CHECK(sn_backend_mem_info(ocl, &m0, &err) == SNUG_OK && m0.total > 0 && m0.free <= m0.total);
+    uint8_t *buf = ocl->ops->buffer_alloc(ocl->ctx, 1 << 20, &err);
+    CHECK(buf && (uintptr_t)buf % bt.alignment == 0);
+    if (!buf)
+        return;
+    CHECK(sn_backend_mem_info(ocl, &m1, &err) == SNUG_OK && m1.free <= m0.free);
+    float src[256], back[256];
+    for (int i = 0; i < 256; i++)
+        src[i] = (float)i - 100.5f;
+    CHECK(sn_backend_tensor_set(ocl, buf, 4096, src, sizeof src, &err) == SNUG_OK);
+    CHECK(sn_backend_tensor_get(ocl, buf, 4096, back, sizeof back, &err) == SNUG_OK && !memcmp(src, back, sizeof src));
+    sn_event *ev;
+    memset(back, 0, sizeof back);
+    CHECK(sn_backend_copy_async(ocl, buf + 8192, src, sizeof src, true, &ev, &err) == SNUG_OK && ev);
+    CHECK(sn_backend_event_wait(ocl, ev, &err) == SNUG_OK);
+    CHECK(sn_backend_copy_async(ocl, back, buf + 8192, sizeof back, false, &ev, &err) == SNUG_OK);
+    CHECK(sn_backend_event_wait(ocl, ev, &err) == SNUG_OK && !memcmp(src, back, sizeof src));
+    /* outside any buffer, or running over its end: an error, not a crash */
+    CHECK(sn_backend_tensor_set(ocl, buf, (1 << 20) - 8, src, 64, &err) == SNUG_ERR_INVALID_ARG && strstr(err.msg, "opencl:"));
+    CHECK(sn_backend_tensor_get(ocl, src, 0, back, 4, &err) == SNUG_ERR_INVALID_ARG);
+    CHECK(ocl->ops->buffer_alloc(ocl->ctx, bt.max_size + 1, &err) == NULL && strstr(err.msg, "largest"));
+    ocl->ops->buffer_free(ocl->ctx, buf);
+}
+
+int main(void) {
+    sn_err err = {0};
+    /* the binary cache: the first start compiles and stores, the second loads */
+    char dir[] = "/tmp/snug-ocl-cache-XXXXXX";
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    setenv("SNUG_CACHE", dir, 1);
+    sn_backend ocl, cpu, again;
+    int rc = sn_backend_new("opencl", &ocl, &err);
+    if (rc == SNUG_ERR_UNSUPPORTED && strstr(err.msg, "no OpenCL platform")) {
+        printf("test_backend_ops: skipped: %s\n", err.msg);
+        rmdir(dir);
+        return 77;
+    }
+    if (rc) {
+        fprintf(stderr, "test_backend_ops: %s\n", err.msg);
+        return 1;
+    }
+    CHECK(!sn_cl_from_cache(ocl.ctx));
+    CHECK(sn_backend_new("opencl:0", &again, &err) == SNUG_OK && sn_cl_from_cache(again.ctx));
+    sn_backend_free(&again);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+    unsetenv("SNUG_CACHE");
+    /* device selection: a name's part, and devices that are not there */
+    CHECK(sn_backend_new("opencl:99", &again, &err) == SNUG_ERR_INVALID_ARG && strstr(err.msg, "no device '99'") &&
+          strstr(err.msg, "0 '"));
+    CHECK(sn_backend_new("opencl:no-such-gpu", &again, &err) == SNUG_ERR_INVALID_ARG);
+    const char *dname = strchr(((const sn_cl_ctx *)ocl.ctx)->name, '(') + 1; /* "opencl:0 (NAME)" */
+    char part[8];
+    snprintf(part, sizeof part, "%.5s", dname);
+    CHECK(sn_backend_new(strcat(strcpy(cmd, "opencl:"), part), &again, &err) == SNUG_OK &&
+          strstr(((const sn_cl_ctx *)again.ctx)->name, part));
+    sn_backend_free(&again);
+    CHECK(sn_backend_new("cpu:1", &again, &err) == SNUG_ERR_INVALID_ARG);
+    CHECK(sn_backend_new("cpu", &cpu, &err) == SNUG_OK);
+    check_backend(&ocl);
+    run_grid(&cpu, &ocl);
+    printf("test_backend_ops: %d schemas, %d shape cases, OpenCL against the CPU\n", n_schemas_seen, n_cases);
+    sn_backend_free(&ocl);
+    sn_backend_free(&cpu);
+    if (g_fails) {
+        fprintf(stderr, "test_backend_ops: %d failure(s)\n", g_fails);
+        return 1;
+    }
+    printf("test_backend_ops: ok\n");
+    return 0;
+}
