@@ -337,6 +337,7 @@ typedef enum snug_storage {
     SNUG_STORE_VIEW,    /* the bytes of another value */
     SNUG_STORE_DYNAMIC, /* shape known only at run time: allocated by the run */
     SNUG_STORE_STATE,   /* computed into a persistent state buffer (a KV cache) */
+    SNUG_STORE_STREAMED, /* a weight brought to its device layer by layer (weight streaming; not made yet) */
 } snug_storage;
 const char *snug_storage_name(int storage); /* "const", "folded", "input", "arena", ... */
 

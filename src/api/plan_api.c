@@ -8,7 +8,8 @@
 #include "exec/session.h"
 
 /* The public enums mirror the internal ones value for value. */
-_Static_assert(SNUG_STORE_STATE == (int)SN_STORE_STATE && SNUG_STORE_ARENA == (int)SN_STORE_ARENA,
+_Static_assert(SNUG_STORE_STATE == (int)SN_STORE_STATE && SNUG_STORE_ARENA == (int)SN_STORE_ARENA &&
+                   SNUG_STORE_STREAMED == (int)SN_STORE_STREAMED,
                "snug_storage and sn_storage differ");
 _Static_assert(SNUG_MODE_FOLDED == (int)SN_MODE_FOLDED && SNUG_MODE_DYNAMIC == (int)SN_MODE_DYNAMIC,
                "SNUG_MODE_* and sn_node_mode differ");

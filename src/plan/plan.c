@@ -9,6 +9,7 @@ const char *sn_storage_name(sn_storage s) {
         [SN_STORE_NONE] = "none",   [SN_STORE_CONST] = "const", [SN_STORE_FOLDED] = "folded",
         [SN_STORE_INPUT] = "input", [SN_STORE_ARENA] = "arena", [SN_STORE_VIEW] = "view",
         [SN_STORE_DYNAMIC] = "dynamic", [SN_STORE_STATE] = "state",
+        [SN_STORE_STREAMED] = "streamed",
     };
     return s >= 0 && s < SN_STORE_COUNT ? names[s] : "?";
 }

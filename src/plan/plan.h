@@ -38,6 +38,8 @@ typedef enum sn_storage {
     SN_STORE_VIEW,    /* alias of another value's bytes */
     SN_STORE_DYNAMIC, /* shape known only at run time: allocated by the run */
     SN_STORE_STATE,   /* computed into a persistent state buffer (a KV cache) */
+    SN_STORE_STREAMED, /* a weight kept on the host or on disk and brought to its device layer by
+                        * layer by the prefetcher (weight streaming; no stage makes it yet) */
     SN_STORE_COUNT
 } sn_storage;
 
