@@ -95,9 +95,10 @@ static int bind_buffers(sn_exec *ex, sn_err *err) {
     for (int b = 0; b < ex->pl.n_buffers; b++) {
         const sn_plan_buffer *pb = &ex->pl.buffers[b];
         const sn_backend *be = &ex->backends[pb->device];
-        if (pb->size <= ex->buf_cap[b])
+        if (ex->buf[b] && ex->buf_dev[b] == pb->device && pb->size <= ex->buf_cap[b])
             continue;
-        uint8_t *a = be->ops->buffer_alloc(be->ctx, pb->size, err);
+        /* an empty arena is a buffer too: every planned value points into one */
+        uint8_t *a = be->ops->buffer_alloc(be->ctx, pb->size ? pb->size : 64, err);
         if (!a)
             return sn_errf(err, SNUG_ERR_OOM, "cannot allocate the %zu-byte activation arena on %s", pb->size,
                            be->ops->name);

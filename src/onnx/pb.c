@@ -205,6 +205,8 @@ int sn_pb_get_fixed(const sn_pb *r, const sn_pb_field *f, int width, void *out,
     SN_TRY(sn_pb_count_fixed(r, f, width, &c));
     if (c > cap - *n)
         return sn_pb_fail(r, f->off, "more values than counted (field %u)", f->num);
+    if (!c) /* out may be NULL with nothing to hold */
+        return SNUG_OK;
     uint8_t *dst = (uint8_t *)out + *n * (size_t)width;
     if (f->wire == SN_PB_LEN) {
         memcpy(dst, f->data, f->len);

@@ -34,7 +34,7 @@ seed() {
     return 0
 }
 shopt -s nullglob globstar
-onnx=(../shared/fixtures/fuzz-findings/*.onnx ../shared/**/*.onnx "$models"/**/*.onnx tests/conformance/**/*.onnx)
+onnx=($here/seeds/model/*.onnx ../shared/fixtures/fuzz-findings/*.onnx ../shared/**/*.onnx "$models"/**/*.onnx tests/conformance/**/*.onnx)
 for t in load plan run; do seed $t "${onnx[@]}"; done
 seed config $here/seeds/config/*
 seed stats $here/seeds/stats/* ../shared/**/*stats*.txt "$models"/**/*stats*.txt
