@@ -36,4 +36,4 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 echo "== fuzz (clang, libFuzzer + ASan + UBSan)"
 cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSNUG_FUZZ=ON >/dev/null
 cmake --build build-fuzz -j"$jobs" --target fuzz
-bash tests/fuzz/run.sh --build build-fuzz --seconds "${SNUG_FUZZ_SECONDS:-30}"
+bash tests/fuzz/run.sh --build build-fuzz --seconds "${SNUG_FUZZ_SECONDS:-30}" --seed 1

@@ -270,7 +270,15 @@ static tp_val *dict_get_str(const tp_dict *d, const char *key) {
 
 /* ---- buffers --------------------------------------------------------------- */
 
+/* No string a template builds may outgrow this: a chat prompt is a few
+ * pages, and loops nested over hostile data would otherwise double it
+ * until memory runs out. */
+#define TP_MAX_STRING ((size_t)16 << 20)
+
 static int put(tp_ctx *C, tp_buf *b, const char *s, size_t n) {
+    if (n > TP_MAX_STRING || b->n > TP_MAX_STRING - n)
+        return sn_errf(C->err, SNUG_ERR_RANGE, "%s: the rendered text would exceed %zu bytes", C->t->name,
+                       TP_MAX_STRING);
     if (b->cap - b->n < n + 1) {
         size_t cap = b->cap ? b->cap : 256;
         while (cap - b->n < n + 1)

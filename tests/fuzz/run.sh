@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Runs every libFuzzer target of a -DSNUG_FUZZ=ON build for a bounded time
 # and reports executions, executions per second and coverage per target.
-#   tests/fuzz/run.sh [--build DIR] [--seconds N | --minutes N] [--jobs N]
+#   tests/fuzz/run.sh [--build DIR] [--seconds N | --minutes N] [--seed N]
+# --seed N (CI: 1) makes the mutations one fixed sequence from fresh seeds,
+# so a shorter run tries a prefix of what a longer one tried (0, the
+# default: libFuzzer picks a seed, a new campaign each time).
 # Seeds are generated into DIR/fuzz-corpus from the fixtures (../shared,
 # ~/.cache/snug/models) and the findings, then grown by the campaign; a
 # crash (reproducer under DIR/fuzz-crashes) fails the run: exit status 1.
@@ -9,12 +12,14 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 build=build-fuzz
 secs=60
+seed=0
 while [ $# -gt 0 ]; do
     case $1 in
     --build) build=$2; shift 2 ;;
     --seconds) secs=$2; shift 2 ;;
     --minutes) secs=$(($2 * 60)); shift 2 ;;
-    *) echo "usage: $0 [--build DIR] [--seconds N | --minutes N]" >&2; exit 2 ;;
+    --seed) seed=$2; shift 2 ;;
+    *) echo "usage: $0 [--build DIR] [--seconds N | --minutes N] [--seed N]" >&2; exit 2 ;;
     esac
 done
 here=tests/fuzz
@@ -51,7 +56,7 @@ for t in load plan run config stats tokenizer template; do
     log=$build/fuzz-$t.log
     # rss_limit: a mutant that gets past the budget is a finding too
     ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-        "$bin" "${dict[@]}" -max_total_time="$secs" -timeout=20 -rss_limit_mb=3072 -max_len=65536 \
+        "$bin" "${dict[@]}" -max_total_time="$secs" -seed="$seed" -timeout=20 -rss_limit_mb=3072 -max_len=65536 \
         -artifact_prefix="$crashes/$t-" -print_final_stats=1 "$corpus/$t" >"$log" 2>&1
     rc=$?
     execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$')
