@@ -267,6 +267,16 @@ static int build_graph(const sn_model *m, const sn_pgraph *pg, sn_graph *parent,
             }
             n->in[j] = id;
         }
+        /* The inputs the op's schema requires, before any of its code runs. */
+        uint32_t req = n->op->required ? n->op->required & ~SN_IN_NONE : 1u;
+        for (int j = 0; req >> j; j++) {
+            if (!(req >> j & 1u) || (j < n->n_in && n->in[j] >= 0))
+                continue;
+            rc = sn_errf(err, SNUG_ERR_GRAPH, "%s node %s: input %d is required, %s", p->op_type,
+                         node_label(p, i, lb, sizeof lb), j,
+                         j < n->n_in ? "its name is empty" : n->n_in ? "the node lists fewer inputs" : "the node has no inputs");
+            goto fail;
+        }
     }
     /* Graph outputs. */
     for (int i = 0; i < pg->n_output; i++) {

@@ -146,6 +146,15 @@ enum {
     SN_OP_KV_SHARE = 1u << 6,
 };
 
+/* sn_op_def.required: one bit per input position that must be present (a
+ * name other than ""), checked by the graph before infer is called, so no
+ * op reads an input the schema requires without it being there. 0 (the
+ * default) means input 0 alone, as for most ops; SN_IN_NONE: no input is
+ * required (Constant, Loop, Optional, the random generators). Where the
+ * requirement changed across the opsets one row serves, it is the least
+ * of them. */
+#define SN_IN_NONE (1u << 31)
+
 /* Groups: consecutive static nodes of one op that read the same input 0
  * and whose other inputs are constant (a decode step's q, k and v
  * projections; gate and up) may be run by one call, so that their work
@@ -175,6 +184,7 @@ typedef struct sn_op_def {
     const char *domain;  /* "" = ai.onnx, "com.microsoft", ... */
     const char *name;    /* op_type */
     int since_version;   /* serves opsets >= this (up to the next def of the same op) */
+    uint32_t required;   /* inputs that must be present (see SN_IN_NONE) */
     sn_infer_fn infer;
     unsigned flags;
     sn_estimate_fn estimate; /* Level-1 workspace estimate; NULL: no scratch */

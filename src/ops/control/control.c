@@ -540,9 +540,9 @@ done:
 const sn_op_def sn_ops_control[] = {
     {.domain = "", .name = "If", .since_version = 1, .infer = if_infer, .flags = SN_OP_ALLOCS_OUTPUTS,
      .cpu = {.run = if_run}},
-    {.domain = "", .name = "Loop", .since_version = 1, .infer = loop_infer, .flags = SN_OP_ALLOCS_OUTPUTS,
+    {.domain = "", .name = "Loop", .since_version = 1, .required = SN_IN_NONE, .infer = loop_infer, .flags = SN_OP_ALLOCS_OUTPUTS,
      .cpu = {.run = loop_run}},
-    {.domain = "", .name = "Scan", .since_version = 8, .infer = scan_infer, .flags = SN_OP_ALLOCS_OUTPUTS,
+    {.domain = "", .name = "Scan", .since_version = 8, .required = SN_IN_NONE, .infer = scan_infer, .flags = SN_OP_ALLOCS_OUTPUTS,
      .cpu = {.run = scan_run}},
     {0},
 };

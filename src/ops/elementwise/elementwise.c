@@ -743,9 +743,14 @@ static int run_Where(sn_kctx *c) {
 
 /* ---- the table ---------------------------------------------------------- */
 
-#define EW_BIN(op, since) \
-    {.domain = "", .name = #op, .since_version = since, .infer = infer_##op, .cpu = {.run = run_##op}}
-#define EW_BIN_IP(op, since)                                                                  \
+/* Binary ops need both inputs; variadic ones (Sum, ...) input 0 alone. */
+#define EW_BIN(op, since)                                                                      \
+    {.domain = "", .name = #op, .since_version = since, .required = 0x3, .infer = infer_##op, \
+     .cpu = {.run = run_##op}}
+#define EW_BIN_IP(op, since)                                                                   \
+    {.domain = "", .name = #op, .since_version = since, .required = 0x3, .infer = infer_##op, \
+     .flags = SN_OP_INPLACE0, .cpu = {.run = run_##op}}
+#define EW_VAR(op, since)                                                                      \
     {.domain = "", .name = #op, .since_version = since, .infer = infer_##op, .flags = SN_OP_INPLACE0, \
      .cpu = {.run = run_##op}}
 #define EW_UN(op, since)                                                                            \
@@ -759,8 +764,9 @@ const sn_op_def sn_ops_elementwise[] = {
     EW_BIN(LessOrEqual, 12), EW_BIN_IP(And, 1), EW_BIN_IP(Or, 1), EW_BIN_IP(Xor, 1),
     EW_BIN_IP(BitwiseAnd, 18), EW_BIN_IP(BitwiseOr, 18), EW_BIN_IP(BitwiseXor, 18),
     EW_BIN_IP(BitShift, 11),
-    EW_BIN_IP(Sum, 1), EW_BIN_IP(Mean, 1), EW_BIN_IP(Max, 1), EW_BIN_IP(Min, 1),
-    EW_BIN(Where, 9),
+    EW_VAR(Sum, 1), EW_VAR(Mean, 1), EW_VAR(Max, 1), EW_VAR(Min, 1),
+    {.domain = "", .name = "Where", .since_version = 9, .required = 0x7, .infer = infer_Where,
+     .cpu = {.run = run_Where}},
 
     EW_UN(Abs, 1), EW_UN(Acos, 7), EW_UN(Acosh, 9), EW_UN(Asin, 7), EW_UN(Asinh, 9),
     EW_UN(Atan, 7), EW_UN(Atanh, 9), EW_UN(Ceil, 1), EW_UN(Celu, 12), EW_UN(Cos, 7),
@@ -774,7 +780,7 @@ const sn_op_def sn_ops_elementwise[] = {
 
     {.domain = "", .name = "Cast", .since_version = 1, .infer = ew_infer_cast, .flags = SN_OP_PACKED_OK,
      .cpu = {.run = ew_run_cast}},
-    {.domain = "", .name = "CastLike", .since_version = 15, .infer = ew_infer_castlike, .flags = SN_OP_PACKED_OK,
+    {.domain = "", .name = "CastLike", .since_version = 15, .required = 0x3, .infer = ew_infer_castlike, .flags = SN_OP_PACKED_OK,
      .cpu = {.run = ew_run_cast}},
     {.domain = "", .name = "Identity", .since_version = 1, .infer = ew_infer_identity, .flags = SN_OP_VIEW0,
      .cpu = {.run = ew_run_identity}},

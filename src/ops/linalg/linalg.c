@@ -489,12 +489,12 @@ static int trilu_run(sn_kctx *c) {
 
 const sn_op_def sn_ops_linalg[] = {
     /* matmul.c */
-    {.domain = "", .name = "MatMul", .since_version = 1, .infer = la_matmul_infer, .estimate = la_matmul_estimate,
+    {.domain = "", .name = "MatMul", .since_version = 1, .required = 0x3, .infer = la_matmul_infer, .estimate = la_matmul_estimate,
      .cpu = {.prepare = la_matmul_prepare, .run = la_matmul_run, .free_state = la_mm_packed_free}},
-    {.domain = "", .name = "Gemm", .since_version = 1, .infer = la_gemm_infer, .estimate = la_gemm_estimate,
+    {.domain = "", .name = "Gemm", .since_version = 1, .required = 0x3, .infer = la_gemm_infer, .estimate = la_gemm_estimate,
      .cpu = {.prepare = la_gemm_prepare, .run = la_gemm_run}},
-    {.domain = "", .name = "MatMulInteger", .since_version = 10, .infer = la_mmi_infer, .cpu = {.run = la_mmi_run}},
-    {.domain = "", .name = "QLinearMatMul", .since_version = 10, .infer = la_qlmm_infer, .cpu = {.run = la_qlmm_run}},
+    {.domain = "", .name = "MatMulInteger", .since_version = 10, .required = 0x3, .infer = la_mmi_infer, .cpu = {.run = la_mmi_run}},
+    {.domain = "", .name = "QLinearMatMul", .since_version = 10, .required = 0xff, .infer = la_qlmm_infer, .cpu = {.run = la_qlmm_run}},
     /* linalg.c */
     {.domain = "", .name = "Einsum", .since_version = 12, .infer = ein_infer, .cpu = {.run = ein_run}},
     {.domain = "", .name = "Det", .since_version = 11, .infer = det_infer, .estimate = det_estimate,

@@ -595,7 +595,7 @@ static int ml_tree_run(sn_kctx *c) {
 const sn_op_def sn_ops_ml[] = {
     {.domain = ML, .name = "Binarizer", .since_version = 1, .infer = ml_binarizer_infer, .flags = SN_OP_INPLACE0,
      .cpu = {.run = ml_binarizer_run}},
-    {.domain = ML, .name = "ArrayFeatureExtractor", .since_version = 1, .infer = ml_afe_infer,
+    {.domain = ML, .name = "ArrayFeatureExtractor", .since_version = 1, .required = 0x3, .infer = ml_afe_infer,
      .cpu = {.run = ml_afe_run}},
     {.domain = ML, .name = "LabelEncoder", .since_version = 2, .infer = ml_labelenc_infer,
      .cpu = {.prepare = ml_labelenc_prepare, .run = ml_labelenc_run, .free_state = ml_labelenc_free}},

@@ -357,10 +357,10 @@ static int qlmm21_run(sn_kctx *c) {
 }
 
 const sn_op_def sn_ops_quant[] = {
-    {.domain = "", .name = "QLinearMatMul", .since_version = 21, .infer = qlmm21_infer, .cpu = {.run = qlmm21_run}},
-    {.domain = "", .name = "QuantizeLinear", .since_version = 10, .infer = quant_infer, .flags = SN_OP_PACKED_OK,
+    {.domain = "", .name = "QLinearMatMul", .since_version = 21, .required = 0xff, .infer = qlmm21_infer, .cpu = {.run = qlmm21_run}},
+    {.domain = "", .name = "QuantizeLinear", .since_version = 10, .required = 0x3, .infer = quant_infer, .flags = SN_OP_PACKED_OK,
      .cpu = {.run = quant_run}},
-    {.domain = "", .name = "DequantizeLinear", .since_version = 10, .infer = dequant_infer, .flags = SN_OP_PACKED_OK,
+    {.domain = "", .name = "DequantizeLinear", .since_version = 10, .required = 0x3, .infer = dequant_infer, .flags = SN_OP_PACKED_OK,
      .cpu = {.run = dequant_run}},
     {.domain = "", .name = "DynamicQuantizeLinear", .since_version = 11, .infer = dynq_infer,
      .cpu = {.run = dynq_run}},

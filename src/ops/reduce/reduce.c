@@ -1284,7 +1284,7 @@ const sn_op_def sn_ops_reduce[] = {
      .cpu = {.prepare = red_prepare, .run = red_run}},
     {.domain = "", .name = "ArgMax", .since_version = 1, .infer = arg_infer, .cpu = {.run = arg_run}},
     {.domain = "", .name = "ArgMin", .since_version = 1, .infer = arg_infer, .cpu = {.run = arg_run}},
-    {.domain = "", .name = "CumSum", .since_version = 11, .infer = cumsum_infer, .cpu = {.run = cumsum_run}},
+    {.domain = "", .name = "CumSum", .since_version = 11, .required = 0x3, .infer = cumsum_infer, .cpu = {.run = cumsum_run}},
     {.domain = "", .name = "TopK", .since_version = 1, .infer = topk_infer, .estimate = topk_estimate,
      .cpu = {.prepare = topk_prepare, .run = topk_run}},
     {.domain = "", .name = "MeanVarianceNormalization", .since_version = 9, .infer = mvn_infer, .estimate = mvn_estimate,

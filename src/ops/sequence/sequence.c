@@ -336,21 +336,21 @@ static int get_run(sn_kctx *c) {
     return SNUG_OK;
 }
 
-#define SEQ_OP(op, since, inf, fn)                                                                             \
-    {.domain = "", .name = op, .since_version = since, .infer = inf, .flags = SN_OP_ALLOCS_OUTPUTS, \
-     .cpu = {.run = fn}}
+#define SEQ_OP(op, since, req, inf, fn)                                                                   \
+    {.domain = "", .name = op, .since_version = since, .required = req, .infer = inf, \
+     .flags = SN_OP_ALLOCS_OUTPUTS, .cpu = {.run = fn}}
 const sn_op_def sn_ops_sequence[] = {
-    SEQ_OP("SequenceEmpty", 11, empty_infer, empty_run),
-    SEQ_OP("SequenceConstruct", 11, construct_infer, construct_run),
-    SEQ_OP("SequenceInsert", 11, insert_infer, insert_run),
-    SEQ_OP("SequenceErase", 11, insert_infer, erase_run),
-    SEQ_OP("SequenceAt", 11, at_infer, at_run),
+    SEQ_OP("SequenceEmpty", 11, SN_IN_NONE, empty_infer, empty_run),
+    SEQ_OP("SequenceConstruct", 11, 0, construct_infer, construct_run),
+    SEQ_OP("SequenceInsert", 11, 0x3, insert_infer, insert_run),
+    SEQ_OP("SequenceErase", 11, 0, insert_infer, erase_run),
+    SEQ_OP("SequenceAt", 11, 0x3, at_infer, at_run),
     {.domain = "", .name = "SequenceLength", .since_version = 11, .infer = length_infer, .cpu = {.run = length_run}},
-    SEQ_OP("SplitToSequence", 11, split_infer, split_run),
-    SEQ_OP("ConcatFromSequence", 11, concat_infer, concat_run),
-    SEQ_OP("SequenceMap", 17, map_infer, map_run),
-    SEQ_OP("Optional", 15, optional_infer, optional_run),
-    {.domain = "", .name = "OptionalHasElement", .since_version = 15, .infer = has_infer, .cpu = {.run = has_run}},
-    SEQ_OP("OptionalGetElement", 15, get_infer, get_run),
+    SEQ_OP("SplitToSequence", 11, 0, split_infer, split_run),
+    SEQ_OP("ConcatFromSequence", 11, 0, concat_infer, concat_run),
+    SEQ_OP("SequenceMap", 17, 0, map_infer, map_run),
+    SEQ_OP("Optional", 15, SN_IN_NONE, optional_infer, optional_run),
+    {.domain = "", .name = "OptionalHasElement", .since_version = 15, .required = SN_IN_NONE, .infer = has_infer, .cpu = {.run = has_run}},
+    SEQ_OP("OptionalGetElement", 15, 0, get_infer, get_run),
     {0},
 };

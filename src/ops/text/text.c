@@ -339,7 +339,7 @@ const sn_op_def sn_ops_text[] = {
     {.domain = "", .name = "TfIdfVectorizer", .since_version = 9, .infer = sn_tfidf_infer,
      .cpu = {.run = sn_tfidf_run}},
     /* strings.c */
-    {.domain = "", .name = "StringConcat", .since_version = 20, .infer = text_strconcat_infer,
+    {.domain = "", .name = "StringConcat", .since_version = 20, .required = 0x3, .infer = text_strconcat_infer,
      .cpu = {.run = text_strconcat_run}},
     {.domain = "", .name = "StringSplit", .since_version = 20, .infer = text_strsplit_infer,
      .cpu = {.run = text_strsplit_run}},

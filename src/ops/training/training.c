@@ -157,10 +157,10 @@ static int sn_momentum_run(sn_kctx *c) {
 #define TRAINING "ai.onnx.preview.training"
 
 const sn_op_def sn_ops_training[] = {
-    {.domain = TRAINING, .name = "Adagrad", .since_version = 1, .infer = sn_adagrad_infer,
+    {.domain = TRAINING, .name = "Adagrad", .since_version = 1, .required = 0x7, .infer = sn_adagrad_infer,
      .cpu = {.run = sn_adagrad_run}},
-    {.domain = TRAINING, .name = "Adam", .since_version = 1, .infer = sn_adam_infer, .cpu = {.run = sn_adam_run}},
-    {.domain = TRAINING, .name = "Momentum", .since_version = 1, .infer = sn_momentum_infer,
+    {.domain = TRAINING, .name = "Adam", .since_version = 1, .required = 0x7, .infer = sn_adam_infer, .cpu = {.run = sn_adam_run}},
+    {.domain = TRAINING, .name = "Momentum", .since_version = 1, .required = 0x7, .infer = sn_momentum_infer,
      .cpu = {.run = sn_momentum_run}},
     {0},
 };
