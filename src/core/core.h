@@ -189,6 +189,14 @@ static inline bool sn_dim_mul(int64_t *acc, int64_t d) {
     *acc = r;
     return true;
 }
+/* Its sibling for sums (a dim plus pads): *acc + d, false on overflow. */
+static inline bool sn_dim_add(int64_t *acc, int64_t d) {
+    int64_t r;
+    if (__builtin_add_overflow(*acc, d, &r))
+        return false;
+    *acc = r;
+    return true;
+}
 /* Whether the known dims of a shape (symbolic and unknown ones left out)
  * have a product that fits in int64. */
 bool sn_dims_fit(int rank, const int64_t *dims);

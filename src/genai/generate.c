@@ -304,7 +304,7 @@ int sn_generator_chat_ids(sn_generator *g, const sn_chat_msg *msgs, int n, int32
         return sn_errf(err, SNUG_ERR_UNSUPPORTED, "%s has no chat template (tokenizer_config.json's chat_template or "
                        "chat_template.jinja): give one with --chat-template FILE, or send raw text with --no-chat",
                        g->dir);
-    sn_template_vars v = {g->chat.bos_token, g->chat.eos_token, true, NULL};
+    sn_template_vars v = {.bos_token = g->chat.bos_token, .eos_token = g->chat.eos_token, .add_generation_prompt = true};
     char *text = NULL;
     size_t len = 0;
     SN_TRY(sn_template_render(g->tpl, msgs, n, &v, &text, &len, err));

@@ -47,6 +47,9 @@ typedef struct sn_template_vars {
      * enable_thinking... A member named messages replaces msgs (messages
      * with tool_calls, content lists). */
     const char *extra_json;
+    /* The most bytes any string the template builds may take, its output
+     * included (0: 16 MiB); more is an error naming the template. */
+    size_t max_bytes;
 } sn_template_vars;
 
 /* Parses len bytes of template source. name (NULL: "chat template") starts

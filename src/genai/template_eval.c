@@ -68,6 +68,7 @@ typedef struct tp_ctx {
     int depth;       /* macro calls in progress */
     int loop_depth;  /* for loops in progress */
     tp_val captured; /* a set block's body while its filters run */
+    size_t max_string; /* sn_template_vars.max_bytes, or TP_MAX_STRING */
 } tp_ctx;
 
 static int rerr(tp_ctx *C, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -270,15 +271,16 @@ static tp_val *dict_get_str(const tp_dict *d, const char *key) {
 
 /* ---- buffers --------------------------------------------------------------- */
 
-/* No string a template builds may outgrow this: a chat prompt is a few
- * pages, and loops nested over hostile data would otherwise double it
- * until memory runs out. */
+/* By default no string a template builds may outgrow this (the caller may
+ * set less, sn_template_vars.max_bytes): a chat prompt is a few pages, and
+ * loops nested over hostile data would otherwise double it until memory
+ * runs out. */
 #define TP_MAX_STRING ((size_t)16 << 20)
 
 static int put(tp_ctx *C, tp_buf *b, const char *s, size_t n) {
-    if (n > TP_MAX_STRING || b->n > TP_MAX_STRING - n)
+    if (n > C->max_string || b->n > C->max_string - n)
         return sn_errf(C->err, SNUG_ERR_RANGE, "%s: the rendered text would exceed %zu bytes", C->t->name,
-                       TP_MAX_STRING);
+                       C->max_string);
     if (b->cap - b->n < n + 1) {
         size_t cap = b->cap ? b->cap : 256;
         while (cap - b->n < n + 1)
@@ -2552,7 +2554,9 @@ int sn_template_render(const sn_template *t, const sn_chat_msg *msgs, int n,
     *out = NULL;
     *out_len = 0;
     tp_arena arena = {0};
-    tp_ctx C = {.t = t, .err = err, .a = &arena};
+    tp_ctx C = {.t = t, .err = err, .a = &arena, .max_string = TP_MAX_STRING};
+    if (vars && vars->max_bytes)
+        C.max_string = vars->max_bytes;
     tp_scope *root = NULL, *top = NULL;
     tp_buf b = {0};
     tp_val msgv = {0};

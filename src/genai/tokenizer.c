@@ -753,6 +753,19 @@ static int load_added(tk_load *L, const cJSON *list) {
     return SNUG_OK;
 }
 
+/* Ids index tables (text by id, added marks), so the id space a file
+ * declares must be about its token count: a real vocabulary is 0..n-1 and
+ * its added tokens follow with few gaps; a 100-byte file naming id 2^31
+ * would otherwise ask for gigabytes. */
+#define TK_ID_SLACK 65536
+
+static int id_space_ok(tk_load *L, int64_t n_ids, size_t n_tokens, const char *where) {
+    if (n_ids <= 2 * (int64_t)n_tokens + TK_ID_SLACK)
+        return SNUG_OK;
+    return fail(L, SNUG_ERR_PARSE, where, "ids run up to %lld for %zu tokens: too sparse to index",
+                (long long)n_ids - 1, n_tokens);
+}
+
 static int load_vocab(tk_load *L, const cJSON *model, const cJSON *added) {
     sn_tokenizer *t = L->t;
     const cJSON *vocab = jget(model, "vocab"), *it;
@@ -776,6 +789,7 @@ static int load_vocab(tk_load *L, const cJSON *model, const cJSON *added) {
         if (cJSON_IsString(c))
             bytes += strlen(c->valuestring);
     }
+    SN_TRY(id_space_ok(L, max_id + 1, count, "model.vocab"));
     t->vocab_count = count;
     t->n_vocab = (int32_t)(max_id + 1);
     t->text = sn_malloc(bytes ? bytes : 1);
@@ -921,6 +935,7 @@ static int build_ids(tk_load *L) {
     }
     if (n > INT32_MAX)
         return fail(L, SNUG_ERR_PARSE, "added_tokens", "ids beyond the int32 range");
+    SN_TRY(id_space_ok(L, n, t->vocab_count + t->n_added, "added_tokens"));
     t->n_ids = (int32_t)n;
     size_t cnt = (size_t)(n ? n : 1);
     char *text = sn_realloc(t->text, t->text_used + extra + 1);

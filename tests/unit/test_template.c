@@ -294,6 +294,28 @@ static void test_oom(void) {
     printf("allocation failures: %ld failure points checked\n", k);
 }
 
+/* A string that doubles each pass outgrows the caller's max_bytes (and,
+ * by default, 16 MiB): an error naming the template, not memory spent. */
+static void test_limits(void) {
+    const char *src = "{% set s = namespace(v='ab') %}{% for i in range(40) %}{% set s.v = s.v ~ s.v %}{% endfor %}"
+                      "{{ s.v|length }}";
+    for (int pass = 0; pass < 2; pass++) {
+        sn_template *t = NULL;
+        sn_err err = {0};
+        char *out = NULL;
+        size_t len = 0;
+        sn_template_vars vars = {.max_bytes = pass ? 4096 : 0};
+        CHECK(sn_template_parse(src, strlen(src), "doubling", &t, &err) == SNUG_OK, "parse: %s", err.msg);
+        int rc = sn_template_render(t, CONV, 4, &vars, &out, &len, &err);
+        char want[64];
+        snprintf(want, sizeof want, "exceed %zu bytes", pass ? (size_t)4096 : (size_t)16 << 20);
+        CHECK(rc == SNUG_ERR_RANGE && strstr(err.msg, "doubling") && strstr(err.msg, want),
+              "max_bytes %d: status %d (%s)", pass ? 4096 : 0, rc, err.msg);
+        sn_free(out);
+        sn_template_free(t);
+    }
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/snug-test-tpl-XXXXXX");
     if (!mkdtemp(dir)) {
@@ -304,6 +326,7 @@ int main(void) {
     test_errors();
     test_config();
     test_oom();
+    test_limits();
     rmdir(dir);
     if (failures) {
         fprintf(stderr, "test_template: %d failures\n", failures);

@@ -387,6 +387,9 @@ static void test_errors(const char *bl, const char *sp) {
         {"mergeform.json", "\"ll o\"", "3", "model.merges[4]: expected \"a b\" or [\"a\", \"b\"]", SNUG_ERR_PARSE},
         {"id.json", "\"he\": 257", "\"he\": -4", "expected an integer", SNUG_ERR_PARSE},
         {"dupid.json", "\"he\": 257", "\"he\": 256", "id 256 is given to", SNUG_ERR_PARSE},
+        /* the fuzz stage's finding: one id near 2^31 asked for 3.4 GB of id tables */
+        {"sparse.json", "\"he\": 257", "\"he\": 2147483000", "model.vocab: ids run up to 2147483000",
+         SNUG_ERR_PARSE},
         {"nomodel.json", "\"model\":", "\"modell\":", "model: missing or not an object", SNUG_ERR_PARSE},
         {"dropout.json", "\"dropout\": null", "\"dropout\": 0.1", "model.dropout", SNUG_ERR_UNSUPPORTED},
         {"content.json", "\"content\": \"<|pad|>\"", "\"content\": 7", "added_tokens[1]: 'content' is not a string",

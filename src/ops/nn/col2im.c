@@ -34,8 +34,9 @@ static int c2i_attrs(const sn_node *node, sn_err *err, int nd, c2i_geo *g) {
         memcpy(g->pe, v + nd, (size_t)nd * sizeof *v);
     }
     for (int i = 0; i < nd; i++)
-        if (g->dil[i] < 1 || g->str[i] < 1 || g->pb[i] < 0 || g->pe[i] < 0)
-            return sn_kfail(err, node, SNUG_ERR_INVALID_ARG, "bad dilations, strides or pads");
+        if (g->dil[i] < 1 || g->str[i] < 1 || g->pb[i] < 0 || g->pe[i] < 0 || g->dil[i] > NN_ATTR_MAX ||
+            g->str[i] > NN_ATTR_MAX || g->pb[i] > NN_ATTR_MAX || g->pe[i] > NN_ATTR_MAX)
+            return sn_kfail(err, node, SNUG_ERR_INVALID_ARG, "dilations, strides or pads out of range");
     return SNUG_OK;
 }
 
@@ -44,15 +45,15 @@ static int c2i_check(const sn_node *node, sn_err *err, const sn_tensor *x, c2i_g
     g->bl = 1;
     g->L = 1;
     for (int i = 0; i < g->nd; i++) {
-        if (g->img[i] < 0 || g->blk[i] < 1)
-            return sn_kfail(err, node, SNUG_ERR_INVALID_ARG, "bad image_shape or block_shape");
+        if (g->img[i] < 0 || g->blk[i] < 1 || g->img[i] > NN_ATTR_MAX || g->blk[i] > NN_ATTR_MAX)
+            return sn_kfail(err, node, SNUG_ERR_INVALID_ARG, "image_shape or block_shape out of range");
         int64_t span = g->dil[i] * (g->blk[i] - 1) + 1;
         int64_t room = g->img[i] + g->pb[i] + g->pe[i] - span;
         if (room < 0)
             return sn_kfail(err, node, SNUG_ERR_SHAPE, "block %d does not fit the padded image", i);
         g->cols[i] = room / g->str[i] + 1;
-        g->bl *= g->blk[i];
-        g->L *= g->cols[i];
+        if (!sn_dim_mul(&g->bl, g->blk[i]) || !sn_dim_mul(&g->L, g->cols[i]))
+            return sn_kfail(err, node, SNUG_ERR_SHAPE, "block or column count overflows");
     }
     if (sn_dim_known(x->dims[1]) && x->dims[1] % g->bl)
         return sn_kfail(err, node, SNUG_ERR_SHAPE, "input dim 1 (%lld) is not a multiple of the block size %lld",

@@ -48,8 +48,8 @@ static int conv_shape_make(const sn_node *node, sn_err *err, const sn_tensor *x,
         if (!sn_dim_known(s->g.k[i]))
             return sn_kfail(err, node, SNUG_ERR_SHAPE, "kernel size unknown (give kernel_shape)");
     s->group = sn_attr_int(node, "group", 1);
-    if (s->group < 1)
-        return sn_kfail(err, node, SNUG_ERR_INVALID_ARG, "group must be >= 1");
+    if (s->group < 1 || s->group > NN_ATTR_MAX)
+        return sn_kfail(err, node, SNUG_ERR_INVALID_ARG, "group must be in [1, 2^31]");
     s->N = x->dims[0];
     s->C = x->dims[1];
     int64_t w0 = w->rank == SN_RANK_UNKNOWN ? SN_DIM_UNKNOWN : w->dims[0];

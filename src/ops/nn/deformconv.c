@@ -46,8 +46,11 @@ static int dfc_geometry(const sn_node *node, sn_err *err, const sn_tensor *x, co
     g->group = sn_attr_int(node, "group", 1);
     g->og = sn_attr_int(node, "offset_group", 1);
     if (g->sh < 1 || g->sw < 1 || g->dh < 1 || g->dw < 1 || g->ph < 0 || g->pw < 0 || g->pe_h < 0 ||
-        g->pe_w < 0 || g->group < 1 || g->og < 1)
-        return sn_kfail(err, node, SNUG_ERR_INVALID_ARG, "bad strides, dilations, pads, group or offset_group");
+        g->pe_w < 0 || g->group < 1 || g->og < 1 || g->sh > NN_ATTR_MAX || g->sw > NN_ATTR_MAX ||
+        g->dh > NN_ATTR_MAX || g->dw > NN_ATTR_MAX || g->ph > NN_ATTR_MAX || g->pw > NN_ATTR_MAX ||
+        g->pe_h > NN_ATTR_MAX || g->pe_w > NN_ATTR_MAX || g->group > NN_ATTR_MAX || g->og > NN_ATTR_MAX ||
+        (sn_dim_known(g->kh) && g->kh > NN_ATTR_MAX) || (sn_dim_known(g->kw) && g->kw > NN_ATTR_MAX))
+        return sn_kfail(err, node, SNUG_ERR_INVALID_ARG, "strides, dilations, kernel, pads, group or offset_group out of range");
     g->oh = g->ow = SN_DIM_UNKNOWN;
     if (sn_dim_known(g->H) && sn_dim_known(g->kh)) {
         int64_t room = g->H + g->ph + g->pe_h - ((g->kh - 1) * g->dh + 1);

@@ -14,7 +14,7 @@ int nn_geo_attrs(const sn_node *node, sn_err *err, int nd, const int64_t *kshape
         if (n != nd)
             return sn_kfail(err, node, SNUG_ERR_INVALID_ARG, "kernel_shape has %d values for %d spatial dims", n, nd);
         for (int i = 0; i < nd; i++) {
-            if (v[i] < 1 || (kshape && sn_dim_known(kshape[i]) && kshape[i] != v[i]))
+            if (v[i] < 1 || v[i] > NN_ATTR_MAX || (kshape && sn_dim_known(kshape[i]) && kshape[i] != v[i]))
                 return sn_kfail(err, node, SNUG_ERR_INVALID_ARG, "bad kernel_shape[%d] = %lld", i, (long long)v[i]);
             g->k[i] = v[i];
         }
@@ -29,16 +29,16 @@ int nn_geo_attrs(const sn_node *node, sn_err *err, int nd, const int64_t *kshape
         return sn_kfail(err, node, SNUG_ERR_INVALID_ARG, "strides has %d values for %d spatial dims", n, nd);
     for (int i = 0; i < nd; i++) {
         g->s[i] = n >= 0 ? v[i] : 1;
-        if (g->s[i] < 1)
-            return sn_kfail(err, node, SNUG_ERR_INVALID_ARG, "strides must be >= 1");
+        if (g->s[i] < 1 || g->s[i] > NN_ATTR_MAX)
+            return sn_kfail(err, node, SNUG_ERR_INVALID_ARG, "strides must be in [1, 2^31]");
     }
     n = sn_attr_ints(node, "dilations", &v);
     if (n >= 0 && n != nd)
         return sn_kfail(err, node, SNUG_ERR_INVALID_ARG, "dilations has %d values for %d spatial dims", n, nd);
     for (int i = 0; i < nd; i++) {
         g->d[i] = n >= 0 ? v[i] : 1;
-        if (g->d[i] < 1)
-            return sn_kfail(err, node, SNUG_ERR_INVALID_ARG, "dilations must be >= 1");
+        if (g->d[i] < 1 || g->d[i] > NN_ATTR_MAX)
+            return sn_kfail(err, node, SNUG_ERR_INVALID_ARG, "dilations must be in [1, 2^31]");
     }
     n = sn_attr_ints(node, "pads", &v);
     if (n >= 0 && n != 2 * nd)
@@ -46,8 +46,8 @@ int nn_geo_attrs(const sn_node *node, sn_err *err, int nd, const int64_t *kshape
     for (int i = 0; i < nd; i++) {
         g->pb[i] = n >= 0 ? v[i] : 0;
         g->pe[i] = n >= 0 ? v[nd + i] : 0;
-        if (g->pb[i] < 0 || g->pe[i] < 0)
-            return sn_kfail(err, node, SNUG_ERR_INVALID_ARG, "pads must be >= 0");
+        if (g->pb[i] < 0 || g->pe[i] < 0 || g->pb[i] > NN_ATTR_MAX || g->pe[i] > NN_ATTR_MAX)
+            return sn_kfail(err, node, SNUG_ERR_INVALID_ARG, "pads must be in [0, 2^31]");
     }
     const char *ap = sn_attr_str(node, "auto_pad", "NOTSET");
     if (!strcmp(ap, "NOTSET") || !ap[0])

@@ -105,6 +105,11 @@ int nn_dfc_run(sn_kctx *c);
 
 enum { NN_PAD_NOTSET, NN_PAD_SAME_UPPER, NN_PAD_SAME_LOWER, NN_PAD_VALID };
 
+/* Window attributes (kernel sizes, strides, dilations, pads, group) above
+ * this are refused where they are read: the geometry's sums and products
+ * of them with a dim then cannot overflow int64. */
+#define NN_ATTR_MAX ((int64_t)1 << 31)
+
 typedef struct nn_geo {
     int nd;                               /* spatial dims */
     int64_t in[SN_MAX_RANK];              /* input spatial sizes */

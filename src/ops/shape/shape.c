@@ -765,7 +765,9 @@ static int pad_infer(sn_infer_ctx *c) {
                 od[i] = x->dims[i];
             continue;
         }
-        od[i] = x->dims[i] + p.pb[i] + p.pe[i];
+        od[i] = x->dims[i];
+        if (!sn_dim_add(&od[i], p.pb[i]) || !sn_dim_add(&od[i], p.pe[i]))
+            return KFAIL(SNUG_ERR_SHAPE, "pads of axis %d overflow", i);
         if (od[i] < 0)
             return KFAIL(SNUG_ERR_SHAPE, "pads make axis %d negative", i);
         if (x->dims[i] == 0 && od[i] > 0 && p.mode != PAD_CONSTANT)
@@ -901,7 +903,10 @@ static int tile_infer(sn_infer_ctx *c) {
     for (int i = 0; i < n; i++) {
         if (rep[i] < 0)
             return KFAIL(SNUG_ERR_INVALID_ARG, "negative repeat %lld", (long long)rep[i]);
-        od[i] = x->dims[i] >= 0 ? x->dims[i] * rep[i] : (rep[i] == 1 ? x->dims[i] : SN_DIM_UNKNOWN);
+        od[i] = x->dims[i] >= 0 || rep[i] == 1 ? x->dims[i] : SN_DIM_UNKNOWN;
+        if (x->dims[i] >= 0 && !sn_dim_mul(&od[i], rep[i]))
+            return KFAIL(SNUG_ERR_SHAPE, "axis %d: %lld x %lld repeats overflows", i, (long long)x->dims[i],
+                         (long long)rep[i]);
     }
     sn_set_out(c->out[0], x->dtype, x->rank, od);
     return SNUG_OK;
@@ -1278,8 +1283,9 @@ static int d2s_infer(sn_infer_ctx *c) {
     const sn_tensor *x = c->in[0];
     int64_t b = sn_attr_int(c->node, "blocksize", 0);
     bool d2s = !strcmp(c->node->p->op_type, "DepthToSpace");
-    if (b <= 0)
-        return KFAIL(SNUG_ERR_INVALID_ARG, "blocksize must be positive");
+    int64_t bb = b;
+    if (b <= 0 || !sn_dim_mul(&bb, b))
+        return KFAIL(SNUG_ERR_INVALID_ARG, "blocksize %lld must be positive and its square fit", (long long)b);
     if (x->rank == SN_RANK_UNKNOWN) {
         sn_set_out(c->out[0], x->dtype, 4, NULL);
         return SNUG_OK;
@@ -1289,15 +1295,20 @@ static int d2s_infer(sn_infer_ctx *c) {
     int64_t od[4] = {x->dims[0], SN_DIM_UNKNOWN, SN_DIM_UNKNOWN, SN_DIM_UNKNOWN};
     if (d2s) {
         if (x->dims[1] >= 0) {
-            if (x->dims[1] % (b * b))
+            if (x->dims[1] % bb)
                 return KFAIL(SNUG_ERR_SHAPE, "channels %lld not divisible by blocksize^2",
                              (long long)x->dims[1]);
-            od[1] = x->dims[1] / (b * b);
+            od[1] = x->dims[1] / bb;
         }
-        for (int i = 2; i < 4; i++)
-            od[i] = x->dims[i] >= 0 ? x->dims[i] * b : SN_DIM_UNKNOWN;
+        for (int i = 2; i < 4; i++) {
+            od[i] = x->dims[i] >= 0 ? x->dims[i] : SN_DIM_UNKNOWN;
+            if (x->dims[i] >= 0 && !sn_dim_mul(&od[i], b))
+                return KFAIL(SNUG_ERR_SHAPE, "spatial dim %lld x blocksize overflows", (long long)x->dims[i]);
+        }
     } else {
-        od[1] = x->dims[1] >= 0 ? x->dims[1] * b * b : SN_DIM_UNKNOWN;
+        od[1] = x->dims[1] >= 0 ? x->dims[1] : SN_DIM_UNKNOWN;
+        if (x->dims[1] >= 0 && !sn_dim_mul(&od[1], bb))
+            return KFAIL(SNUG_ERR_SHAPE, "channels %lld x blocksize^2 overflows", (long long)x->dims[1]);
         for (int i = 2; i < 4; i++) {
             if (x->dims[i] >= 0) {
                 if (x->dims[i] % b)
