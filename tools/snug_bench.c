@@ -63,6 +63,8 @@ static const char k_bench_help[] =
     "                  page cache; load: weights are read from the file into\n"
     "                  snug's own memory, nothing is mapped, and the measured\n"
     "                  peak is what the plan holds (config snug.weights)\n"
+    "  --config K=V    a session config entry, e.g. session.set_denormal_as_zero=0\n"
+    "                  (docs/config.md); may be given more than once\n"
     "  --json          one JSON object on stdout instead of the table\n"
     "  --ops           also time every node of the measured rounds and print the\n"
     "                  time per operator type: per prefill step and per decode\n"
@@ -455,6 +457,8 @@ int cmd_bench(int argc, char **argv) {
     bool json = false, bandwidth = false, ops = false;
     long top_nodes = 0;
     const char *weights = NULL;
+    const char *cfg[64][2];
+    int n_cfg = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -478,6 +482,12 @@ int cmd_bench(int argc, char **argv) {
             if (!val || (strcmp(val, "map") && strcmp(val, "load")))
                 cli_die_usage("bench", "--weights takes map or load");
             weights = val, i++;
+        } else if (!strcmp(a, "--config")) {
+            char *eq = val ? strchr(val, '=') : NULL;
+            if (!eq || eq == val || n_cfg == 64)
+                cli_die_usage("bench", "--config takes KEY=VALUE (at most 64)");
+            *eq = 0;
+            cfg[n_cfg][0] = val, cfg[n_cfg++][1] = eq + 1, i++;
         } else if (!strcmp(a, "--json")) {
             json = true;
         } else if (!strcmp(a, "--ops")) {
@@ -520,6 +530,13 @@ int cmd_bench(int argc, char **argv) {
         fprintf(stderr, "snug bench: out of memory\n");
         snug_options_free(opts);
         return 1;
+    }
+    for (int k = 0; k < n_cfg; k++) {
+        if (snug_options_set(opts, cfg[k][0], cfg[k][1]) != SNUG_OK) {
+            fprintf(stderr, "snug bench: out of memory\n");
+            snug_options_free(opts);
+            return 1;
+        }
     }
     char err[1024];
     snug_session *s = NULL;

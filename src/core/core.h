@@ -222,10 +222,24 @@ typedef struct sn_logger {
 void sn_log(const sn_logger *lg, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* ---- floating-point mode ------------------------------------------------ */
+
+/* The calling thread's floating-point control word (x86-64 MXCSR, AArch64
+ * FPCR; 0 elsewhere), and a way to flush subnormal numbers to zero in it
+ * (x86-64: FTZ and DAZ; AArch64: FZ). Arithmetic on subnormals takes
+ * microcode assists on x86, tens to hundreds of cycles each: a softmax
+ * over long masked rows is full of them (docs/config.md,
+ * session.set_denormal_as_zero). */
+typedef unsigned sn_fpmode;
+sn_fpmode sn_fp_get(void);
+void sn_fp_set(sn_fpmode m);
+sn_fpmode sn_fp_flushing(sn_fpmode m);
+
 /* ---- threads ----------------------------------------------------------- */
 
 /* A persistent pool of worker threads. fn(arg, begin, end) is called on
  * disjoint ranges covering [0, n); the call returns when all are done.
+ * Every range runs in the caller's floating-point mode (sn_fp_get).
  * A NULL pool runs serially in the caller. */
 typedef struct sn_pool sn_pool;
 typedef void (*sn_range_fn)(void *arg, int64_t begin, int64_t end);
@@ -234,6 +248,7 @@ void sn_pool_free(sn_pool *p);
 int sn_pool_size(const sn_pool *p);
 int sn_cpu_count(void); /* online CPUs, at least 1 */
 bool sn_cpu_avx2_fma(void); /* x86-64 with AVX2 and FMA: the SIMD kernels' runtime dispatch */
+bool sn_cpu_avx512f(void);  /* x86-64 with AVX-512F (and the OS saving its registers) */
 /* A function GCC also builds for x86-64-v3 (AVX2, FMA), the copy picked at
  * load time: plain loops that the compiler vectorizes get 8-wide vectors and
  * fused multiply-adds without hand-written intrinsics. */

@@ -22,6 +22,7 @@ struct sn_pool {
     void *arg;
     int64_t n_items, chunk, n_chunks;
     int64_t next;          /* atomic: next chunk to claim */
+    sn_fpmode fp;          /* the caller's floating-point mode, which workers adopt */
 };
 
 /* Spin this many pauses (tens of microseconds) for the next job or for the
@@ -78,6 +79,8 @@ static void *pool_main(void *arg) {
         if (__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE))
             break;
         seen = g;
+        if (sn_fp_get() != p->fp)
+            sn_fp_set(p->fp);
         pool_work(p);
         if (__atomic_sub_fetch(&p->busy, 1, __ATOMIC_ACQ_REL) == 0) {
             pthread_mutex_lock(&p->mu);
@@ -171,6 +174,7 @@ void sn_pool_for(sn_pool *p, int64_t n, int64_t grain, sn_range_fn fn, void *arg
         chunk = grain;
     p->fn = fn;
     p->arg = arg;
+    p->fp = sn_fp_get();
     p->n_items = n;
     p->chunk = chunk;
     p->n_chunks = (n + chunk - 1) / chunk;
@@ -194,6 +198,39 @@ void sn_pool_for(sn_pool *p, int64_t n, int64_t grain, sn_range_fn fn, void *arg
 }
 
 #include <unistd.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <xmmintrin.h>
+sn_fpmode sn_fp_get(void) { return _mm_getcsr(); }
+void sn_fp_set(sn_fpmode m) { _mm_setcsr(m); }
+sn_fpmode sn_fp_flushing(sn_fpmode m) { return m | 0x8040u; /* FTZ (bit 15), DAZ (bit 6) */ }
+#elif defined(__aarch64__) && defined(__GNUC__)
+sn_fpmode sn_fp_get(void) {
+    uint64_t r;
+    __asm__ volatile("mrs %0, fpcr" : "=r"(r));
+    return (sn_fpmode)r;
+}
+void sn_fp_set(sn_fpmode m) {
+    uint64_t r = m;
+    __asm__ volatile("msr fpcr, %0" : : "r"(r));
+}
+sn_fpmode sn_fp_flushing(sn_fpmode m) { return m | (1u << 24); /* FZ */ }
+#else
+sn_fpmode sn_fp_get(void) { return 0; }
+void sn_fp_set(sn_fpmode m) { (void)m; }
+sn_fpmode sn_fp_flushing(sn_fpmode m) { return m; }
+#endif
+
+bool sn_cpu_avx512f(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    static int v = -1; /* idempotent, as sn_cpu_avx2_fma */
+    if (v < 0)
+        v = __builtin_cpu_supports("avx512f");
+    return v;
+#else
+    return false;
+#endif
+}
 
 bool sn_cpu_avx2_fma(void) {
 #if defined(__x86_64__) && defined(__GNUC__)

@@ -71,6 +71,14 @@ void *ex_folded_alloc(sn_exec *ex, size_t bytes) {
 void sn_exec_set_groups(sn_exec *ex, bool on) { ex->no_groups = !on; }
 
 void sn_exec_set_strict_workspace(sn_exec *ex, bool on) { ex->strict_ws = on; }
+void sn_exec_set_flush_denormals(sn_exec *ex, bool on) { ex->flush_denormals = on; }
+
+sn_fpmode ex_fp_enter(const sn_exec *ex) {
+    sn_fpmode saved = sn_fp_get();
+    if (ex->flush_denormals)
+        sn_fp_set(sn_fp_flushing(saved));
+    return saved;
+}
 
 void sn_exec_set_limits(sn_exec *ex, const sn_limits *l) { ex->limits = *l; }
 const sn_limits *sn_exec_limits(const sn_exec *ex) { return &ex->limits; }

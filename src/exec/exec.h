@@ -71,6 +71,11 @@ bool sn_exec_weights_load(const sn_exec *ex);
  * naming the node and both figures; off (the default) it is a warning and
  * the arena holds the declared figure. */
 void sn_exec_set_strict_workspace(sn_exec *ex, bool on);
+/* session.set_denormal_as_zero (ONNX Runtime's key; a session's default
+ * here is on): runs, folds and plans compute with subnormal numbers
+ * flushed to zero (sn_fp_flushing), the caller's mode restored after;
+ * off (an executor's default): in the caller's mode. */
+void sn_exec_set_flush_denormals(sn_exec *ex, bool on);
 /* What a hostile model may spend (docs/robustness.md); subgraphs' executors
  * take their parent's. mem_budget (snug.memory_budget, default the
  * machine's memory from the CPU backend, 0: no bound): from the next plan

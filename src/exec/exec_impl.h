@@ -73,6 +73,7 @@ struct sn_exec {
     bool no_groups;          /* snug.node_groups=0: sn_plan_groups forms none */
     sn_limits limits;        /* snug.memory_budget, snug.max_loop_iterations (sn_exec_set_limits) */
     bool strict_ws;          /* session.strict_workspace_verification: Level 2 over Level 1 is an error */
+    bool flush_denormals;    /* session.set_denormal_as_zero (sn_exec_set_flush_denormals) */
     enum { EX_FOLD, EX_PREPARE } stage; /* the planning pass under way (ex_drop_unread_inputs) */
     int prepared_upto;       /* static nodes up to this one are prepared */
     bool weights_load;       /* snug.weights=load: every weight a kernel reads is read from the file
@@ -121,6 +122,11 @@ int ex_infer_fold(sn_exec *ex, sn_err *err);
 /* prepare.c */
 void ex_plan_release(sn_exec *ex);
 int ex_plan_for(sn_exec *ex, sn_err *err);
+/* The floating-point mode a run, a fold or a plan computes in: the
+ * caller's, with subnormals flushed when ex->flush_denormals; returns the
+ * caller's to restore with sn_fp_set. A subgraph's executor (flag off)
+ * keeps the mode its parent's run set. */
+sn_fpmode ex_fp_enter(const sn_exec *ex);
 
 /* run.c */
 int ex_call_kernel(sn_exec *ex, const sn_node *n, void *state, void *ws, sn_err *err);

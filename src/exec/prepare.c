@@ -272,5 +272,8 @@ int sn_exec_plan(sn_exec *ex, const sn_tensor *inputs, sn_err *err) {
         ex->vals[g->inputs[i]] = inputs[i];
         ex->vals[g->inputs[i]].data = NULL;
     }
-    return ex_plan_for(ex, err);
+    sn_fpmode saved = ex_fp_enter(ex); /* folding runs kernels */
+    int rc = ex_plan_for(ex, err);
+    sn_fp_set(saved);
+    return rc;
 }

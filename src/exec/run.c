@@ -314,7 +314,7 @@ int ex_bind_inputs(sn_exec *ex, const sn_tensor *inputs, sn_err *err) {
     return SNUG_OK;
 }
 
-int sn_exec_run(sn_exec *ex, const sn_tensor *inputs, sn_tensor *outputs, sn_err *err) {
+static int exec_run(sn_exec *ex, const sn_tensor *inputs, sn_tensor *outputs, sn_err *err) {
     const sn_graph *g = ex->g;
     ex_dyn_release(ex);
     SN_TRY(ex_bind_inputs(ex, inputs, err));
@@ -334,9 +334,19 @@ int sn_exec_run(sn_exec *ex, const sn_tensor *inputs, sn_tensor *outputs, sn_err
     return SNUG_OK;
 }
 
+int sn_exec_run(sn_exec *ex, const sn_tensor *inputs, sn_tensor *outputs, sn_err *err) {
+    sn_fpmode saved = ex_fp_enter(ex);
+    int rc = exec_run(ex, inputs, outputs, err);
+    sn_fp_set(saved);
+    return rc;
+}
+
 int sn_exec_replan_for(sn_exec *ex, const sn_tensor *inputs, sn_replan policy, sn_err *err) {
     SN_TRY(ex_bind_inputs(ex, inputs, err));
-    return ex_plan_if_needed(ex, policy, err);
+    sn_fpmode saved = ex_fp_enter(ex); /* folding runs kernels */
+    int rc = ex_plan_if_needed(ex, policy, err);
+    sn_fp_set(saved);
+    return rc;
 }
 
 /* ---- host services (sn_host): what kernels may ask of the runner ------- */

@@ -90,7 +90,7 @@ static const char *const k_known_keys[] = {"snug.threads", "session.collect_node
                                            "session.max_shape_override", "snug.static_allocation", "snug.weights",
                                            "session.intra_op.allow_spinning", "snug.node_groups", "snug.last_logits",
                                            "session.strict_workspace_verification", "snug.memory_budget",
-                                           "snug.max_loop_iterations", NULL};
+                                           "snug.max_loop_iterations", "session.set_denormal_as_zero", NULL};
 
 /* A 0/1 key: *on = its value, or def when unset; anything else is an error. */
 static int opt_bool(const snug_options *opts, const char *key, bool def, bool *on, sn_err *err) {
@@ -257,11 +257,12 @@ int sn_session_open(const char *path, const snug_options *opts, sn_session **out
         rc = sn_errf(err, SNUG_ERR_INVALID_ARG, "snug.weights: '%s' is not 'map' or 'load'", wm);
         goto fail;
     }
-    bool spin, groups, last_logits, strict_ws;
+    bool spin, groups, last_logits, strict_ws, daz;
     if ((rc = opt_bool(opts, "session.intra_op.allow_spinning", true, &spin, err)) != SNUG_OK ||
         (rc = opt_bool(opts, "session.strict_workspace_verification", false, &strict_ws, err)) != SNUG_OK ||
         (rc = opt_bool(opts, "snug.node_groups", true, &groups, err)) != SNUG_OK ||
-        (rc = opt_bool(opts, "snug.last_logits", false, &last_logits, err)) != SNUG_OK)
+        (rc = opt_bool(opts, "snug.last_logits", false, &last_logits, err)) != SNUG_OK ||
+        (rc = opt_bool(opts, "session.set_denormal_as_zero", true, &daz, err)) != SNUG_OK)
         goto fail;
     if ((rc = sn_model_load(path, &s->model, err)) != SNUG_OK)
         goto fail;
@@ -280,6 +281,7 @@ int sn_session_open(const char *path, const snug_options *opts, sn_session **out
     sn_exec_set_weights_load(s->exec, wm && !strcmp(wm, "load"));
     sn_exec_set_groups(s->exec, groups);
     sn_exec_set_strict_workspace(s->exec, strict_ws);
+    sn_exec_set_flush_denormals(s->exec, daz);
     /* what a hostile model may spend (docs/robustness.md) */
     sn_limits lim = *sn_exec_limits(s->exec);
     const char *mb = snug_options_get(opts, "snug.memory_budget");

@@ -59,12 +59,13 @@ void sn_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alp
 
 /* Kernel sets by CPU level. BEST is what sn_sgemm_ws runs (chosen at run
  * time from the CPU's features); C is the portable set; AVX2 needs AVX2 and
- * FMA in the build and the CPU. */
+ * FMA in the build and the CPU, AVX512 AVX-512F too. */
 typedef enum sn_gemm_isa {
     SN_GEMM_ISA_BEST = 0,
     SN_GEMM_ISA_C,
     SN_GEMM_ISA_AVX2,
-    SN_GEMM_ISA_NEON, /* AArch64 */
+    SN_GEMM_ISA_NEON,   /* AArch64 */
+    SN_GEMM_ISA_AVX512, /* AVX-512F (with the AVX2 set's B-in-place loops) */
 } sn_gemm_isa;
 bool sn_gemm_isa_available(sn_gemm_isa isa);
 

@@ -59,6 +59,10 @@ int main(void) {
     CHECK(snug_session_create(MODEL, o, &s, err, sizeof err) == SNUG_ERR_INVALID_ARG);
     CHECK(strstr(err, "snug.threads") != NULL);
     CHECK(snug_options_set(o, "snug.threads", "2") == SNUG_OK); /* later sets win */
+    CHECK(snug_options_set(o, "session.set_denormal_as_zero", "yes") == SNUG_OK);
+    CHECK(snug_session_create(MODEL, o, &s, err, sizeof err) == SNUG_ERR_INVALID_ARG);
+    CHECK(strstr(err, "session.set_denormal_as_zero") != NULL);
+    CHECK(snug_options_set(o, "session.set_denormal_as_zero", "1") == SNUG_OK);
     CHECK(!strcmp(snug_options_get(o, "snug.threads"), "2"));
     CHECK(snug_session_create(MODEL, o, &s, err, sizeof err) == SNUG_OK && s);
     snug_options_free(o);
@@ -77,7 +81,11 @@ int main(void) {
     in[0] = (snug_tensor){SNUG_INT64, 2, {1, 5}, ids};
     for (int i = 1; i < 11; i++)
         in[i] = (snug_tensor){SNUG_FLOAT, 4, {1, 4, 0, 8}, NULL};
+    volatile float tiny = 1e-39f, one = 1.0f;
     CHECK(snug_session_run(s, in, 11, out, 11) == SNUG_OK);
+    /* the run flushed subnormals (session.set_denormal_as_zero), the caller's
+     * thread keeps its own mode: a subnormal survives here */
+    CHECK(tiny * one != 0.0f);
     CHECK(out[0].dtype == SNUG_FLOAT && out[0].rank == 3 && out[0].dims[1] == 5 && out[0].dims[2] == 512);
     const float *lg = (const float *)out[0].data + 4 * 512;
     int best = 0;

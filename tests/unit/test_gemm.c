@@ -112,8 +112,8 @@ int main(void) {
      * one-row (panel GEMV) and blocked paths, odd N around the panel width,
      * K across the K-slice boundary, serial and threaded */
     static const int64_t pm[] = {1, 2, 7, 130}, pn[] = {1, 15, 16, 17, 100, 300}, pk[] = {1, 5, 64, 300};
-    const sn_gemm_isa isas[] = {SN_GEMM_ISA_C, SN_GEMM_ISA_AVX2, SN_GEMM_ISA_NEON};
-    for (int s = 0; s < 3; s++) {
+    const sn_gemm_isa isas[] = {SN_GEMM_ISA_C, SN_GEMM_ISA_AVX2, SN_GEMM_ISA_NEON, SN_GEMM_ISA_AVX512};
+    for (int s = 0; s < 4; s++) {
         if (!sn_gemm_isa_available(isas[s]))
             continue;
         for (int a = 0; a < 4; a++)

@@ -27,6 +27,20 @@ static void mark(void *arg, int64_t b, int64_t e) {
         __atomic_add_fetch(&hits[i], 1, __ATOMIC_RELAXED);
 }
 
+/* Each index: 1 when a subnormal survives a multiply in the thread that ran
+ * it (the mode that thread computes in), 0 when it is flushed. */
+static volatile float g_tiny = 1e-39f, g_one = 1.0f;
+static int kept[10007];
+static void subnormal_kept(void *arg, int64_t b, int64_t e) {
+    (void)arg;
+    for (int64_t i = b; i < e; i++) {
+        float r = g_tiny * g_one;
+        kept[i] = r != 0.0f;
+        for (volatile int spin = 0; spin < 200; spin++) /* long enough for every thread to take some */
+            ;
+    }
+}
+
 static void sleep_ms(int ms) {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
@@ -104,6 +118,21 @@ int main(void) {
     memset(hits, 0, sizeof hits);
     sn_pool_for(NULL, 5, 1, mark, NULL);
     CHECK(hits[0] == 1 && hits[4] == 1, "NULL pool ran the range");
+    /* Every range runs in the caller's floating-point mode: subnormals
+     * flushed in all threads while the caller flushes, kept again after. */
+#if defined(__x86_64__) || defined(__aarch64__)
+    sn_fpmode saved = sn_fp_get();
+    for (int flush = 1; flush >= 0; flush--) {
+        sn_fp_set(flush ? sn_fp_flushing(saved) : saved);
+        sn_pool_for(pool, 10007, 1, subnormal_kept, NULL);
+        int n_kept = 0;
+        for (int64_t i = 0; i < 10007; i++)
+            n_kept += kept[i];
+        CHECK(n_kept == (flush ? 0 : 10007), "caller %s subnormals: %d of 10007 indices kept them", flush ? "flushing" : "keeping",
+              n_kept);
+    }
+    sn_fp_set(saved);
+#endif
     sn_pool_free(pool);
     if (failures)
         fprintf(stderr, "%d failures\n", failures);

@@ -22,6 +22,7 @@
 #define MC 96  /* multiple of every kernel's MR (6, 8) */
 #define NC 256 /* multiple of every kernel's NR (8, 16) */
 #define SLOT_ALIGN 64
+#define NR_MAX 32 /* the widest kernel's NR (avx512-12x32) */
 
 typedef void (*ukr_fn)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
                        float alpha, float beta, int m, int n);
@@ -352,7 +353,7 @@ static void panel_dot_c(const float *a, int64_t inca, const float *panels, int64
                         float *out) {
     for (int t = 0; t < np; t++) {
         const float *panel = panels + t * bps;
-        float acc[16] = {0}, s[16];
+        float acc[NR_MAX] = {0}, s[NR_MAX];
         for (int64_t p0 = 0; p0 < K; p0 += KC) {
             int64_t kb = sn_imin(KC, K - p0);
             for (int j = 0; j < nr; j++)
@@ -591,6 +592,98 @@ static void panel_dot_neon(const float *a, int64_t inca, const float *panels, in
 }
 #endif
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define SN_HAVE_AVX512_KERNEL 1
+
+/* 12 x 32 accumulators in 24 of the 32 ZMM registers; per k: two B
+ * vectors, twelve broadcasts, 24 FMAs. Each element is the same fused
+ * chain over k from zero as in the 6 x 16 AVX2 kernel and the portable
+ * one, stored the same way: the same bits, at twice the width. Short
+ * last panels run padded to twelve rows. */
+__attribute__((target("avx512f"))) static void ukr_avx512_12x32(int64_t kc, const float *restrict a,
+                                                               const float *restrict b, float *restrict c,
+                                                               int64_t ldc, float alpha, float beta, int m, int n) {
+    __m512 r[12][2];
+    _Pragma("GCC unroll 12") for (int i = 0; i < 12; i++)
+        r[i][0] = r[i][1] = _mm512_setzero_ps();
+    for (int64_t p = 0; p < kc; p++, a += 12, b += 32) {
+        __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+        _Pragma("GCC unroll 12") for (int i = 0; i < 12; i++) {
+            __m512 x = _mm512_set1_ps(a[i]);
+            r[i][0] = _mm512_fmadd_ps(x, b0, r[i][0]);
+            r[i][1] = _mm512_fmadd_ps(x, b1, r[i][1]);
+        }
+    }
+    if (n == 32) {
+        const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+        for (int i = 0; i < m; i++)
+            for (int h = 0; h < 2; h++) {
+                float *ci = c + i * ldc + 16 * h;
+                __m512 v = _mm512_mul_ps(va, r[i][h]);
+                if (beta == 1.0f)
+                    v = _mm512_add_ps(v, _mm512_loadu_ps(ci));
+                else if (beta != 0.0f)
+                    v = _mm512_fmadd_ps(vb, _mm512_loadu_ps(ci), v);
+                _mm512_storeu_ps(ci, v);
+            }
+        return;
+    }
+    float acc[12][32];
+    for (int i = 0; i < m; i++) {
+        _mm512_storeu_ps(acc[i], r[i][0]);
+        _mm512_storeu_ps(acc[i] + 16, r[i][1]);
+    }
+    UKR_STORE(12, 32);
+}
+
+/* panel_dot_c for NR == 32 in ukr_avx512_12x32's order (one chain per
+ * column and K slice from zero, the slices added in order), np <= 4
+ * panels side by side: eight chains and four streams in flight. */
+__attribute__((target("avx512f"), always_inline)) static inline void
+panel_dot512_np(const int NP, const float *a, int64_t inca, const float *panels, int64_t bps, int64_t K,
+                float *out) {
+    __m512 acc[8], s[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 2 * NP; i++)
+        acc[i] = _mm512_setzero_ps();
+    for (int64_t p0 = 0; p0 < K; p0 += KC) {
+        int64_t kb = sn_imin(KC, K - p0);
+#pragma GCC unroll 8
+        for (int i = 0; i < 2 * NP; i++)
+            s[i] = _mm512_setzero_ps();
+        for (int64_t p = p0; p < p0 + kb; p++) {
+            __m512 x = _mm512_set1_ps(a[p * inca]);
+#pragma GCC unroll 4
+            for (int t = 0; t < NP; t++) {
+                const float *bb = panels + t * bps + p * 32;
+                s[2 * t] = _mm512_fmadd_ps(x, _mm512_loadu_ps(bb), s[2 * t]);
+                s[2 * t + 1] = _mm512_fmadd_ps(x, _mm512_loadu_ps(bb + 16), s[2 * t + 1]);
+            }
+        }
+#pragma GCC unroll 8
+        for (int i = 0; i < 2 * NP; i++)
+            acc[i] = p0 == 0 ? s[i] : _mm512_add_ps(s[i], acc[i]);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < 2 * NP; i++)
+        _mm512_storeu_ps(out + 16 * i, acc[i]);
+}
+
+__attribute__((target("avx512f"))) static void panel_dot_avx512(const float *a, int64_t inca, const float *panels,
+                                                               int64_t bps, int np, int64_t K, int nr, float *out) {
+    if (nr != 32) {
+        panel_dot_c(a, inca, panels, bps, np, K, nr, out);
+        return;
+    }
+    switch (np) {
+    case 4: panel_dot512_np(4, a, inca, panels, bps, K, out); break;
+    case 3: panel_dot512_np(3, a, inca, panels, bps, K, out); break;
+    case 2: panel_dot512_np(2, a, inca, panels, bps, K, out); break;
+    default: panel_dot512_np(1, a, inca, panels, bps, K, out); break;
+    }
+}
+#endif
+
 static const kset k_kset_c = {&k_ukr_c, skinny_c, dot_c, panel_dot_c};
 #ifdef SN_HAVE_NEON_KERNEL
 /* The portable skinny and dot loops: gcc vectorizes them with NEON. */
@@ -598,6 +691,11 @@ static const kset k_kset_neon = {&k_ukr_neon, skinny_c, dot_c, panel_dot_neon};
 #endif
 #ifdef SN_HAVE_AVX2_KERNEL
 static const kset k_kset_avx2 = {&k_ukr_avx2, skinny_avx2, dot_avx2, panel_dot_avx2};
+#endif
+#ifdef SN_HAVE_AVX512_KERNEL
+/* B read in place (skinny, dot) stays on the AVX2 loops: bound by memory */
+static const ukr k_ukr_avx512 = {"avx512-12x32", 12, 32, ukr_avx512_12x32, NULL};
+static const kset k_kset_avx512 = {&k_ukr_avx512, skinny_avx2, dot_avx2, panel_dot_avx512};
 #endif
 
 bool sn_gemm_isa_available(sn_gemm_isa isa) {
@@ -608,6 +706,12 @@ bool sn_gemm_isa_available(sn_gemm_isa isa) {
     case SN_GEMM_ISA_AVX2:
 #ifdef SN_HAVE_AVX2_KERNEL
         return sn_cpu_avx2_fma();
+#else
+        return false;
+#endif
+    case SN_GEMM_ISA_AVX512:
+#ifdef SN_HAVE_AVX512_KERNEL
+        return sn_cpu_avx2_fma() && sn_cpu_avx512f();
 #else
         return false;
 #endif
@@ -625,6 +729,10 @@ static const kset *kset_select(sn_gemm_isa isa) {
 #ifdef SN_HAVE_NEON_KERNEL
     if (isa == SN_GEMM_ISA_BEST || isa == SN_GEMM_ISA_NEON)
         return &k_kset_neon;
+#endif
+#ifdef SN_HAVE_AVX512_KERNEL
+    if ((isa == SN_GEMM_ISA_BEST || isa == SN_GEMM_ISA_AVX512) && sn_gemm_isa_available(SN_GEMM_ISA_AVX512))
+        return &k_kset_avx512;
 #endif
 #ifdef SN_HAVE_AVX2_KERNEL
     if ((isa == SN_GEMM_ISA_BEST || isa == SN_GEMM_ISA_AVX2) && sn_gemm_isa_available(SN_GEMM_ISA_AVX2))
@@ -1112,7 +1220,7 @@ typedef struct pgemv_job {
 
 static void pgemv_task(void *arg, int64_t u0, int64_t u1) {
     const pgemv_job *g = arg;
-    float out[4 * 16];
+    float out[4 * NR_MAX];
     int64_t panels = bpack_panels(g->nr, g->N);
     for (int64_t q = 4 * u0; q < 4 * u1 && q < panels; q += 4) {
         int np = (int)sn_imin(4, panels - q);
@@ -1369,7 +1477,7 @@ void sn_sgemm_packed(int transA, int64_t M, float alpha, const float *A, int64_t
  * stack buffer, plainly summed into C. */
 static void cb_ref(const ukr *k, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, sn_sgemm_bfn bfn,
                    void *ctx, float *C, int64_t ldc) {
-    float buf[32 * 16 + 16];
+    float buf[32 * NR_MAX + 16];
     const int nr = k->nr;
     for (int64_t i = 0; i < M; i++)
         memset(C + i * ldc, 0, sizeof(float) * (size_t)N);
