@@ -209,6 +209,30 @@ __attribute__((target("avx2"))) static void pack_a6_avx2(const float *r0, int64_
         for (int i = 0; i < 6; i++)
             dst[i] = r0[i * lda + p];
 }
+
+/* The twelve-row panel (avx512-12x32) the same way: rows 0-7 and 8-11 (four
+ * zero rows added) as two 8 x 8 tiles, each k's twelve values one 32-byte
+ * and one 16-byte store. */
+__attribute__((target("avx2"))) static void pack_a12_avx2(const float *r0, int64_t lda, int64_t kb, float *dst) {
+    int64_t p = 0;
+    for (; p + 8 <= kb; p += 8, dst += 96) {
+        __m256 t[8], u[8];
+        for (int i = 0; i < 8; i++)
+            t[i] = _mm256_loadu_ps(r0 + i * lda + p);
+        for (int i = 0; i < 4; i++)
+            u[i] = _mm256_loadu_ps(r0 + (8 + i) * lda + p);
+        u[4] = u[5] = u[6] = u[7] = _mm256_setzero_ps();
+        sn_avx_t8x8(t);
+        sn_avx_t8x8(u);
+        for (int j = 0; j < 8; j++) {
+            _mm256_storeu_ps(dst + 12 * j, t[j]);
+            _mm_storeu_ps(dst + 12 * j + 8, _mm256_castps256_ps128(u[j]));
+        }
+    }
+    for (; p < kb; p++, dst += 12)
+        for (int i = 0; i < 12; i++)
+            dst[i] = r0[i * lda + p];
+}
 #endif
 
 #if defined(__aarch64__) && defined(__ARM_NEON)
@@ -636,6 +660,48 @@ __attribute__((target("avx512f"))) static void ukr_avx512_12x32(int64_t kc, cons
     UKR_STORE(12, 32);
 }
 
+/* Short last row panels, as tail_avx2 for the 6 x 16 kernel: R rows over P
+ * panels of 32 columns (R * 2P <= 16 accumulators), each element the same
+ * chain and store as inside a full 12 x 32 tile. A's panel keeps its
+ * stride of 12. */
+__attribute__((target("avx512f"), always_inline)) static inline void
+tail_avx512(const int R, const int P, int64_t kc, const float *restrict a, const float *restrict b, int64_t ps,
+            float *restrict c, int64_t ldc, float alpha, float beta, int m, int n) {
+    __m512 r[8][4];
+    _Pragma("GCC unroll 8") for (int i = 0; i < R; i++)
+        _Pragma("GCC unroll 4") for (int h = 0; h < 2 * P; h++)
+            r[i][h] = _mm512_setzero_ps();
+    for (int64_t p = 0; p < kc; p++, a += 12, b += 32) {
+        __m512 bv[4];
+        _Pragma("GCC unroll 4") for (int h = 0; h < 2 * P; h++)
+            bv[h] = _mm512_loadu_ps(b + (h / 2) * ps + 16 * (h % 2));
+        _Pragma("GCC unroll 8") for (int i = 0; i < R; i++) {
+            __m512 x = _mm512_set1_ps(a[i]);
+            _Pragma("GCC unroll 4") for (int h = 0; h < 2 * P; h++)
+                r[i][h] = _mm512_fmadd_ps(x, bv[h], r[i][h]);
+        }
+    }
+    float acc[8][64] = {{0}}; /* zeroed: see tail_avx2 */
+    _Pragma("GCC unroll 8") for (int i = 0; i < R; i++)
+        _Pragma("GCC unroll 4") for (int h = 0; h < 2 * P; h++)
+            _mm512_storeu_ps(acc[i] + 16 * h, r[i][h]);
+    UKR_STORE(R, 32 * P);
+}
+
+/* m <= 4: two panels at once (n > 32), else one; m 5..8: 8 x 32; more: 12 x 32. */
+__attribute__((target("avx512f"))) static void tail_avx512_rows(int64_t kc, const float *a, const float *b,
+                                                               int64_t ps, float *c, int64_t ldc, float alpha,
+                                                               float beta, int m, int n) {
+    if (m <= 4 && n > 32)
+        tail_avx512(4, 2, kc, a, b, ps, c, ldc, alpha, beta, m, n);
+    else if (m <= 4)
+        tail_avx512(4, 1, kc, a, b, ps, c, ldc, alpha, beta, m, n);
+    else if (m <= 8)
+        tail_avx512(8, 1, kc, a, b, ps, c, ldc, alpha, beta, m, n);
+    else
+        ukr_avx512_12x32(kc, a, b, c, ldc, alpha, beta, m, n);
+}
+
 /* panel_dot_c for NR == 32 in ukr_avx512_12x32's order (one chain per
  * column and K slice from zero, the slices added in order), np <= 4
  * panels side by side: eight chains and four streams in flight. */
@@ -694,7 +760,7 @@ static const kset k_kset_avx2 = {&k_ukr_avx2, skinny_avx2, dot_avx2, panel_dot_a
 #endif
 #ifdef SN_HAVE_AVX512_KERNEL
 /* B read in place (skinny, dot) stays on the AVX2 loops: bound by memory */
-static const ukr k_ukr_avx512 = {"avx512-12x32", 12, 32, ukr_avx512_12x32, NULL};
+static const ukr k_ukr_avx512 = {"avx512-12x32", 12, 32, ukr_avx512_12x32, tail_avx512_rows};
 static const kset k_kset_avx512 = {&k_ukr_avx512, skinny_avx2, dot_avx2, panel_dot_avx512};
 #endif
 
@@ -996,6 +1062,18 @@ static void pack_a(const gemm_job *g, int64_t i0, int64_t mb, int64_t p0, int64_
                 dst[0] = r0[p], dst[1] = r1[p], dst[2] = r2[p];
                 dst[3] = r3[p], dst[4] = r4[p], dst[5] = r5[p];
             }
+            continue;
+        } else if (!g->transA && m == mr) { /* mr row streams in, one sequential stream out */
+            const float *src = g->A + (i0 + ir) * g->lda + p0;
+#ifdef SN_HAVE_AVX512_KERNEL
+            if (g->k == &k_ukr_avx512) {
+                pack_a12_avx2(src, g->lda, kb, dst);
+                continue;
+            }
+#endif
+            for (int64_t p = 0; p < kb; p++, dst += mr)
+                for (int i = 0; i < mr; i++)
+                    dst[i] = src[i * g->lda + p];
             continue;
         } else if (!g->transA) {
             for (int i = 0; i < m; i++) {
