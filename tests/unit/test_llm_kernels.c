@@ -841,6 +841,72 @@ static void test_mnb8(void) {
  * packed, float or absent) and the [K, nb] panel dequantization, on odd
  * sizes: block counts, column counts not a multiple of the 4-column tiles,
  * M = 1, 2, 3, blocks of 16, 32, 64, K not a multiple of 32. */
+/* The one-row AVX-512 VNNI kernel (llm_mnb4_fast1_cols), which sums in its
+ * own order: against the float64 value of the same int8 x int4 product
+ * (each block's integer dot exact, times sa_b sb_b, summed in double),
+ * within float32 rounding of the sum's magnitude. Block counts around its
+ * steps of four, with and without zero points and bias, columns in two
+ * ranges. */
+static void test_mnb4_fast1(void) {
+    if (!llm_mnb4_fast1_available()) {
+        printf("mnb4 fast1: no AVX-512 VNNI here, not checked\n");
+        return;
+    }
+    static const int64_t Ks[] = {32, 64, 96, 100, 160, 576, 2048, 2144};
+    static const int64_t Ns[] = {1, 3, 4, 5, 9, 17};
+    int cases = 0;
+    for (size_t ki = 0; ki < sizeof Ks / sizeof *Ks; ki++)
+        for (size_t ni = 0; ni < sizeof Ns / sizeof *Ns; ni++)
+            for (int variant = 0; variant < 4; variant++) {
+                int64_t K = Ks[ki], N = Ns[ni], kb = (K + 31) / 32, zs = (kb + 1) / 2;
+                int zpon = variant & 1, biason = variant >> 1;
+                float *a = malloc(sizeof(float) * (size_t)K), *sb = malloc(sizeof(float) * (size_t)(N * kb));
+                float *bias = malloc(sizeof(float) * (size_t)N), *y = malloc(sizeof(float) * (size_t)N);
+                uint8_t *b = malloc((size_t)(N * kb * 16)), *zp = malloc((size_t)(N * zs));
+                size_t rb = llm_mnb4_row_bytes(kb);
+                void *row = aligned_alloc(64, (rb + 63) & ~(size_t)63);
+                fill(a, K);
+                for (int64_t i = 0; i < N * kb; i++)
+                    sb[i] = 0.01f + 0.02f * fabsf(frand());
+                for (int64_t i = 0; i < N * kb * 16; i++)
+                    b[i] = (uint8_t)(frand() * 128 + 128);
+                for (int64_t i = 0; i < N * zs; i++)
+                    zp[i] = (uint8_t)(frand() * 128 + 128);
+                fill(bias, N);
+                llm_mnb4_prep_row(a, K, LLM_MNB4_ROWS_M, row);
+                llm_mnb4_args g = {.M = 1, .N = N, .kb = kb, .rows = row, .b = b, .sb = sb, .zp = zpon ? zp : NULL,
+                                   .zp_stride = zs, .bias = biason ? bias : NULL, .y = y, .ldy = N};
+                int64_t split = N / 2;
+                llm_mnb4_fast1_cols(&g, 0, split);
+                llm_mnb4_fast1_cols(&g, split, N);
+                for (int64_t n = 0; n < N; n++) {
+                    double want = biason ? bias[n] : 0, mag = fabs(want);
+                    for (int64_t blk = 0; blk < kb; blk++) {
+                        int64_t len = sn_imin(32, K - 32 * blk);
+                        int8_t q[32] = {0};
+                        float sa = llm_q8_quantize(a + 32 * blk, len, q);
+                        int z = zpon ? (zp[n * zs + blk / 2] >> (4 * (blk & 1))) & 15 : 8;
+                        int64_t dot = 0;
+                        for (int k = 0; k < 32; k++) {
+                            int code = (b[(n * kb + blk) * 16 + k / 2] >> (4 * (k & 1))) & 15;
+                            dot += (int64_t)q[k] * (code - z);
+                        }
+                        double term = (double)sa * sb[n * kb + blk] * (double)dot;
+                        want += term;
+                        mag += fabs(term);
+                    }
+                    if (fabs(y[n] - want) > 2e-6 * (double)kb * mag + 1e-6) {
+                        fprintf(stderr, "FAIL mnb4 fast1 K %lld N %lld zp %d bias %d col %lld: %.9g, float64 %.9g\n",
+                                (long long)K, (long long)N, zpon, biason, (long long)n, (double)y[n], want);
+                        g_fail = 1;
+                    }
+                }
+                cases++;
+                free(a), free(sb), free(bias), free(y), free(b), free(zp), free(row);
+            }
+    printf("mnb4 fast1: %d cases against float64\n", cases);
+}
+
 static void test_mnb4f(void) {
     static const int64_t Ns[] = {1, 3, 4, 5, 7, 8, 9, 13};
     static const int64_t nbs[] = {1, 2, 3, 18, 70};
@@ -989,6 +1055,7 @@ int main(void) {
     test_transpose();
     test_mnb4_parity();
     test_mnb4_cols();
+    test_mnb4_fast1();
     test_mnb4f();
     test_mnbu();
     test_mnb8();

@@ -207,6 +207,12 @@ typedef struct llm_mnb4_args {
     int64_t ldy;
     int tiled;          /* b is llm_mnb4_tile's layout, not [N, kb, 16] */
 } llm_mnb4_args;
+/* One row (M = 1, a ROWS_M row) against untiled B in the fastest order the
+ * CPU has (AVX-512 VNNI), not ONNX Runtime's: each block's integer dot is
+ * exact, the float sum over blocks in its own order (issue #22's accuracy
+ * rule, docs/accuracy.md). Only where llm_mnb4_fast1_available(). */
+bool llm_mnb4_fast1_available(void);
+void llm_mnb4_fast1_cols(const llm_mnb4_args *g, int64_t n0, int64_t n1);
 /* B in tiles of four columns for the decode kernel: per pair of blocks,
  * the four columns' 32 bytes side by side (a lone last block padded to 32
  * with zeros), so that one row of A against four columns reads memory in

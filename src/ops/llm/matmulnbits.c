@@ -266,11 +266,13 @@ int llm_mnb_prepare(sn_prep_ctx *c) {
     c->state = b_const ? (void *)&mnb_const_b : NULL;
     mnb_state *st;
     sn_rebuild r;
-    if (b_const && g.ort4 && c->long_lived && !g.empty && g.kb <= LLM_MNB4_TILE_MAX_KB && c->dry) {
+    /* tiles serve the ORT-order decode kernel; the VNNI one reads B as it is */
+    bool tile = b_const && g.ort4 && c->long_lived && !g.empty && g.kb <= LLM_MNB4_TILE_MAX_KB &&
+                !llm_mnb4_fast1_available();
+    if (tile && c->dry) {
         c->state_bytes = llm_mnb4_tiled_bytes(g.N, g.kb); /* the tiles would replace B */
         c->replaces = 1u << 1;
-    } else if (b_const && g.ort4 && c->long_lived && !g.empty && g.kb <= LLM_MNB4_TILE_MAX_KB &&
-               (st = sn_calloc(1, sizeof *st))) { /* without memory: the original layout, as is */
+    } else if (tile && (st = sn_calloc(1, sizeof *st))) { /* without memory: the original layout, as is */
         size_t src = (size_t)(g.N * g.kb * 16);
         if (!sn_rebuild_begin(&r, c, llm_mnb4_tiled_bytes(g.N, g.kb), src)) {
             sn_free(st);
@@ -298,6 +300,7 @@ typedef struct mnb_job {
     const float *sa;      /* [M, kb] */
     const float *ab;      /* [M, kb]: sa * sum of the block's codes */
     const float *bias;    /* [N] or NULL: added by the ort4 path itself */
+    bool fast1;           /* ort4, M = 1 on llm_mnb4_fast1_cols (rows in the ROWS_M layout) */
     const float *asum;    /* float path: block sums of A [M, kb] */
     const float *ap;      /* 4-bit float path: A's full blocks permuted [M, K / bs * bs] */
     char *slots;          /* MNB_SLOTS buffers of slot_bytes */
@@ -447,15 +450,21 @@ static void mnb_q4_block(void *arg, int64_t j0, int64_t nb, int64_t p0, int64_t 
 static void mnb4_prep_task(void *arg, int64_t m0, int64_t m1) {
     const mnb_job *j = arg;
     size_t rb = llm_mnb4_row_bytes(j->g->kb);
+    int kind = j->fast1 ? LLM_MNB4_ROWS_M : llm_mnb4_row_kind(j->g->M, j->q4.zp != NULL);
     for (int64_t m = m0; m < m1; m++)
-        llm_mnb4_prep_row(j->a + m * j->g->K, j->g->K, llm_mnb4_row_kind(j->g->M, j->q4.zp != NULL),
-                          (char *)j->q4.rows + (size_t)m * rb);
+        llm_mnb4_prep_row(j->a + m * j->g->K, j->g->K, kind, (char *)j->q4.rows + (size_t)m * rb);
 }
 
 /* ort4 path: column groups [s0, s1) of MNB4_GROUP columns. */
 static void mnb4_cols_task(void *arg, int64_t s0, int64_t s1) {
     const mnb_job *j = arg;
     llm_mnb4_cols(&j->q4, s0 * MNB4_GROUP, sn_imin(s1 * MNB4_GROUP, j->g->N));
+}
+
+/* ort4 path, one row on AVX-512 VNNI (llm_mnb4_fast1_cols): column groups [s0, s1). */
+static void mnb4_fast1_task(void *arg, int64_t s0, int64_t s1) {
+    const mnb_job *j = arg;
+    llm_mnb4_fast1_cols(&j->q4, s0 * MNB4_GROUP, sn_imin(s1 * MNB4_GROUP, j->g->N));
 }
 
 /* ort8 path: column groups [s0, s1) of MNB4_GROUP columns. */
@@ -617,7 +626,8 @@ static int mnb_begin(sn_kctx *c, mnb_call *k) {
             j.q4.b = st->tiled;
             j.q4.tiled = 1;
         }
-        k->cols = mnb4_cols_task;
+        j.fast1 = g.M == 1 && !j.q4.tiled && llm_mnb4_fast1_available();
+        k->cols = j.fast1 ? mnb4_fast1_task : mnb4_cols_task;
     } else if (g.ort8) {
         j.q8 = (llm_mnb8_args){g.M, g.N, g.kb, j.qa, j.sa, j.ab, j.b, j.sc, j.zp8, j.zp_stride, bias,
                                y, g.N};
