@@ -860,12 +860,15 @@ static void test_mnb4_fast1(void) {
             for (int variant = 0; variant < 4; variant++) {
                 int64_t K = Ks[ki], N = Ns[ni], kb = (K + 31) / 32, zs = (kb + 1) / 2;
                 int zpon = variant & 1, biason = variant >> 1;
-                float *a = malloc(sizeof(float) * (size_t)K), *sb = malloc(sizeof(float) * (size_t)(N * kb));
-                float *bias = malloc(sizeof(float) * (size_t)N), *y = malloc(sizeof(float) * (size_t)N);
+                /* half the cases: the many-row kernel on three ROWS_Q4 rows */
+                int many = (int)((ki + ni) % 2) && llm_mnb4_fastm_fits(kb);
+                int64_t M = many ? 3 : 1;
+                float *a = malloc(sizeof(float) * (size_t)(M * K)), *sb = malloc(sizeof(float) * (size_t)(N * kb));
+                float *bias = malloc(sizeof(float) * (size_t)N), *y = malloc(sizeof(float) * (size_t)(M * N));
                 uint8_t *b = malloc((size_t)(N * kb * 16)), *zp = malloc((size_t)(N * zs));
                 size_t rb = llm_mnb4_row_bytes(kb);
-                void *row = aligned_alloc(64, (rb + 63) & ~(size_t)63);
-                fill(a, K);
+                char *row = aligned_alloc(64, (size_t)M * rb);
+                fill(a, M * K);
                 for (int64_t i = 0; i < N * kb; i++)
                     sb[i] = 0.01f + 0.02f * fabsf(frand());
                 for (int64_t i = 0; i < N * kb * 16; i++)
@@ -874,17 +877,25 @@ static void test_mnb4_fast1(void) {
                     zp[i] = (uint8_t)(frand() * 128 + 128);
                 fill(bias, N);
                 llm_mnb4_prep_row(a, K, LLM_MNB4_ROWS_M, row);
-                llm_mnb4_args g = {.M = 1, .N = N, .kb = kb, .rows = row, .b = b, .sb = sb, .zp = zpon ? zp : NULL,
+                llm_mnb4_args g = {.M = M, .N = N, .kb = kb, .rows = row, .b = b, .sb = sb, .zp = zpon ? zp : NULL,
                                    .zp_stride = zs, .bias = biason ? bias : NULL, .y = y, .ldy = N};
                 int64_t split = N / 2;
-                llm_mnb4_fast1_cols(&g, 0, split);
-                llm_mnb4_fast1_cols(&g, split, N);
-                for (int64_t n = 0; n < N; n++) {
+                if (many) {
+                    for (int64_t m = 0; m < M; m++)
+                        llm_mnb4_prep_row(a + m * K, K, LLM_MNB4_ROWS_Q4, row + (size_t)m * rb);
+                    llm_mnb4_fastm_cols(&g, 0, split);
+                    llm_mnb4_fastm_cols(&g, split, N);
+                } else {
+                    llm_mnb4_fast1_cols(&g, 0, split);
+                    llm_mnb4_fast1_cols(&g, split, N);
+                }
+                for (int64_t mn = 0; mn < M * N; mn++) {
+                    int64_t m = mn / N, n = mn % N;
                     double want = biason ? bias[n] : 0, mag = fabs(want);
                     for (int64_t blk = 0; blk < kb; blk++) {
                         int64_t len = sn_imin(32, K - 32 * blk);
                         int8_t q[32] = {0};
-                        float sa = llm_q8_quantize(a + 32 * blk, len, q);
+                        float sa = llm_q8_quantize(a + m * K + 32 * blk, len, q);
                         int z = zpon ? (zp[n * zs + blk / 2] >> (4 * (blk & 1))) & 15 : 8;
                         int64_t dot = 0;
                         for (int k = 0; k < 32; k++) {
@@ -895,9 +906,10 @@ static void test_mnb4_fast1(void) {
                         want += term;
                         mag += fabs(term);
                     }
-                    if (fabs(y[n] - want) > 2e-6 * (double)kb * mag + 1e-6) {
-                        fprintf(stderr, "FAIL mnb4 fast1 K %lld N %lld zp %d bias %d col %lld: %.9g, float64 %.9g\n",
-                                (long long)K, (long long)N, zpon, biason, (long long)n, (double)y[n], want);
+                    if (fabs(y[mn] - want) > 2e-6 * (double)kb * mag + 1e-6) {
+                        fprintf(stderr, "FAIL mnb4 %s K %lld N %lld zp %d bias %d col %lld: %.9g, float64 %.9g\n",
+                                many ? "fastm" : "fast1", (long long)K, (long long)N, zpon, biason, (long long)n,
+                                (double)y[mn], want);
                         g_fail = 1;
                     }
                 }

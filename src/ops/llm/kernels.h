@@ -188,6 +188,7 @@ enum {
     LLM_MNB4_ROWS_M = 0,  /* M > 1 */
     LLM_MNB4_ROWS_1 = 1,  /* M = 1 without zero points */
     LLM_MNB4_ROWS_1Z = 2, /* M = 1 with zero points */
+    LLM_MNB4_ROWS_Q4 = 3, /* llm_mnb4_fastm_cols (AVX-512 VNNI, any M) */
 };
 static inline int llm_mnb4_row_kind(int64_t M, int has_zp) {
     return M > 1 ? LLM_MNB4_ROWS_M : has_zp ? LLM_MNB4_ROWS_1Z : LLM_MNB4_ROWS_1;
@@ -213,6 +214,12 @@ typedef struct llm_mnb4_args {
  * rule, docs/accuracy.md). Only where llm_mnb4_fast1_available(). */
 bool llm_mnb4_fast1_available(void);
 void llm_mnb4_fast1_cols(const llm_mnb4_args *g, int64_t n0, int64_t n1);
+/* Any number of rows (ROWS_Q4 rows) the same way, two rows by four columns
+ * at a time over B decoded ahead: each block's integer dot exact, the zero
+ * points taken off per lane in float. Only where llm_mnb4_fastm_fits(kb)
+ * (VNNI, and up to 96 blocks: the decoded columns on the stack). */
+bool llm_mnb4_fastm_fits(int64_t kb);
+void llm_mnb4_fastm_cols(const llm_mnb4_args *g, int64_t n0, int64_t n1);
 /* B in tiles of four columns for the decode kernel: per pair of blocks,
  * the four columns' 32 bytes side by side (a lone last block padded to 32
  * with zeros), so that one row of A against four columns reads memory in

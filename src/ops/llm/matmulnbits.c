@@ -301,6 +301,7 @@ typedef struct mnb_job {
     const float *ab;      /* [M, kb]: sa * sum of the block's codes */
     const float *bias;    /* [N] or NULL: added by the ort4 path itself */
     bool fast1;           /* ort4, M = 1 on llm_mnb4_fast1_cols (rows in the ROWS_M layout) */
+    bool fastm;           /* ort4, M > 1 on llm_mnb4_fastm_cols (ROWS_Q4 rows) */
     const float *asum;    /* float path: block sums of A [M, kb] */
     const float *ap;      /* 4-bit float path: A's full blocks permuted [M, K / bs * bs] */
     char *slots;          /* MNB_SLOTS buffers of slot_bytes */
@@ -450,7 +451,7 @@ static void mnb_q4_block(void *arg, int64_t j0, int64_t nb, int64_t p0, int64_t 
 static void mnb4_prep_task(void *arg, int64_t m0, int64_t m1) {
     const mnb_job *j = arg;
     size_t rb = llm_mnb4_row_bytes(j->g->kb);
-    int kind = j->fast1 ? LLM_MNB4_ROWS_M : llm_mnb4_row_kind(j->g->M, j->q4.zp != NULL);
+    int kind = j->fastm ? LLM_MNB4_ROWS_Q4 : j->fast1 ? LLM_MNB4_ROWS_M : llm_mnb4_row_kind(j->g->M, j->q4.zp != NULL);
     for (int64_t m = m0; m < m1; m++)
         llm_mnb4_prep_row(j->a + m * j->g->K, j->g->K, kind, (char *)j->q4.rows + (size_t)m * rb);
 }
@@ -465,6 +466,12 @@ static void mnb4_cols_task(void *arg, int64_t s0, int64_t s1) {
 static void mnb4_fast1_task(void *arg, int64_t s0, int64_t s1) {
     const mnb_job *j = arg;
     llm_mnb4_fast1_cols(&j->q4, s0 * MNB4_GROUP, sn_imin(s1 * MNB4_GROUP, j->g->N));
+}
+
+/* ort4 path, many rows on AVX-512 VNNI (llm_mnb4_fastm_cols): column groups [s0, s1). */
+static void mnb4_fastm_task(void *arg, int64_t s0, int64_t s1) {
+    const mnb_job *j = arg;
+    llm_mnb4_fastm_cols(&j->q4, s0 * MNB4_GROUP, sn_imin(s1 * MNB4_GROUP, j->g->N));
 }
 
 /* ort8 path: column groups [s0, s1) of MNB4_GROUP columns. */
@@ -627,7 +634,8 @@ static int mnb_begin(sn_kctx *c, mnb_call *k) {
             j.q4.tiled = 1;
         }
         j.fast1 = g.M == 1 && !j.q4.tiled && llm_mnb4_fast1_available();
-        k->cols = j.fast1 ? mnb4_fast1_task : mnb4_cols_task;
+        j.fastm = g.M > 1 && !j.q4.tiled && llm_mnb4_fastm_fits(g.kb);
+        k->cols = j.fast1 ? mnb4_fast1_task : j.fastm ? mnb4_fastm_task : mnb4_cols_task;
     } else if (g.ort8) {
         j.q8 = (llm_mnb8_args){g.M, g.N, g.kb, j.qa, j.sa, j.ab, j.b, j.sc, j.zp8, j.zp_stride, bias,
                                y, g.N};

@@ -61,8 +61,16 @@ static mnb4_layout mnb4_layout_of(int64_t kb) {
     return L;
 }
 
+/* A ROWS_Q4 row (llm_mnb4_fastm_cols): per group of four blocks, 256 bytes:
+ * the four blocks' even codes (64), their odd codes (64), sa_b for each
+ * int32 lane of a block (16 floats), and sa_b times the sum of the eight
+ * codes a lane multiplies (16 floats: what the zero point takes off). */
+#define Q4_GROUP_BYTES 256
+static size_t q4_row_bytes(int64_t kb) { return (size_t)((kb + 3) / 4) * Q4_GROUP_BYTES; }
+
 size_t llm_mnb4_row_bytes(int64_t kb) {
-    return mnb4_layout_of(kb).total;
+    size_t a = mnb4_layout_of(kb).total, b = q4_row_bytes(kb);
+    return a > b ? a : b;
 }
 
 /* Offset of code k of block (pair member) h within the pair, ROWS_1Z. */
@@ -283,7 +291,7 @@ void llm_mnb4_cols_ref(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
     mnb4_layout L = mnb4_layout_of(g->kb);
     uint8_t tmp[LLM_MNB4_TILE_MAX_KB * 16 + 16];
     for (int64_t m = 0; m < g->M; m++) {
-        const char *row = (const char *)g->rows + (size_t)m * L.total;
+        const char *row = (const char *)g->rows + (size_t)m * llm_mnb4_row_bytes(g->kb);
         for (int64_t n = n0; n < n1; n++) {
             float lanes[8];
             mnb4_lanes_row(row, &L, col_bytes(g, n, tmp), g->sb + n * g->kb,
@@ -821,7 +829,7 @@ AVX2 static void mnb4_cols_avx2(const llm_mnb4_args *g, int64_t n0, int64_t n1) 
             int mr = (int)sn_imin(MNB4_MR, g->M - m);
             const char *rows[MNB4_MR];
             for (int r = 0; r < mr; r++)
-                rows[r] = (const char *)g->rows + (size_t)(m + r) * L.total;
+                rows[r] = (const char *)g->rows + (size_t)(m + r) * llm_mnb4_row_bytes(g->kb);
             switch (mr) {
             case 4: pair_rows(4, g, rows, &L, m, n, nc, bc, sbc, dcp, lanes, nzp); break;
             case 3: pair_rows(3, g, rows, &L, m, n, nc, bc, sbc, dcp, lanes, nzp); break;
@@ -948,6 +956,110 @@ VNNI static void mnb4_fast1_vnni(const llm_mnb4_args *g, int64_t n0, int64_t n1)
 }
 #endif
 
+/* B of NR columns decoded ahead for all row tiles: per column and group of
+ * four blocks, 256 bytes: the low nibbles, the high ones, sb_b per lane and
+ * -zp_b sb_b per lane. */
+#define FASTM_NR 4
+#define FASTM_MR 2
+#define FASTM_MAX_KB 96 /* blocks decoded ahead on the stack (NR x 24 KiB / 4) */
+
+VNNI_INLINE void fastm_decode(const uint8_t *col, const float *sb, const uint8_t *zp, int64_t kb, char *dec) {
+    const __m512i m0f = _mm512_set1_epi8(15);
+    const __m512i rep4 = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    const __m128i m0f4 = _mm_set1_epi8(15);
+    for (int64_t b = 0; b < kb; b += 4, dec += 256) {
+        int rb = (int)sn_imin(4, kb - b);
+        __mmask16 k4 = (__mmask16)((1u << rb) - 1);
+        __mmask64 kb64 = rb == 4 ? ~(__mmask64)0 : (((__mmask64)1 << (16 * rb)) - 1);
+        __m512i v = _mm512_maskz_loadu_epi8(kb64, col + 16 * b);
+        _mm512_store_si512(dec, _mm512_and_si512(v, m0f));
+        _mm512_store_si512(dec + 64, _mm512_and_si512(_mm512_srli_epi16(v, 4), m0f));
+        __m512 sbv = _mm512_permutexvar_ps(rep4, _mm512_castps128_ps512(_mm_maskz_loadu_ps(k4, sb + b)));
+        __m512 zf = _mm512_set1_ps(8.0f);
+        if (zp) { /* four zero points, one per block, to its lanes */
+            uint16_t zz = 0;
+            memcpy(&zz, zp + b / 2, rb > 2 ? 2 : 1);
+            __m128i x = _mm_cvtsi32_si128(zz);
+            __m128i zb = _mm_unpacklo_epi8(_mm_and_si128(x, m0f4), _mm_and_si128(_mm_srli_epi16(x, 4), m0f4));
+            zf = _mm512_permutexvar_ps(rep4, _mm512_castps128_ps512(_mm_cvtepi32_ps(_mm_cvtepu8_epi32(zb))));
+        }
+        _mm512_store_ps((float *)(dec + 128), sbv);
+        _mm512_store_ps((float *)(dec + 192), _mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), zf), sbv));
+    }
+}
+
+/* MR rows (ROWS_Q4, rst apart) x NR decoded columns (dcs apart): per group
+ * of four blocks the rows' codes, scales and lane sums in registers, each
+ * column's nibbles against them with two vpdpbusd, then in float:
+ * acc += lanes x sa sb, acc += sa (lane code sum) x (-zp sb). */
+VNNI_INLINE void fastm_tile(const int MR, const int NR, const char *row0, size_t rst, const char *dec, size_t dcs,
+                            int64_t kb, float *out, int64_t ldo) {
+    __m512 acc[FASTM_MR][FASTM_NR];
+    _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++)
+        _Pragma("GCC unroll 4") for (int c = 0; c < NR; c++)
+            acc[r][c] = _mm512_setzero_ps();
+    for (int64_t gi = 0; gi < (kb + 3) / 4; gi++) {
+        __m512i ae[FASTM_MR], ao[FASTM_MR];
+        __m512 sa[FASTM_MR], as[FASTM_MR];
+        _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++) {
+            const char *g = row0 + (size_t)r * rst + (size_t)gi * Q4_GROUP_BYTES;
+            ae[r] = _mm512_load_si512(g);
+            ao[r] = _mm512_load_si512(g + 64);
+            sa[r] = _mm512_load_ps((const float *)(g + 128));
+            as[r] = _mm512_load_ps((const float *)(g + 192));
+        }
+        _Pragma("GCC unroll 4") for (int c = 0; c < NR; c++) {
+            const char *d = dec + (size_t)c * dcs + (size_t)gi * 256;
+            __m512i lo = _mm512_load_si512(d), hi = _mm512_load_si512(d + 64);
+            __m512 sbv = _mm512_load_ps((const float *)(d + 128)), nzs = _mm512_load_ps((const float *)(d + 192));
+            _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++) {
+                __m512i x = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, ae[r]), hi, ao[r]);
+                acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(x), _mm512_mul_ps(sa[r], sbv), acc[r][c]);
+                acc[r][c] = _mm512_fmadd_ps(as[r], nzs, acc[r][c]);
+            }
+        }
+    }
+    _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++)
+        _Pragma("GCC unroll 4") for (int c = 0; c < NR; c++)
+            out[r * ldo + c] = _mm512_reduce_add_ps(acc[r][c]);
+}
+
+VNNI static void mnb4_fastm_vnni(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
+    int64_t kb = g->kb;
+    size_t rst = llm_mnb4_row_bytes(kb), dcs = (size_t)((kb + 3) / 4) * 256;
+    _Alignas(64) char dec[FASTM_NR * (FASTM_MAX_KB / 4) * 256];
+    for (int64_t n = n0; n < n1; n += FASTM_NR) {
+        int nr = (int)sn_imin(FASTM_NR, n1 - n);
+        for (int c = 0; c < nr; c++)
+            fastm_decode(g->b + (size_t)(n + c) * (size_t)kb * 16, g->sb + (n + c) * kb,
+                         g->zp ? g->zp + (n + c) * g->zp_stride : NULL, kb, dec + (size_t)c * dcs);
+        for (int64_t m = 0; m < g->M; m += FASTM_MR) {
+            int mr = (int)sn_imin(FASTM_MR, g->M - m);
+            const char *row0 = (const char *)g->rows + (size_t)m * rst;
+            float *y = g->y + m * g->ldy + n;
+#define FT(R, C) fastm_tile(R, C, row0, rst, dec, dcs, kb, y, g->ldy)
+#define FT_COLS(R)            \
+    switch (nr) {             \
+    case 4: FT(R, 4); break;  \
+    case 3: FT(R, 3); break;  \
+    case 2: FT(R, 2); break;  \
+    default: FT(R, 1); break; \
+    }
+            if (mr == 2) {
+                FT_COLS(2);
+            } else {
+                FT_COLS(1);
+            }
+#undef FT_COLS
+#undef FT
+            if (g->bias)
+                for (int r = 0; r < mr; r++)
+                    for (int c = 0; c < nr; c++)
+                        y[r * g->ldy + c] += g->bias[n + c];
+        }
+    }
+}
+
 bool llm_mnb4_fast1_available(void) {
 #ifdef MNB4_FAST1
     static int v = -1; /* idempotent: every thread computes the same value */
@@ -970,7 +1082,56 @@ void llm_mnb4_fast1_cols(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
     llm_mnb4_cols(g, n0, n1); /* not reached: callers check llm_mnb4_fast1_available */
 }
 
+bool llm_mnb4_fastm_fits(int64_t kb) {
+#ifdef MNB4_FAST1
+    return llm_mnb4_fast1_available() && kb <= FASTM_MAX_KB;
+#else
+    (void)kb;
+    return false;
+#endif
+}
+
+void llm_mnb4_fastm_cols(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
+#ifdef MNB4_FAST1
+    if (llm_mnb4_fastm_fits(g->kb)) {
+        mnb4_fastm_vnni(g, n0, n1);
+        return;
+    }
+#endif
+    llm_mnb4_cols(g, n0, n1); /* not reached: callers check llm_mnb4_fastm_fits */
+}
+
+static void q4_prep_row(const float *a, int64_t K, char *row) {
+    int64_t kb = (K + 31) / 32;
+    memset(row, 0, q4_row_bytes(kb));
+    int8_t nat[32];
+    for (int64_t b = 0; b < kb; b++) {
+        int64_t len = sn_imin(32, K - 32 * b);
+        float sa = llm_q8_quantize(a + 32 * b, len, nat);
+        memset(nat + len, 0, (size_t)(32 - len));
+        char *g = row + (b / 4) * Q4_GROUP_BYTES;
+        int h = (int)(b % 4);
+        int8_t *ev = (int8_t *)g + 16 * h, *od = (int8_t *)g + 64 + 16 * h;
+        float *sal = (float *)(g + 128) + 4 * h, *asl = (float *)(g + 192) + 4 * h;
+        for (int i = 0; i < 16; i++) {
+            ev[i] = nat[2 * i];
+            od[i] = nat[2 * i + 1];
+        }
+        for (int j = 0; j < 4; j++) { /* lane j: byte positions 4j..4j+3 of evens and odds */
+            int s = 0;
+            for (int i = 4 * j; i < 4 * j + 4; i++)
+                s += ev[i] + od[i];
+            sal[j] = sa;
+            asl[j] = sa * (float)s;
+        }
+    }
+}
+
 void llm_mnb4_prep_row(const float *a, int64_t K, int kind, void *row) {
+    if (kind == LLM_MNB4_ROWS_Q4) {
+        q4_prep_row(a, K, row);
+        return;
+    }
 #if defined(__x86_64__) && defined(__GNUC__)
     if (sn_cpu_avx2_fma()) {
         mnb4_prep_row_avx2(a, K, kind, row);
