@@ -954,7 +954,6 @@ VNNI static void mnb4_fast1_vnni(const llm_mnb4_args *g, int64_t n0, int64_t n1)
         }
     }
 }
-#endif
 
 /* B of NR columns decoded ahead for all row tiles: per column and group of
  * four blocks, 256 bytes: the low nibbles, the high ones, sb_b per lane and
@@ -1059,6 +1058,7 @@ VNNI static void mnb4_fastm_vnni(const llm_mnb4_args *g, int64_t n0, int64_t n1)
         }
     }
 }
+#endif
 
 bool llm_mnb4_fast1_available(void) {
 #ifdef MNB4_FAST1
