@@ -852,7 +852,8 @@ static void test_mnb4_fast1(void) {
         printf("mnb4 fast1: no AVX-512 VNNI here, not checked\n");
         return;
     }
-    static const int64_t Ks[] = {32, 64, 96, 100, 160, 576, 2048, 2144};
+    /* 3100, 6200: the many-row kernel's chunks of 96 blocks */
+    static const int64_t Ks[] = {32, 64, 96, 100, 160, 576, 2048, 2144, 3100, 6200};
     static const int64_t Ns[] = {1, 3, 4, 5, 9, 17};
     int cases = 0;
     for (size_t ki = 0; ki < sizeof Ks / sizeof *Ks; ki++)

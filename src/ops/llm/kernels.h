@@ -216,8 +216,9 @@ bool llm_mnb4_fast1_available(void);
 void llm_mnb4_fast1_cols(const llm_mnb4_args *g, int64_t n0, int64_t n1);
 /* Any number of rows (ROWS_Q4 rows) the same way, two rows by four columns
  * at a time over B decoded ahead: each block's integer dot exact, the zero
- * points taken off per lane in float. Only where llm_mnb4_fastm_fits(kb)
- * (VNNI, and up to 96 blocks: the decoded columns on the stack). */
+ * points taken off per lane in float; deep columns in chunks of 96 blocks
+ * (decoded on the stack), each chunk added to the sum of the ones before.
+ * Only where llm_mnb4_fastm_fits(kb) (AVX-512 VNNI). */
 bool llm_mnb4_fastm_fits(int64_t kb);
 void llm_mnb4_fastm_cols(const llm_mnb4_args *g, int64_t n0, int64_t n1);
 /* B in tiles of four columns for the decode kernel: per pair of blocks,

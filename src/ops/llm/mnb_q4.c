@@ -960,7 +960,7 @@ VNNI static void mnb4_fast1_vnni(const llm_mnb4_args *g, int64_t n0, int64_t n1)
  * -zp_b sb_b per lane. */
 #define FASTM_NR 4
 #define FASTM_MR 2
-#define FASTM_MAX_KB 96 /* blocks decoded ahead on the stack (NR x 24 KiB / 4) */
+#define FASTM_MAX_KB 96 /* blocks decoded ahead on the stack at a time (24 KiB; a multiple of 4) */
 
 VNNI_INLINE void fastm_decode(const uint8_t *col, const float *sb, const uint8_t *zp, int64_t kb, char *dec) {
     const __m512i m0f = _mm512_set1_epi8(15);
@@ -992,7 +992,7 @@ VNNI_INLINE void fastm_decode(const uint8_t *col, const float *sb, const uint8_t
  * column's nibbles against them with two vpdpbusd, then in float:
  * acc += lanes x sa sb, acc += sa (lane code sum) x (-zp sb). */
 VNNI_INLINE void fastm_tile(const int MR, const int NR, const char *row0, size_t rst, const char *dec, size_t dcs,
-                            int64_t kb, float *out, int64_t ldo) {
+                            int64_t kb, float *out, int64_t ldo, bool add) {
     __m512 acc[FASTM_MR][FASTM_NR];
     _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++)
         _Pragma("GCC unroll 4") for (int c = 0; c < NR; c++)
@@ -1020,23 +1020,28 @@ VNNI_INLINE void fastm_tile(const int MR, const int NR, const char *row0, size_t
     }
     _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++)
         _Pragma("GCC unroll 4") for (int c = 0; c < NR; c++)
-            out[r * ldo + c] = _mm512_reduce_add_ps(acc[r][c]);
+            out[r * ldo + c] = add ? out[r * ldo + c] + _mm512_reduce_add_ps(acc[r][c]) : _mm512_reduce_add_ps(acc[r][c]);
 }
 
 VNNI static void mnb4_fastm_vnni(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
     int64_t kb = g->kb;
-    size_t rst = llm_mnb4_row_bytes(kb), dcs = (size_t)((kb + 3) / 4) * 256;
+    size_t rst = llm_mnb4_row_bytes(kb);
     _Alignas(64) char dec[FASTM_NR * (FASTM_MAX_KB / 4) * 256];
     for (int64_t n = n0; n < n1; n += FASTM_NR) {
         int nr = (int)sn_imin(FASTM_NR, n1 - n);
-        for (int c = 0; c < nr; c++)
-            fastm_decode(g->b + (size_t)(n + c) * (size_t)kb * 16, g->sb + (n + c) * kb,
-                         g->zp ? g->zp + (n + c) * g->zp_stride : NULL, kb, dec + (size_t)c * dcs);
-        for (int64_t m = 0; m < g->M; m += FASTM_MR) {
-            int mr = (int)sn_imin(FASTM_MR, g->M - m);
-            const char *row0 = (const char *)g->rows + (size_t)m * rst;
-            float *y = g->y + m * g->ldy + n;
-#define FT(R, C) fastm_tile(R, C, row0, rst, dec, dcs, kb, y, g->ldy)
+        /* deeper columns in chunks of FASTM_MAX_KB blocks, each chunk's sums
+         * added to the last ones' */
+        for (int64_t k0 = 0; k0 < kb; k0 += FASTM_MAX_KB) {
+            int64_t kn = sn_imin(FASTM_MAX_KB, kb - k0);
+            size_t dcs = (size_t)((kn + 3) / 4) * 256;
+            for (int c = 0; c < nr; c++)
+                fastm_decode(g->b + (size_t)(n + c) * (size_t)kb * 16 + 16 * k0, g->sb + (n + c) * kb + k0,
+                             g->zp ? g->zp + (n + c) * g->zp_stride + k0 / 2 : NULL, kn, dec + (size_t)c * dcs);
+            for (int64_t m = 0; m < g->M; m += FASTM_MR) {
+                int mr = (int)sn_imin(FASTM_MR, g->M - m);
+                const char *row0 = (const char *)g->rows + (size_t)m * rst + (size_t)(k0 / 4) * Q4_GROUP_BYTES;
+                float *y = g->y + m * g->ldy + n;
+#define FT(R, C) fastm_tile(R, C, row0, rst, dec, dcs, kn, y, g->ldy, k0 > 0)
 #define FT_COLS(R)            \
     switch (nr) {             \
     case 4: FT(R, 4); break;  \
@@ -1044,18 +1049,19 @@ VNNI static void mnb4_fastm_vnni(const llm_mnb4_args *g, int64_t n0, int64_t n1)
     case 2: FT(R, 2); break;  \
     default: FT(R, 1); break; \
     }
-            if (mr == 2) {
-                FT_COLS(2);
-            } else {
-                FT_COLS(1);
-            }
+                if (mr == 2) {
+                    FT_COLS(2);
+                } else {
+                    FT_COLS(1);
+                }
 #undef FT_COLS
 #undef FT
-            if (g->bias)
-                for (int r = 0; r < mr; r++)
-                    for (int c = 0; c < nr; c++)
-                        y[r * g->ldy + c] += g->bias[n + c];
+            }
         }
+        if (g->bias)
+            for (int64_t m = 0; m < g->M; m++)
+                for (int c = 0; c < nr; c++)
+                    g->y[m * g->ldy + n + c] += g->bias[n + c];
     }
 }
 #endif
@@ -1083,12 +1089,8 @@ void llm_mnb4_fast1_cols(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
 }
 
 bool llm_mnb4_fastm_fits(int64_t kb) {
-#ifdef MNB4_FAST1
-    return llm_mnb4_fast1_available() && kb <= FASTM_MAX_KB;
-#else
-    (void)kb;
-    return false;
-#endif
+    (void)kb; /* any depth: chunks of FASTM_MAX_KB */
+    return llm_mnb4_fast1_available();
 }
 
 void llm_mnb4_fastm_cols(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
