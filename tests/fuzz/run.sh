@@ -27,12 +27,15 @@ while [ $# -gt 0 ]; do
     case $1 in
     --build) build=$2; shift 2 ;;
     --seconds) secs=$2; shift 2 ;;
-    --minutes) secs=$(($2 * 60)); shift 2 ;;
+    --minutes) case $2 in '' | *[!0-9]*) secs=$2 ;; *) secs=$(($2 * 60)) ;; esac; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
     --ci) ci=1; seed=1; secs=120; shift ;;
     --seed) seed=$2; shift 2 ;;
     *) echo "usage: $0 [--build DIR] [--seconds N | --minutes N | --runs N | --ci] [--seed N]" >&2; exit 2 ;;
     esac
+done
+for v in "$secs" "${runs:-0}" "$seed"; do
+    case $v in '' | *[!0-9]*) echo "$0: --seconds, --minutes, --runs and --seed take a number, not '$v'" >&2; exit 2 ;; esac
 done
 # executions per target in --ci (measured: docs/robustness.md)
 declare -A ci_runs=([load]=2000000 [plan]=1500000 [run]=1500000 [config]=2000000 [stats]=1000000

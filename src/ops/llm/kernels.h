@@ -211,15 +211,16 @@ typedef struct llm_mnb4_args {
 /* One row (M = 1, a ROWS_M row) against untiled B in the fastest order the
  * CPU has (AVX-512 VNNI), not ONNX Runtime's: each block's integer dot is
  * exact, the float sum over blocks in its own order (issue #22's accuracy
- * rule, docs/accuracy.md). Only where llm_mnb4_fast1_available(). */
+ * rule, docs/accuracy.md). Without VNNI (llm_mnb4_fast1_available false)
+ * a scalar form computes the same product, slowly: the executor then uses
+ * llm_mnb4_cols instead. */
 bool llm_mnb4_fast1_available(void);
 void llm_mnb4_fast1_cols(const llm_mnb4_args *g, int64_t n0, int64_t n1);
 /* Any number of rows (ROWS_Q4 rows) the same way, two rows by four columns
  * at a time over B decoded ahead: each block's integer dot exact, the zero
  * points taken off per lane in float; deep columns in chunks of 96 blocks
  * (decoded on the stack), each chunk added to the sum of the ones before.
- * Only where llm_mnb4_fastm_fits(kb) (AVX-512 VNNI). */
-bool llm_mnb4_fastm_fits(int64_t kb);
+ * Without VNNI, as llm_mnb4_fast1_cols. */
 void llm_mnb4_fastm_cols(const llm_mnb4_args *g, int64_t n0, int64_t n1);
 /* B in tiles of four columns for the decode kernel: per pair of blocks,
  * the four columns' 32 bytes side by side (a lone last block padded to 32

@@ -300,8 +300,10 @@ typedef struct mnb_job {
     const float *sa;      /* [M, kb] */
     const float *ab;      /* [M, kb]: sa * sum of the block's codes */
     const float *bias;    /* [N] or NULL: added by the ort4 path itself */
-    bool fast1;           /* ort4, M = 1 on llm_mnb4_fast1_cols (rows in the ROWS_M layout) */
-    bool fastm;           /* ort4, M > 1 on llm_mnb4_fastm_cols (ROWS_Q4 rows) */
+    /* ort4: the column kernel and the layout of the rows it reads
+     * (llm_mnb4_cols, or on AVX-512 VNNI llm_mnb4_fast1_cols / _fastm_cols) */
+    void (*q4_cols)(const llm_mnb4_args *g, int64_t n0, int64_t n1);
+    int q4_kind;
     const float *asum;    /* float path: block sums of A [M, kb] */
     const float *ap;      /* 4-bit float path: A's full blocks permuted [M, K / bs * bs] */
     char *slots;          /* MNB_SLOTS buffers of slot_bytes */
@@ -447,31 +449,18 @@ static void mnb_q4_block(void *arg, int64_t j0, int64_t nb, int64_t p0, int64_t 
             memset(bp + full / nr * ps + p * nr + (nb - full), 0, sizeof(float) * (size_t)(nr - (nb - full)));
 }
 
-/* ort4 path: rows [m0, m1) of A prepared for llm_mnb4_cols. */
+/* ort4 path: rows [m0, m1) of A prepared for j->q4_cols, in its layout (j->q4_kind). */
 static void mnb4_prep_task(void *arg, int64_t m0, int64_t m1) {
     const mnb_job *j = arg;
     size_t rb = llm_mnb4_row_bytes(j->g->kb);
-    int kind = j->fastm ? LLM_MNB4_ROWS_Q4 : j->fast1 ? LLM_MNB4_ROWS_M : llm_mnb4_row_kind(j->g->M, j->q4.zp != NULL);
     for (int64_t m = m0; m < m1; m++)
-        llm_mnb4_prep_row(j->a + m * j->g->K, j->g->K, kind, (char *)j->q4.rows + (size_t)m * rb);
+        llm_mnb4_prep_row(j->a + m * j->g->K, j->g->K, j->q4_kind, (char *)j->q4.rows + (size_t)m * rb);
 }
 
-/* ort4 path: column groups [s0, s1) of MNB4_GROUP columns. */
+/* ort4 path: column groups [s0, s1) of MNB4_GROUP columns, by j->q4_cols. */
 static void mnb4_cols_task(void *arg, int64_t s0, int64_t s1) {
     const mnb_job *j = arg;
-    llm_mnb4_cols(&j->q4, s0 * MNB4_GROUP, sn_imin(s1 * MNB4_GROUP, j->g->N));
-}
-
-/* ort4 path, one row on AVX-512 VNNI (llm_mnb4_fast1_cols): column groups [s0, s1). */
-static void mnb4_fast1_task(void *arg, int64_t s0, int64_t s1) {
-    const mnb_job *j = arg;
-    llm_mnb4_fast1_cols(&j->q4, s0 * MNB4_GROUP, sn_imin(s1 * MNB4_GROUP, j->g->N));
-}
-
-/* ort4 path, many rows on AVX-512 VNNI (llm_mnb4_fastm_cols): column groups [s0, s1). */
-static void mnb4_fastm_task(void *arg, int64_t s0, int64_t s1) {
-    const mnb_job *j = arg;
-    llm_mnb4_fastm_cols(&j->q4, s0 * MNB4_GROUP, sn_imin(s1 * MNB4_GROUP, j->g->N));
+    j->q4_cols(&j->q4, s0 * MNB4_GROUP, sn_imin(s1 * MNB4_GROUP, j->g->N));
 }
 
 /* ort8 path: column groups [s0, s1) of MNB4_GROUP columns. */
@@ -633,9 +622,13 @@ static int mnb_begin(sn_kctx *c, mnb_call *k) {
             j.q4.b = st->tiled;
             j.q4.tiled = 1;
         }
-        j.fast1 = g.M == 1 && !j.q4.tiled && llm_mnb4_fast1_available();
-        j.fastm = g.M > 1 && !j.q4.tiled && llm_mnb4_fastm_fits(g.kb);
-        k->cols = j.fast1 ? mnb4_fast1_task : j.fastm ? mnb4_fastm_task : mnb4_cols_task;
+        j.q4_cols = llm_mnb4_cols;
+        j.q4_kind = llm_mnb4_row_kind(g.M, j.q4.zp != NULL);
+        if (!j.q4.tiled && llm_mnb4_fast1_available()) { /* B untiled: prepare chose so */
+            j.q4_cols = g.M == 1 ? llm_mnb4_fast1_cols : llm_mnb4_fastm_cols;
+            j.q4_kind = g.M == 1 ? LLM_MNB4_ROWS_M : LLM_MNB4_ROWS_Q4;
+        }
+        k->cols = mnb4_cols_task;
     } else if (g.ort8) {
         j.q8 = (llm_mnb8_args){g.M, g.N, g.kb, j.qa, j.sa, j.ab, j.b, j.sc, j.zp8, j.zp_stride, bias,
                                y, g.N};

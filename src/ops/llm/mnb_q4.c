@@ -1078,6 +1078,35 @@ bool llm_mnb4_fast1_available(void) {
 #endif
 }
 
+/* The portable form of the two, and where there is no VNNI: the same
+ * product on a ROWS_M (kind) or ROWS_Q4 row, summed in double. */
+static void q4_own_order_ref(const llm_mnb4_args *g, int kind, int64_t n0, int64_t n1) {
+    int64_t kb = g->kb;
+    size_t rst = llm_mnb4_row_bytes(kb);
+    mnb4_layout L = mnb4_layout_of(kb);
+    for (int64_t m = 0; m < g->M; m++) {
+        const char *row = (const char *)g->rows + (size_t)m * rst;
+        for (int64_t n = n0; n < n1; n++) {
+            const uint8_t *bcol = g->b + (size_t)n * (size_t)kb * 16;
+            const uint8_t *zp = g->zp ? g->zp + n * g->zp_stride : NULL;
+            double s = g->bias ? g->bias[n] : 0;
+            for (int64_t b = 0; b < kb; b++) {
+                const char *grp = row + (b / 4) * Q4_GROUP_BYTES;
+                float sa = kind == LLM_MNB4_ROWS_Q4 ? ((const float *)(grp + 128))[4 * (b % 4)]
+                                                    : ((const float *)(row + L.sa))[b];
+                int64_t d = 0;
+                for (int k = 0; k < 32; k++) {
+                    int q = kind == LLM_MNB4_ROWS_Q4 ? ((const int8_t *)grp)[(k & 1) * 64 + 16 * (b % 4) + k / 2]
+                                                     : qnat((const int8_t *)(row + L.q), LLM_MNB4_ROWS_M, b, k);
+                    d += (int64_t)q * (code4(bcol, b, k) - zp4(zp, b));
+                }
+                s += (double)sa * g->sb[n * kb + b] * (double)d;
+            }
+            g->y[m * g->ldy + n] = (float)s;
+        }
+    }
+}
+
 void llm_mnb4_fast1_cols(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
 #ifdef MNB4_FAST1
     if (llm_mnb4_fast1_available()) {
@@ -1085,22 +1114,17 @@ void llm_mnb4_fast1_cols(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
         return;
     }
 #endif
-    llm_mnb4_cols(g, n0, n1); /* not reached: callers check llm_mnb4_fast1_available */
-}
-
-bool llm_mnb4_fastm_fits(int64_t kb) {
-    (void)kb; /* any depth: chunks of FASTM_MAX_KB */
-    return llm_mnb4_fast1_available();
+    q4_own_order_ref(g, LLM_MNB4_ROWS_M, n0, n1);
 }
 
 void llm_mnb4_fastm_cols(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
 #ifdef MNB4_FAST1
-    if (llm_mnb4_fastm_fits(g->kb)) {
+    if (llm_mnb4_fast1_available()) {
         mnb4_fastm_vnni(g, n0, n1);
         return;
     }
 #endif
-    llm_mnb4_cols(g, n0, n1); /* not reached: callers check llm_mnb4_fastm_fits */
+    q4_own_order_ref(g, LLM_MNB4_ROWS_Q4, n0, n1);
 }
 
 static void q4_prep_row(const float *a, int64_t K, char *row) {
