@@ -277,6 +277,12 @@ static int build_graph(const sn_model *m, const sn_pgraph *pg, sn_graph *parent,
                          j < n->n_in ? "its name is empty" : n->n_in ? "the node lists fewer inputs" : "the node has no inputs");
             goto fail;
         }
+        /* and its output 0, which every op's code writes */
+        if (!(n->op->flags & SN_OP_OUTPUTS_OPTIONAL) && (n->n_out < 1 || n->out[0] < 0)) {
+            rc = sn_errf(err, SNUG_ERR_GRAPH, "%s node %s: output 0 is required, %s", p->op_type,
+                         node_label(p, i, lb, sizeof lb), n->n_out ? "its name is empty" : "the node has no outputs");
+            goto fail;
+        }
     }
     /* Graph outputs. */
     for (int i = 0; i < pg->n_output; i++) {

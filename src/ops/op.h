@@ -144,6 +144,9 @@ enum {
      * shared KV cache): run then writes only the new rows
      * (sn_exec_add_state). */
     SN_OP_KV_SHARE = 1u << 6,
+    /* Every output may be absent ("", or not listed): RNN, GRU and LSTM.
+     * Of any other op the graph requires output 0 named. */
+    SN_OP_OUTPUTS_OPTIONAL = 1u << 7,
 };
 
 /* sn_op_def.required: one bit per input position that must be present (a

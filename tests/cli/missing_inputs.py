@@ -1,5 +1,5 @@
-"""Every ai.onnx operator snug implements, with each input the ONNX schema
-requires left out, must be refused with an error that names the node: never
+"""Every operator snug implements, with each input its schema requires left
+out, or its output 0, must be refused with an error that names the node: never
 a crash, a sanitizer report, or a run that goes ahead.
 
 For each entry of `snug ops` the schema at that opset (onnx.defs; ONNX
@@ -77,8 +77,9 @@ def input_type(schema, formal):
     return None
 
 
-def make_model(schema, domain, opset, inputs_spec):
-    """inputs_spec: list of names ("" = absent) for the node."""
+def make_model(schema, domain, opset, inputs_spec, outputs=None):
+    """inputs_spec: list of names ("" = absent) for the node; outputs: its
+    output names (default y0, y1, ..., as many as the schema's minimum)."""
     graph_inputs = []
     for j, name in enumerate(inputs_spec):
         if not name:
@@ -88,11 +89,11 @@ def make_model(schema, domain, opset, inputs_spec):
         if t is None:
             return None
         graph_inputs.append(helper.make_tensor_value_info(name, t, [2, 3]))
-    outs = ["y%d" % k for k in range(max(1, schema.min_output))]
+    outs = ["y%d" % k for k in range(max(1, schema.min_output))] if outputs is None else outputs
     dom = "" if domain == "ai.onnx" else domain
     node = helper.make_node(schema.name, inputs_spec, outs, name="under_test", domain=dom)
     graph = helper.make_graph([node], "missing_input", graph_inputs,
-                              [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outs])
+                              [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outs if o])
     imports = [helper.make_opsetid("", opset if not dom else 17)]
     if dom:
         imports.append(helper.make_opsetid(dom, opset))
@@ -121,32 +122,39 @@ def main():
             continue
         opset = max(since, 7) if domain == "ai.onnx" else since
         n_req = schema.min_input
+        cases = []
         for i in range(n_req):
             if i < len(schema.inputs) and is_optional(schema.inputs[i]):
                 continue
             names = ["x%d" % j for j in range(n_req)]
-            for variant, spec in (("absent", names[:i] + [""] + names[i + 1:]), ("short", names[:i])):
-                model = make_model(schema, domain, opset, spec)
-                if model is None:
+            cases += [("input %d absent" % i, names[:i] + [""] + names[i + 1:], None),
+                      ("input %d short" % i, names[:i], None)]
+        if schema.outputs and schema.min_output > 0 and not is_optional(schema.outputs[0]):
+            names = ["" if j < len(schema.inputs) and is_optional(schema.inputs[j]) else "x%d" % j
+                     for j in range(n_req)]
+            cases += [("output 0 absent", names, [""]), ("no outputs", names, [])]
+        for variant, spec, outs in cases:
+            model = make_model(schema, domain, opset, spec, outs)
+            if model is None:
+                continue
+            path = os.path.join(tmp, "%s_%s_%d_%s.onnx" % (domain, name, since, variant.replace(" ", "_")))
+            onnx.save(model, path)
+            r = subprocess.run([snug, "run", path], capture_output=True, text=True, timeout=60)
+            checked += 1
+            text = r.stdout + r.stderr
+            bad = r.returncode != 1 or "under_test" not in r.stderr or "runtime error" in text \
+                or "Sanitizer" in text
+            if bad:
+                failures.append("%s %s (opset %d) %s: exit %d\n    %s" %
+                                (domain, name, since, variant, r.returncode,
+                                 "\n    ".join(text.strip().split("\n")[:6])))
+                if keep:
+                    os.makedirs(keep, exist_ok=True)
+                    os.replace(path, os.path.join(keep, os.path.basename(path)))
                     continue
-                path = os.path.join(tmp, "%s_%s_%d_in%d_%s.onnx" % (domain, name, since, i, variant))
-                onnx.save(model, path)
-                r = subprocess.run([snug, "run", path], capture_output=True, text=True, timeout=60)
-                checked += 1
-                text = r.stdout + r.stderr
-                bad = r.returncode != 1 or "under_test" not in r.stderr or "runtime error" in text \
-                    or "Sanitizer" in text
-                if bad:
-                    failures.append("%s %s (opset %d) input %d %s: exit %d\n    %s" %
-                                    (domain, name, since, i, variant, r.returncode,
-                                     "\n    ".join(text.strip().split("\n")[:6])))
-                    if keep:
-                        os.makedirs(keep, exist_ok=True)
-                        os.replace(path, os.path.join(keep, os.path.basename(path)))
-                        continue
-                os.remove(path)
+            os.remove(path)
     os.rmdir(tmp) if not os.listdir(tmp) else None
-    print("%d models with a required input left out, %d not refused cleanly" % (checked, len(failures)))
+    print("%d models with a required input or output left out, %d not refused cleanly" % (checked, len(failures)))
     for f in failures:
         print("FAIL", f)
     sys.exit(1 if failures or checked == 0 else 0)

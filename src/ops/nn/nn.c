@@ -46,11 +46,11 @@ const sn_op_def sn_ops_nn[] = {
     /* The opsets differ only by attributes that default to the old behaviour
      * (layout 14, linear_before_reset 3, output_sequence gone in 7), so one def
      * per op serves all. */
-    {.domain = "", .name = "RNN", .since_version = 1, .required = 0x7, .infer = nn_rnn_infer_simple,
+    {.domain = "", .name = "RNN", .since_version = 1, .required = 0x7, .flags = SN_OP_OUTPUTS_OPTIONAL, .infer = nn_rnn_infer_simple,
      .cpu = {.prepare = nn_rnn_prepare_simple, .run = nn_rnn_run_simple}},
-    {.domain = "", .name = "GRU", .since_version = 1, .required = 0x7, .infer = nn_rnn_infer_gru,
+    {.domain = "", .name = "GRU", .since_version = 1, .required = 0x7, .flags = SN_OP_OUTPUTS_OPTIONAL, .infer = nn_rnn_infer_gru,
      .cpu = {.prepare = nn_rnn_prepare_gru, .run = nn_rnn_run_gru}},
-    {.domain = "", .name = "LSTM", .since_version = 1, .required = 0x7, .infer = nn_rnn_infer_lstm,
+    {.domain = "", .name = "LSTM", .since_version = 1, .required = 0x7, .flags = SN_OP_OUTPUTS_OPTIONAL, .infer = nn_rnn_infer_lstm,
      .cpu = {.prepare = nn_rnn_prepare_lstm, .run = nn_rnn_run_lstm}},
     /* loss.c */
     {.domain = "", .name = "NegativeLogLikelihoodLoss", .since_version = 12, .required = 0x3, .infer = nn_loss_infer,
