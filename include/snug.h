@@ -146,6 +146,28 @@ typedef struct snug_session_stats {
 } snug_session_stats;
 void snug_session_get_stats(const snug_session *s, snug_session_stats *out);
 
+/* Weight streaming under a host budget (snug.mem.host, docs/streaming.md):
+ * what the current plan streams and what the prefetcher did so far. */
+typedef struct snug_stream_stats {
+    int n_layers;          /* the layer map's */
+    int first_streamed;    /* layers first_streamed..n_layers-1 stream; == n_layers: none */
+    int depth;             /* staging slots */
+    uint64_t budget;       /* snug.mem.host (0: none) */
+    uint64_t planned;      /* what the plan holds within it: activations, KV cache, resident weights, slots */
+    uint64_t minimum;      /* the smallest budget that plans (every layer streamed) */
+    uint64_t staging_bytes;
+    uint64_t sweep_bytes;  /* the streamed layers' weights: what one run reads from the file */
+    uint64_t bytes_read;   /* read so far */
+    uint64_t loads;        /* layers loaded so far */
+    double read_s;         /* the I/O thread's time reading */
+    double stall_s;        /* the runs' time waiting for a layer to arrive */
+} snug_stream_stats;
+void snug_session_stream_stats(const snug_session *s, snug_stream_stats *out);
+/* The I/O bound of that streaming: one sweep over the streamed layers read
+ * exactly as the prefetcher reads them, with nothing computing, in bytes
+ * per second (0 when nothing streams). Between runs. */
+int snug_session_stream_probe(snug_session *s, double *bytes_per_s);
+
 /* From now on every run adds each node's wall time, in seconds, to
  * acc[node] (snug_model_info.n_nodes entries, the caller's); NULL stops.
  * Off, a run pays one test per node. */
@@ -555,6 +577,8 @@ typedef struct snug_memory {
     uint64_t weights_copied;   /* aligned copies of misaligned weights; under snug.weights=load all
                                 * weights read whole */
     uint64_t packed;           /* prepared kernels' state: packed weights, each replacing its source */
+    uint64_t staging;          /* weight streaming's staging slots (snug.mem.host); streamed weights
+                                * count nowhere else */
     uint64_t arena;            /* the activation arena (workspace inside) */
     uint64_t lower_bound;      /* the largest total of planned tensors alive at one step */
     uint64_t kv;               /* the KV cache */
@@ -615,6 +639,9 @@ typedef struct snug_generator_config {
     int threads;      /* 0: all cores */
     int weights_load; /* nonzero: snug.weights=load (weights read into owned memory) */
     const char *chat_template_path; /* a Jinja template file instead of the model's, or NULL */
+    uint64_t mem_host;   /* snug.mem.host: bytes the plan may hold on the host, weights that do not fit
+                          * streamed from the file layer by layer (docs/streaming.md); 0: no budget */
+    int prefetch_layers; /* snug.prefetch_layers: staging slots for streamed layers; 0: 2 */
 } snug_generator_config;
 
 /* cfg may be NULL (defaults). On failure *out is NULL and err (if not NULL)
@@ -673,6 +700,8 @@ int snug_generator_complete(snug_generator *g, const char *text, const snug_samp
                             void *user, snug_generation *out);
 /* Forgets the cached conversation. */
 void snug_generator_reset(snug_generator *g);
+/* Its session's weight streaming (snug_session_stream_stats). */
+void snug_generator_stream_stats(const snug_generator *g, snug_stream_stats *out);
 
 #ifdef __cplusplus
 }

@@ -11,5 +11,9 @@ void cli_die_usage(const char *cmd, const char *msg);
 void cli_model_error(const char *cmd, const char *path, const char *msg);
 /* "1.23 MiB"-style sizes. */
 void cli_human_bytes(double bytes, char *buf, size_t cap);
+/* --mem DEVICE=SIZE: the budget in bytes for the host (the only device of
+ * this build that takes one: host, or cpu as ONNX Runtime names it); a bad
+ * value prints why and exits with status 2. */
+unsigned long long cli_mem_budget(const char *cmd, const char *val);
 
 #endif

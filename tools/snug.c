@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -75,6 +76,25 @@ void cli_human_bytes(double b, char *buf, size_t cap) {
         i++;
     }
     snprintf(buf, cap, i ? "%.2f %s" : "%.0f %s", b, u[i]);
+}
+
+unsigned long long cli_mem_budget(const char *cmd, const char *val) {
+    const char *eq = val ? strchr(val, '=') : NULL;
+    if (!eq)
+        cli_die_usage(cmd, "--mem takes DEVICE=SIZE, e.g. --mem host=2G");
+    size_t dl = (size_t)(eq - val);
+    if (!((dl == 4 && !strncasecmp(val, "host", 4)) || (dl == 3 && !strncasecmp(val, "cpu", 3)))) {
+        fprintf(stderr, "snug %s: --mem %s: device '%.*s' takes no budget in this build (devices: host)\n", cmd, val,
+                (int)dl, val);
+        exit(2);
+    }
+    char e[1024];
+    uint64_t b = 0;
+    if (snug_parse_size(eq + 1, &b, e, sizeof e) != SNUG_OK) {
+        fprintf(stderr, "snug %s: --mem %s: %s\n", cmd, val, e);
+        exit(2);
+    }
+    return (unsigned long long)b;
 }
 
 static int cmd_info(int argc, char **argv) {

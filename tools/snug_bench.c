@@ -63,6 +63,13 @@ static const char k_bench_help[] =
     "                  page cache; load: weights are read from the file into\n"
     "                  snug's own memory, nothing is mapped, and the measured\n"
     "                  peak is what the plan holds (config snug.weights)\n"
+    "  --mem host=SIZE the most the plan may hold on the host (snug.mem.host):\n"
+    "                  the layers that do not fit stream from the file, and the\n"
+    "                  figures add the bytes streamed per decode token, the\n"
+    "                  time waiting for them, and the I/O bound: the streamed\n"
+    "                  layers read once alone, cold, as the prefetcher reads\n"
+    "                  them, and the decode speed that allows (docs/streaming.md)\n"
+    "  --prefetch N    staging slots for streamed layers (snug.prefetch_layers)\n"
     "  --config K=V    a session config entry, e.g. session.set_denormal_as_zero=0\n"
     "                  (docs/config.md); may be given more than once\n"
     "  --json          one JSON object on stdout instead of the table\n"
@@ -418,10 +425,11 @@ static void node_rows(int n_nodes, const double *t, long rounds, long gen, node_
 /* "name": {the figures of m}, */
 static void json_mem(const char *name, const snug_memory *m) {
     printf("\"%s\": {\"weights_read\": %llu, \"weights_gathered\": %llu, \"weights_copied\": %llu, "
-           "\"packed\": %llu, \"arena\": %llu, \"lower_bound\": %llu, \"kv\": %llu, \"folded\": %llu, "
+           "\"packed\": %llu, \"staging\": %llu, \"arena\": %llu, \"lower_bound\": %llu, \"kv\": %llu, \"folded\": %llu, "
            "\"driver\": %llu, \"other_heap\": %llu, \"total\": %llu}, ",
            name, (unsigned long long)m->weights_read, (unsigned long long)m->weights_gathered,
-           (unsigned long long)m->weights_copied, (unsigned long long)m->packed, (unsigned long long)m->arena,
+           (unsigned long long)m->weights_copied, (unsigned long long)m->packed, (unsigned long long)m->staging,
+           (unsigned long long)m->arena,
            (unsigned long long)m->lower_bound, (unsigned long long)m->kv, (unsigned long long)m->folded,
            (unsigned long long)m->driver, (unsigned long long)m->other_heap, (unsigned long long)m->total);
 }
@@ -459,6 +467,7 @@ int cmd_bench(int argc, char **argv) {
     const char *weights = NULL;
     const char *cfg[64][2];
     int n_cfg = 0;
+    char mem_host[32] = "", prefetch[16] = "";
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -482,6 +491,10 @@ int cmd_bench(int argc, char **argv) {
             if (!val || (strcmp(val, "map") && strcmp(val, "load")))
                 cli_die_usage("bench", "--weights takes map or load");
             weights = val, i++;
+        } else if (!strcmp(a, "--mem")) {
+            snprintf(mem_host, sizeof mem_host, "%llu", cli_mem_budget("bench", val)), i++;
+        } else if (!strcmp(a, "--prefetch")) {
+            snprintf(prefetch, sizeof prefetch, "%ld", parse_count(a, val, 2, 64)), i++;
         } else if (!strcmp(a, "--config")) {
             char *eq = val ? strchr(val, '=') : NULL;
             if (!eq || eq == val || n_cfg == 64)
@@ -526,7 +539,9 @@ int cmd_bench(int argc, char **argv) {
     snprintf(tbuf, sizeof tbuf, "%ld", threads);
     snug_options *opts = snug_options_new();
     if (!opts || snug_options_set(opts, "snug.threads", tbuf) != SNUG_OK ||
-        (weights && snug_options_set(opts, "snug.weights", weights) != SNUG_OK)) {
+        (weights && snug_options_set(opts, "snug.weights", weights) != SNUG_OK) ||
+        (mem_host[0] && snug_options_set(opts, "snug.mem.host", mem_host) != SNUG_OK) ||
+        (prefetch[0] && snug_options_set(opts, "snug.prefetch_layers", prefetch) != SNUG_OK)) {
         fprintf(stderr, "snug bench: out of memory\n");
         snug_options_free(opts);
         return 1;
@@ -603,6 +618,10 @@ int cmd_bench(int argc, char **argv) {
 
     int64_t first = -1;
     uint64_t decode_allocs = 0;
+    snug_stream_stats ss0, ss1;
+    memset(&ss1, 0, sizeof ss1);
+    uint64_t dec_streamed = 0;
+    double dec_stall = 0, dec_read_s = 0;
     for (long r = -warmup; r < rounds; r++) {
         const float *logits;
         snug_decoder_reset(loop);
@@ -620,6 +639,7 @@ int cmd_bench(int argc, char **argv) {
         first = argmax(logits + (prompt - 1) * vocab, vocab);
         double t2 = now_s(), c2 = cpu_s();
         uint64_t a0 = snug_alloc_count();
+        snug_session_stream_stats(s, &ss0);
         for (long k = 0; k < gen; k++) {
             if (snug_decoder_decode(loop, ids[prompt + k], &logits) != SNUG_OK) {
                 fprintf(stderr, "snug bench: %s: decode step %ld: %s\n", path, k, snug_session_error(s));
@@ -627,6 +647,12 @@ int cmd_bench(int argc, char **argv) {
             }
         }
         double t3 = now_s(), c3 = cpu_s();
+        snug_session_stream_stats(s, &ss1);
+        if (r >= 0) {
+            dec_streamed += ss1.bytes_read - ss0.bytes_read;
+            dec_stall += ss1.stall_s - ss0.stall_s;
+            dec_read_s += ss1.read_s - ss0.read_s;
+        }
         snug_session_time_nodes(s, NULL);
         decode_allocs += snug_alloc_count() - a0;
         if (r >= 0) {
@@ -664,6 +690,17 @@ int cmd_bench(int argc, char **argv) {
     size_t code = file_now > file_base + model_rss ? file_now - file_base - model_rss : 0;
     size_t growth = hwm > rss_base + code ? hwm - rss_base - code : 0;
     uint64_t wb = mi.weight_bytes, wtok = mi.weight_bytes_read;
+    /* streaming: per decode token, against what reading those layers alone allows */
+    bool streams = ss1.budget && ss1.first_streamed < ss1.n_layers;
+    double tok_dec = (double)rounds * (double)gen;
+    double s_bytes = streams && tok_dec > 0 ? (double)dec_streamed / tok_dec : 0;
+    double s_stall = streams && tok_dec > 0 ? dec_stall / tok_dec : 0;
+    double probe_bw = 0;
+    if (streams && snug_session_stream_probe(s, &probe_bw) != SNUG_OK) {
+        fprintf(stderr, "snug bench: %s: %s\n", path, snug_session_error(s));
+        goto done;
+    }
+    double io_bound = s_bytes > 0 && probe_bw > 0 ? probe_bw / s_bytes : 0;
     snug_memory mem, est;
     snug_decoder_memory(loop, &mem);
     bool has_est = snug_decoder_estimate(loop, &est) == SNUG_OK;
@@ -702,6 +739,15 @@ int cmd_bench(int argc, char **argv) {
                stt.med, sd.med > 0 ? 1e3 / sd.med : 0, rss, (unsigned long long)wb, (unsigned long long)wtok,
                (long long)first, snug_gemm_kernel_name(), scp.med, scd.med, (unsigned long long)decode_allocs,
                rss_base, growth, code);
+        if (streams)
+            printf("\"stream\": {\"budget\": %llu, \"planned\": %llu, \"first_layer\": %d, \"layers\": %d, "
+                   "\"slots\": %d, \"staging_bytes\": %llu, \"sweep_bytes\": %llu, \"bytes_per_token\": %.0f, "
+                   "\"stall_ms_per_token\": %.4f, \"read_bytes_per_s\": %.0f, \"probe_bytes_per_s\": %.0f, "
+                   "\"io_bound_tok_s\": %.4f, \"of_io_bound\": %.4f}, ",
+                   (unsigned long long)ss1.budget, (unsigned long long)ss1.planned, ss1.first_streamed, ss1.n_layers,
+                   ss1.depth, (unsigned long long)ss1.staging_bytes, (unsigned long long)ss1.sweep_bytes, s_bytes,
+                   s_stall * 1e3, dec_read_s > 0 ? (double)dec_streamed / dec_read_s : 0, probe_bw, io_bound,
+                   io_bound > 0 ? sd.med / io_bound : 0);
         json_mem("accounted", &mem);
         if (has_est)
             json_mem("estimate", &est);
@@ -756,7 +802,8 @@ int cmd_bench(int argc, char **argv) {
         printf("CPU time     prefill %.1f ms, decode %.2f ms/token (all threads; wall time above)\n", scp.med,
                scd.med);
         printf("peak RSS     %s\n", b3);
-        char p1[64], p2[64], p3[64], p4[64], p5[64], p6[64];
+        char p1[64], p2[64], p3[64], p4[64], p5[64], p6[64], p7[64];
+        cli_human_bytes((double)mem.staging, p7, sizeof p7);
         cli_human_bytes((double)growth, p1, sizeof p1);
         cli_human_bytes((double)mem.total, p2, sizeof p2);
         cli_human_bytes((double)(mem.weights_read + mem.weights_gathered), p3, sizeof p3);
@@ -767,12 +814,25 @@ int cmd_bench(int argc, char **argv) {
         if (has_est)
             cli_human_bytes((double)est.total, pe, sizeof pe);
         printf("memory       RSS growth %s; estimated before planning %s (%+.1f%%), accounted after planning %s "
-               "(%+.1f%%): weights mapped %s, held %s (copies, packed), arena %s (lower bound %s), KV %s "
-               "(--weights %s)\n",
+               "(%+.1f%%): weights mapped %s, held %s (copies, packed), staging %s, arena %s (lower bound %s), "
+               "KV %s (--weights %s)\n",
                p1, pe, has_est && growth ? 100.0 * ((double)est.total - (double)growth) / (double)growth : 0.0, p2,
-               growth ? 100.0 * ((double)mem.total - (double)growth) / (double)growth : 0.0, p3, p6, p4, p5, b4,
-               weights && !strcmp(weights, "load") ? "load" : "map");
+               growth ? 100.0 * ((double)mem.total - (double)growth) / (double)growth : 0.0, p3, p6, p7, p4, p5, b4,
+               (weights && !strcmp(weights, "load")) || mem_host[0] ? "load" : "map");
         printf("allocations  %llu during the decode steps\n", (unsigned long long)decode_allocs);
+        if (streams) {
+            char q1[64], q2[64], q3[64], q4[64], q5[64];
+            cli_human_bytes((double)ss1.budget, q1, sizeof q1);
+            cli_human_bytes(s_bytes, q2, sizeof q2);
+            cli_human_bytes(probe_bw, q3, sizeof q3);
+            cli_human_bytes(dec_read_s > 0 ? (double)dec_streamed / dec_read_s : 0, q4, sizeof q4);
+            cli_human_bytes((double)ss1.staging_bytes, q5, sizeof q5);
+            printf("streaming    --mem host=%s: layers %d-%d of %d stream through %d slots (%s); %s read per decode "
+                   "token at %s/s, stalled %.2f ms/token; those layers read alone (cold, nothing computing) at "
+                   "%s/s: I/O bound %.2f tok/s, decode at %.0f%% of it\n",
+                   q1, ss1.first_streamed, ss1.n_layers - 1, ss1.n_layers, ss1.depth, q5, q2, q4, s_stall * 1e3, q3,
+                   io_bound, io_bound > 0 ? 100 * sd.med / io_bound : 0);
+        }
         printf("weights      %s in the file, %s read per decode step\n", b1, b2);
         if (ops) {
             printf("ops          time per operator type (all nodes of the type, wall time)\n");

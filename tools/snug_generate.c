@@ -40,6 +40,10 @@ static const char k_gen_help[] =
     "  --stop TEXT         stop when TEXT appears (repeatable; TEXT is not printed)\n"
     "  --threads N         worker threads (default: all cores)\n"
     "  --weights MODE      map (default) or load (read into owned memory)\n"
+    "  --mem host=SIZE     the most memory the model may hold (weights, KV cache,\n"
+    "                      activations): the layers that do not fit stream from\n"
+    "                      the file while the ones before compute (docs/streaming.md)\n"
+    "  --prefetch N        staging slots for streamed layers (default 2)\n"
     "  -q, --quiet         no figures line\n";
 
 static volatile sig_atomic_t g_interrupted;
@@ -104,7 +108,25 @@ static const char *stop_name(int stop) {
     return stop >= 0 && stop < (int)(sizeof names / sizeof *names) ? names[stop] : "?";
 }
 
-static void print_figures(const snug_generation *r) {
+/* The streaming part of the figures line: what this answer read from the
+ * file (bytes per generated token) and how long the runs waited for it;
+ * before: the counters when the answer began. */
+static void stream_figures(const snug_stream_stats *before, const snug_stream_stats *now, const snug_generation *r,
+                           char *buf, size_t cap) {
+    buf[0] = 0;
+    if (!now->budget || now->first_streamed >= now->n_layers)
+        return;
+    char a[64], b[64];
+    uint64_t read = now->bytes_read - before->bytes_read;
+    cli_human_bytes((double)now->sweep_bytes, a, sizeof a);
+    double rs = now->read_s - before->read_s;
+    cli_human_bytes(rs > 0 ? (double)read / rs : 0, b, sizeof b);
+    snprintf(buf, cap, " | streamed layers %d-%d: %s a step, read at %s/s, stalled %.0f ms", now->first_streamed,
+             now->n_layers - 1, a, b, (now->stall_s - before->stall_s) * 1e3);
+    (void)r;
+}
+
+static void print_figures(const snug_generation *r, const char *extra) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     char rss[64];
@@ -112,10 +134,18 @@ static void print_figures(const snug_generation *r) {
     double dec = r->generated > 1 && r->decode_s > 0 ? (double)(r->generated - 1) / r->decode_s : 0;
     fprintf(stderr,
             "\n[prompt %lld tokens (%lld prefilled) %.1f tok/s | generated %lld tokens %.1f tok/s | first token "
-            "%.0f ms | peak RSS %s | stop: %s]\n",
+            "%.0f ms | peak RSS %s%s | stop: %s]\n",
             (long long)r->prompt_tokens, (long long)r->prefilled,
             r->prefill_s > 0 ? (double)r->prefilled / r->prefill_s : 0.0, (long long)r->generated, dec,
-            r->ttft_s * 1e3, rss, stop_name(r->stop));
+            r->ttft_s * 1e3, rss, extra, stop_name(r->stop));
+}
+
+static void answer_figures(const snug_generator *g, const snug_stream_stats *before, const snug_generation *r) {
+    snug_stream_stats now;
+    snug_generator_stream_stats(g, &now);
+    char extra[256];
+    stream_figures(before, &now, r, extra, sizeof extra);
+    print_figures(r, extra);
 }
 
 typedef struct conv {
@@ -244,6 +274,10 @@ int cmd_generate(int argc, char **argv) {
             if (!v || (strcmp(v, "map") && strcmp(v, "load")))
                 cli_die_usage("generate", "--weights is map or load");
             cfg.weights_load = !strcmp(v, "load");
+        } else if (!strcmp(a, "--mem")) {
+            cfg.mem_host = cli_mem_budget("generate", v);
+        } else if (!strcmp(a, "--prefetch")) {
+            cfg.prefetch_layers = (int)parse_long(a, v, 2, 64);
         } else {
             takes = false;
             if (!strcmp(a, "--no-chat"))
@@ -307,6 +341,8 @@ int cmd_generate(int argc, char **argv) {
         status = 1;
     if (prompt && !status) { /* one answer */
         snug_generation res;
+        snug_stream_stats sb;
+        snug_generator_stream_stats(g, &sb);
         if (chat && conv_add(&c, "user", prompt, strlen(prompt)) != 0) {
             fprintf(stderr, "snug generate: out of memory\n");
             status = 1;
@@ -316,7 +352,7 @@ int cmd_generate(int argc, char **argv) {
         } else {
             fputc('\n', stdout);
             if (!quiet)
-                print_figures(&res);
+                answer_figures(g, &sb, &res);
         }
     } else if (!status) { /* a chat */
         bool tty = isatty(0);
@@ -336,6 +372,7 @@ int cmd_generate(int argc, char **argv) {
                 break;
             answer ans = {0};
             snug_generation res;
+            snug_stream_stats sb;
             if (chat && conv_add(&c, "user", line, len) != 0) {
                 status = 1;
                 break;
@@ -354,6 +391,7 @@ int cmd_generate(int argc, char **argv) {
                 }
                 free(ans.b);
                 memset(&ans, 0, sizeof ans);
+                snug_generator_stream_stats(g, &sb);
                 rc = turn(g, &c, NULL, &gp, &ans, &res);
             }
             if (rc != SNUG_OK) {
@@ -369,7 +407,7 @@ int cmd_generate(int argc, char **argv) {
             }
             fputc('\n', stdout);
             if (!quiet)
-                print_figures(&res);
+                answer_figures(g, &sb, &res);
             if (chat && conv_add(&c, "assistant", ans.b ? ans.b : "", ans.n) != 0)
                 status = 1;
             free(ans.b);

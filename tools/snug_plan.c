@@ -114,20 +114,7 @@ static void parse_opts(popts *o, int argc, char **argv, const char *help) {
             snprintf(m, sizeof m, "unknown option or missing value: '%s'", a);
             cli_die_usage(o->cmd, m);
         } else if (!strcmp(a, "--mem")) {
-            const char *eq = strchr(val, '=');
-            if (!eq)
-                cli_die_usage(o->cmd, "--mem takes DEVICE=SIZE, e.g. --mem host=2G");
-            size_t dl = (size_t)(eq - val);
-            if (!((dl == 4 && !strncasecmp(val, "host", 4)) || (dl == 3 && !strncasecmp(val, "cpu", 3)))) {
-                fprintf(stderr, "snug %s: --mem %s: device '%.*s' is not in this build (devices: host)\n", o->cmd,
-                        val, (int)dl, val);
-                exit(2);
-            }
-            char e[1024];
-            if (snug_parse_size(eq + 1, &o->budget, e, sizeof e) != SNUG_OK) {
-                fprintf(stderr, "snug %s: --mem %s: %s\n", o->cmd, val, e);
-                exit(2);
-            }
+            o->budget = cli_mem_budget(o->cmd, val);
             o->have_budget = true;
         } else if (!strcmp(a, "--ctx")) {
             o->ctx = parse_count(o->cmd, a, val, 1);

@@ -64,6 +64,7 @@ static void memory_of(const sn_kvloop_mem *m, snug_memory *out) {
     *out = (snug_memory){
         .weights_read = m->weights_read,
         .weights_gathered = m->weights_gathered,
+        .staging = m->staging,
         .weights_copied = m->weights_copied,
         .packed = m->packed,
         .arena = m->arena,

@@ -36,6 +36,32 @@ void snug_session_get_stats(const snug_session *ps, snug_session_stats *out) {
     };
 }
 
+void snug_session_stream_stats(const snug_session *ps, snug_stream_stats *out) {
+    const sn_exec *ex = ((const sn_session *)ps)->exec;
+    const sn_plan_stream *st = sn_exec_stream_plan(ex);
+    sn_exec_stream_stats c;
+    sn_exec_stream_counts(ex, &c);
+    *out = (snug_stream_stats){
+        .n_layers = ((const sn_session *)ps)->layers.n_layers,
+        .first_streamed = st->n_layers ? st->first_layer : ((const sn_session *)ps)->layers.n_layers,
+        .depth = st->depth,
+        .budget = st->budget,
+        .planned = st->total,
+        .minimum = st->minimum,
+        .staging_bytes = st->staging_bytes,
+        .sweep_bytes = st->streamed_bytes,
+        .bytes_read = c.bytes_read,
+        .loads = c.loads,
+        .read_s = c.read_s,
+        .stall_s = c.stall_s,
+    };
+}
+
+int snug_session_stream_probe(snug_session *ps, double *bytes_per_s) {
+    sn_session *s = (sn_session *)ps;
+    return sn_exec_stream_probe(s->exec, bytes_per_s, &s->err);
+}
+
 void snug_session_time_nodes(snug_session *ps, double *acc) { sn_exec_time_nodes(((sn_session *)ps)->exec, acc); }
 
 int snug_session_plan(snug_session *ps, const snug_tensor *shapes, int n_shapes) {

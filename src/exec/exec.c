@@ -73,6 +73,52 @@ void sn_exec_set_groups(sn_exec *ex, bool on) { ex->no_groups = !on; }
 void sn_exec_set_strict_workspace(sn_exec *ex, bool on) { ex->strict_ws = on; }
 void sn_exec_set_flush_denormals(sn_exec *ex, bool on) { ex->flush_denormals = on; }
 
+void sn_exec_set_streaming(sn_exec *ex, uint64_t host_budget, int depth, int n_layers) {
+    ex->host_budget = host_budget;
+    ex->prefetch_depth = depth < 2 ? 2 : depth;
+    ex->n_layers = n_layers;
+}
+
+const sn_plan_stream *sn_exec_stream_plan(const sn_exec *ex) { return &ex->pl.stream; }
+const sn_plan_stream *sn_exec_stream_decided(const sn_exec *ex) { return &ex->stream; }
+bool sn_exec_value_streamed(const sn_exec *ex, int v) { return ex->streamed[v] != 0; }
+
+int sn_exec_stream_probe(sn_exec *ex, double *bytes_per_s, sn_err *err) {
+    *bytes_per_s = 0;
+    return ex->pf ? ex_prefetch_probe(ex->pf, bytes_per_s, err) : SNUG_OK;
+}
+
+int sn_exec_stream_decide(sn_exec *ex, const sn_tensor *bounds, sn_err *err) {
+    const sn_graph *g = ex->g;
+    sn_tensor *in = sn_calloc((size_t)g->n_inputs + 1, sizeof *in);
+    if (!in)
+        return sn_errf(err, SNUG_ERR_OOM, "out of memory");
+    for (int i = 0; i < g->n_inputs; i++) {
+        in[i] = bounds[i];
+        in[i].data = NULL;
+    }
+    bool pb = ex->planning_bounds;
+    ex->planning_bounds = true;
+    int rc = ex_stream_decide(ex, in, err);
+    ex->planning_bounds = pb;
+    sn_free(in);
+    return rc;
+}
+
+void sn_exec_stream_counts(const sn_exec *ex, sn_exec_stream_stats *out) {
+    memset(out, 0, sizeof *out);
+    if (!ex->pf)
+        return;
+    ex_prefetch_counts c;
+    ex_prefetch_stats(ex->pf, &c);
+    out->bytes_read = c.bytes_read;
+    out->loads = c.loads;
+    out->read_s = c.read_s;
+    out->stall_s = c.stall_s;
+    out->staging_bytes = c.staging_bytes;
+    out->layers = c.layers;
+}
+
 sn_fpmode ex_fp_enter(const sn_exec *ex) {
     sn_fpmode saved = sn_fp_get();
     if (ex->flush_denormals)
@@ -151,10 +197,13 @@ int sn_exec_new(const sn_graph *g, sn_pool *pool, const sn_logger *log, sn_exec 
     ex->copy_dropped = sn_calloc(nv, 1);
     ex->copy_released = sn_calloc(nv, sizeof *ex->copy_released);
     ex->bounds = sn_calloc((size_t)g->n_inputs + 1, sizeof *ex->bounds);
+    ex->streamed = sn_calloc(nv, 1);
+    ex->stream_wait = sn_malloc(nn * sizeof *ex->stream_wait);
+    ex->stream_release = sn_malloc(nn * sizeof *ex->stream_release);
     if (!ex->vals || !ex->pl.values || !ex->pl.nodes || !ex->pl.buffers || !ex->pl.shapes || !ex->nstate ||
         !ex->sub_base || !ex->sub || !ex->argin || !ex->argout || !ex->sig || !ex->init_copy || !ex->vdep ||
         !ex->vcap || !ex->bounds || !ex->copy_dropped || !ex->vstate || !ex->nreplaces || !ex->copy_released ||
-        !ex->gin || !ex->gout || !ex->kern) {
+        !ex->gin || !ex->gout || !ex->kern || !ex->streamed || !ex->stream_wait || !ex->stream_release) {
         sn_exec_free(ex);
         return sn_errf(err, SNUG_ERR_OOM, "out of memory");
     }
@@ -168,6 +217,9 @@ int sn_exec_new(const sn_graph *g, sn_pool *pool, const sn_logger *log, sn_exec 
             return rc;
         }
     ex->last_row_node = -1;
+    ex->prefetch_depth = 2;
+    for (int i = 0; i < g->n_nodes; i++)
+        ex->stream_wait[i] = ex->stream_release[i] = -1;
     for (int i = 0, b = 0; i < g->n_nodes; i++) {
         ex->sub_base[i] = b;
         b += g->nodes[i].n_sub;
@@ -225,6 +277,9 @@ void sn_exec_free(sn_exec *ex) {
     sn_free(ex->nreplaces);
     sn_free(ex->copy_dropped);
     sn_free(ex->bounds);
+    sn_free(ex->streamed);
+    sn_free(ex->stream_wait);
+    sn_free(ex->stream_release);
     for (int b = 0; b < SN_MAX_DEVICES; b++)
         if (ex->buf[b])
             ex->backends[ex->buf_dev[b]].ops->buffer_free(ex->backends[ex->buf_dev[b]].ctx, ex->buf[b]);

@@ -76,6 +76,36 @@ void sn_exec_set_strict_workspace(sn_exec *ex, bool on);
  * flushed to zero (sn_fp_flushing), the caller's mode restored after;
  * off (an executor's default): in the caller's mode. */
 void sn_exec_set_flush_denormals(sn_exec *ex, bool on);
+/* Weight streaming (docs/streaming.md): from the next plan at bounds on,
+ * with host_budget > 0 (snug.mem.host) the plan holds at most that many
+ * bytes on the host: the earliest layers' weights resident, the rest
+ * (a run of layers at the end) read from the model's files into a ring of
+ * depth staging slots (snug.prefetch_layers) by an I/O thread while the
+ * layers before compute. n_layers: the session's layer map. A budget too
+ * small for one layer at a time plus everything that cannot stream fails
+ * the plan, naming the minimum. */
+void sn_exec_set_streaming(sn_exec *ex, uint64_t host_budget, int depth, int n_layers);
+/* The current plan's residency (first_layer == n_layers: nothing streams). */
+const struct sn_plan_stream *sn_exec_stream_plan(const sn_exec *ex);
+typedef struct sn_exec_stream_stats {
+    uint64_t bytes_read, loads; /* over the session */
+    double read_s;              /* the I/O thread's time reading */
+    double stall_s;             /* the runs' time waiting for a layer */
+    size_t staging_bytes;
+    int layers;                 /* streamed layers */
+} sn_exec_stream_stats;
+void sn_exec_stream_counts(const sn_exec *ex, sn_exec_stream_stats *out);
+/* The residency a plan at these bounds will get (what sn_exec_set_bounds
+ * decides first): for an estimate made before planning. */
+int sn_exec_stream_decide(sn_exec *ex, const sn_tensor *bounds, sn_err *err);
+const struct sn_plan_stream *sn_exec_stream_decided(const sn_exec *ex);
+/* The I/O bound of the current plan's streaming: one sweep over the
+ * streamed layers read exactly as the prefetcher reads them (pread, the
+ * page cache dropped behind), with nothing computing; *bytes_per_s 0 when
+ * nothing streams. Between runs only. */
+int sn_exec_stream_probe(sn_exec *ex, double *bytes_per_s, sn_err *err);
+/* Whether constant v streams under the residency decided last. */
+bool sn_exec_value_streamed(const sn_exec *ex, int v);
 /* What a hostile model may spend (docs/robustness.md); subgraphs' executors
  * take their parent's. mem_budget (snug.memory_budget, default the
  * machine's memory from the CPU backend, 0: no bound): from the next plan

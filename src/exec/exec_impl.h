@@ -24,6 +24,16 @@
 #include "exec/exec.h"
 #include "plan/estimate.h"
 
+/* The prefetcher of streamed weights (prefetch.c): a ring of staging slots
+ * and its I/O thread. */
+typedef struct ex_prefetch ex_prefetch;
+typedef struct ex_prefetch_counts {
+    uint64_t bytes_read, loads; /* over the session */
+    double read_s, stall_s;     /* the thread's time reading; the runs' time waiting for it */
+    size_t staging_bytes;
+    int layers;
+} ex_prefetch_counts;
+
 /* A persistent state buffer (sn_exec_add_state): outlives plans and runs. */
 typedef struct sn_exec_state {
     int in_v;    /* the graph input value it feeds */
@@ -92,6 +102,15 @@ struct sn_exec {
     int *vstate;             /* owned [n_values]: the state a value feeds or is written into, -1 if none */
     int n_states;
     sn_exec_stats stats;
+    /* weight streaming (weights.c decides, prefetch.c loads): */
+    uint64_t host_budget;    /* snug.mem.host (0: none): what the plan at bounds may hold on the host */
+    int prefetch_depth;      /* snug.prefetch_layers: staging slots, >= 2 */
+    int n_layers;            /* the session's layer map */
+    sn_plan_stream stream;   /* the residency decided for the bounds (first_layer == n_layers: none) */
+    uint8_t *streamed;       /* owned [n_values]: 1 for a weight that streams (copies skip it) */
+    ex_prefetch *pf;         /* owned: when the current plan streams */
+    int *stream_wait;        /* owned [n_nodes]: before node i, the streamed layer (ordinal) to wait for; -1 */
+    int *stream_release;     /* owned [n_nodes]: after node i, layers [0, this) are done with; -1 */
     int last_row_node;       /* sn_exec_set_last_row: this node reads input 0's last position only, or -1 */
     sn_tensor last_row;      /* the view of it bound in place of input 0 */
 };
@@ -115,6 +134,30 @@ int ex_read_const(const void *ctx, void *dst, const void *src, size_t n, sn_err 
 void ex_drop_unread_inputs(sn_exec *ex, const sn_node *n, int i);
 void ex_sweep_released(sn_exec *ex);
 void ex_release_cb(void *ctx, const void *p, size_t n);
+
+/* weights.c: weight streaming. ex_stream_decide: under a host budget, the
+ * residency for these bounds from a dry plan (nothing read or packed);
+ * ex_stream_mark: the current plan's streamed values, after assign;
+ * ex_stream_start: once prepared, the schedule and the prefetcher. */
+int ex_stream_decide(sn_exec *ex, const sn_tensor *bounds, sn_err *err);
+int ex_stream_mark(sn_exec *ex, sn_err *err);
+int ex_stream_start(sn_exec *ex, sn_err *err);
+
+/* prefetch.c: ex_prefetch_wait binds layer o's values (vals) into its
+ * slot once loaded; ex_prefetch_release: layers [0, upto) of this sweep
+ * are done with; ex_prefetch_end_run: the run ended (complete: every
+ * layer of the sweep run), values point at the file map again. */
+int ex_prefetch_new(const sn_graph *g, const sn_plan *p, ex_prefetch **out, sn_err *err);
+void ex_prefetch_free(ex_prefetch *pf);
+int ex_prefetch_wait(ex_prefetch *pf, int o, sn_tensor *vals, sn_err *err);
+void ex_prefetch_release(ex_prefetch *pf, int upto);
+void ex_prefetch_end_run(ex_prefetch *pf, sn_tensor *vals, bool complete);
+void ex_prefetch_stats(ex_prefetch *pf, ex_prefetch_counts *c);
+int ex_prefetch_ordinal(const ex_prefetch *pf, int layer); /* -1: the layer does not stream */
+int ex_prefetch_count(const ex_prefetch *pf);               /* ordinals */
+/* One sweep's reads done as the I/O thread does them, with no run beside:
+ * the rate the file gives the streamed layers (sn_exec_stream_probe). */
+int ex_prefetch_probe(ex_prefetch *pf, double *bytes_per_s, sn_err *err);
 
 /* fold.c */
 int ex_infer_fold(sn_exec *ex, sn_err *err);

@@ -7,6 +7,10 @@
 
 void ex_plan_release(sn_exec *ex) {
     const sn_graph *g = ex->g;
+    if (ex->pf) { /* the I/O thread stops before the plan it reads for goes */
+        ex_prefetch_free(ex->pf);
+        ex->pf = NULL;
+    }
     for (int i = 0; i < g->n_nodes; i++) {
         if (ex->nstate[i] && ex->kern[i]->free_state)
             ex->kern[i]->free_state(ex->nstate[i]);
@@ -54,6 +58,9 @@ static int prepare_kernels(sn_exec *ex, sn_err *err) {
                               .out = (const sn_tensor *const *)ex->argout, .err = err,
                               .n_threads = sn_pool_size(ex->pool), .release = ex_release_cb, .release_ctx = ex,
                               .long_lived = ex->planning_bounds, .dry = ex->dry};
+            for (int k = 0; k < n->n_in && k < 32; k++)
+                if (n->in[k] >= 0 && ex->pl.values[n->in[k]].storage == SN_STORE_STREAMED)
+                    pc.streamed |= 1u << k;
             ex->prep_node = i;
             SN_TRY(k->prepare(&pc));
             if (ex->dry) { /* the state it would build is counted, not kept */
@@ -67,6 +74,8 @@ static int prepare_kernels(sn_exec *ex, sn_err *err) {
             pn->state_bytes = pc.state_bytes;
             ex->stats.kernel_state_bytes += pc.state_bytes;
             ex->nreplaces[i] = pc.replaces;
+            if (pc.replaces & pc.streamed)
+                return sn_kfail(err, n, SNUG_ERR_INTERNAL, "its kernel's state replaces a streamed weight");
         }
         ex_drop_unread_inputs(ex, n, i);
     }
@@ -139,7 +148,7 @@ int ex_plan_for(sn_exec *ex, sn_err *err) {
             ex_copy_free(ex, v);
             ex->copy_dropped[v] = 1;
         }
-        if (ex->copy_dropped[v]) /* copies a previous plan's kernels no longer needed */
+        if (ex->copy_dropped[v] && !ex->streamed[v]) /* copies a previous plan's kernels no longer needed */
             SN_TRY(ex_copy_init(ex, v, err));
     }
     int n_plans = ex->stats.n_plans; /* plans made: this one counts once it stands */
@@ -164,6 +173,8 @@ int ex_plan_for(sn_exec *ex, sn_err *err) {
     int rc = ex_infer_fold(ex, err);
     if (rc == SNUG_OK)
         rc = sn_plan_assign(&ex->pl, g, ex->backends, ex->n_backends, err);
+    if (rc == SNUG_OK)
+        rc = ex_stream_mark(ex, err);
     if (rc == SNUG_OK && !(groupable = sn_calloc((size_t)g->n_nodes + 1, 1)))
         rc = sn_errf(err, SNUG_ERR_OOM, "out of memory");
     for (int i = 0; i < g->n_nodes && rc == SNUG_OK; i++) {
@@ -191,6 +202,8 @@ int ex_plan_for(sn_exec *ex, sn_err *err) {
         rc = sn_plan_memory(&ex->pl, g, err);
     if (rc == SNUG_OK && !ex->dry)
         rc = bind_buffers(ex, err);
+    if (rc == SNUG_OK)
+        rc = ex_stream_start(ex, err);
     if (rc != SNUG_OK) {
         ex_plan_release(ex);
         return rc;
@@ -259,7 +272,9 @@ int sn_exec_set_bounds(sn_exec *ex, const sn_tensor *bounds, sn_err *err) {
     }
     ex->bounded = false;
     ex->planning_bounds = true;
-    int rc = sn_exec_plan(ex, ex->bounds, err);
+    int rc = ex_stream_decide(ex, ex->bounds, err);
+    if (rc == SNUG_OK)
+        rc = sn_exec_plan(ex, ex->bounds, err);
     ex->planning_bounds = false;
     SN_TRY(rc);
     ex->bounded = true;

@@ -186,6 +186,12 @@ int ex_run_loop(sn_exec *ex, sn_err *err) {
         const sn_plan_node *pn = &ex->pl.nodes[i];
         if (ex->node_time)
             time_mark(ex, i);
+        if (ex->pf) { /* streamed layers: done with after the last reader, loaded before the first */
+            if (i > 0 && ex->stream_release[i - 1] >= 0)
+                ex_prefetch_release(ex->pf, ex->stream_release[i - 1]);
+            if (ex->stream_wait[i] >= 0 && (rc = ex_prefetch_wait(ex->pf, ex->stream_wait[i], ex->vals, err)) != SNUG_OK)
+                break;
+        }
         if (pn->mode == SN_MODE_DYNAMIC) {
             rc = run_dynamic(ex, n, err);
         } else if (pn->mode == SN_MODE_FOLDED) {
@@ -218,6 +224,8 @@ int ex_run_loop(sn_exec *ex, sn_err *err) {
     }
     if (ex->node_time)
         time_mark(ex, -1);
+    if (ex->pf)
+        ex_prefetch_end_run(ex->pf, ex->vals, rc == SNUG_OK);
     return rc;
 }
 

@@ -90,7 +90,8 @@ static const char *const k_known_keys[] = {"snug.threads", "session.collect_node
                                            "session.max_shape_override", "snug.static_allocation", "snug.weights",
                                            "session.intra_op.allow_spinning", "snug.node_groups", "snug.last_logits",
                                            "session.strict_workspace_verification", "snug.memory_budget",
-                                           "snug.max_loop_iterations", "session.set_denormal_as_zero", NULL};
+                                           "snug.max_loop_iterations", "session.set_denormal_as_zero",
+                                           "snug.mem.host", "snug.prefetch_layers", NULL};
 
 /* A 0/1 key: *on = its value, or def when unset; anything else is an error. */
 static int opt_bool(const snug_options *opts, const char *key, bool def, bool *on, sn_err *err) {
@@ -257,6 +258,23 @@ int sn_session_open(const char *path, const snug_options *opts, sn_session **out
         rc = sn_errf(err, SNUG_ERR_INVALID_ARG, "snug.weights: '%s' is not 'map' or 'load'", wm);
         goto fail;
     }
+    /* weight streaming: a host budget, and the staging ring's depth */
+    const char *mh = snug_options_get(opts, "snug.mem.host"), *pd = snug_options_get(opts, "snug.prefetch_layers");
+    uint64_t host_budget = 0;
+    long depth = 2;
+    if (mh && (rc = sn_parse_size(mh, &host_budget, err)) != SNUG_OK) {
+        sn_err_prefix(err, "snug.mem.host");
+        goto fail;
+    }
+    if (pd && !parse_int(pd, 2, 64, &depth)) {
+        rc = sn_errf(err, SNUG_ERR_INVALID_ARG, "snug.prefetch_layers: '%s' is not a slot count (2..64)", pd);
+        goto fail;
+    }
+    if (host_budget && wm && !strcmp(wm, "map")) {
+        rc = sn_errf(err, SNUG_ERR_INVALID_ARG, "snug.mem.host reads every weight from the file into memory of its "
+                     "own (snug.weights=load), which snug.weights=map contradicts");
+        goto fail;
+    }
     bool spin, groups, last_logits, strict_ws, daz;
     if ((rc = opt_bool(opts, "session.intra_op.allow_spinning", true, &spin, err)) != SNUG_OK ||
         (rc = opt_bool(opts, "session.strict_workspace_verification", false, &strict_ws, err)) != SNUG_OK ||
@@ -278,7 +296,9 @@ int sn_session_open(const char *path, const snug_options *opts, sn_session **out
     sn_pool_set_spinning(s->pool, spin);
     if ((rc = sn_exec_new(s->graph, s->pool, &s->log, &s->exec, err)) != SNUG_OK)
         goto fail;
-    sn_exec_set_weights_load(s->exec, wm && !strcmp(wm, "load"));
+    /* a budget is exact only when nothing of the files is mapped */
+    sn_exec_set_weights_load(s->exec, host_budget || (wm && !strcmp(wm, "load")));
+    sn_exec_set_streaming(s->exec, host_budget, (int)depth, s->layers.n_layers);
     sn_exec_set_groups(s->exec, groups);
     sn_exec_set_strict_workspace(s->exec, strict_ws);
     sn_exec_set_flush_denormals(s->exec, daz);

@@ -216,3 +216,185 @@ void ex_release_cb(void *ctx, const void *p, size_t n) {
     }
     sn_model_release_bytes(g->model, p, n);
 }
+
+/* ---- weight streaming (docs/streaming.md) ------------------------------- */
+
+/* Whether v may stream in the plan now held (dry or not): a streamable
+ * weight (sn_plan_streamable) whose bytes lie, aligned, in the model's
+ * files, so that the prefetcher can read it with pread. */
+static bool stream_candidate(const sn_exec *ex, int v, int *layer) {
+    const sn_graph *g = ex->g;
+    if (!sn_plan_streamable(&ex->pl, g, v, ex->n_layers, layer))
+        return false;
+    const sn_init *in = g->values[v].init;
+    return in->t.data && !sn_init_misaligned(in) && sn_model_maps(g->model, in->t.data, sn_tensor_nbytes(&in->t));
+}
+
+/* Bytes a weight read whole holds when resident: its own copy
+ * (snug.weights=load, which a host budget implies), in whole pages when a
+ * page or more (ex_copy_init). */
+static uint64_t held_bytes(size_t nb) { return copy_in_pages(nb) ? sn_pages_size(nb) : nb; }
+
+int ex_stream_decide(sn_exec *ex, const sn_tensor *bounds, sn_err *err) {
+    const sn_graph *g = ex->g;
+    memset(&ex->stream, 0, sizeof ex->stream);
+    memset(ex->streamed, 0, (size_t)g->n_values);
+    if (!ex->host_budget || ex->parent || ex->n_layers < 1)
+        return SNUG_OK;
+    /* the plan at these bounds, dry: arena, folded values, what kernels
+     * would pack, without reading or packing a weight */
+    sn_exec_stats saved = ex->stats;
+    ex->dry = true;
+    ex->dry_state = 0;
+    int rc = sn_exec_plan(ex, bounds, err);
+    ex->dry = false;
+    uint64_t *lb = rc == SNUG_OK ? sn_calloc((size_t)ex->n_layers + 1, sizeof *lb) : NULL;
+    if (rc == SNUG_OK && !lb)
+        rc = sn_errf(err, SNUG_ERR_OOM, "out of memory");
+    if (rc != SNUG_OK) {
+        ex_plan_release(ex);
+        ex->stats = saved;
+        return rc;
+    }
+    uint64_t act = ex->stats.arena_bytes, kv = saved.persistent_bytes, fixed = ex->stats.folded_bytes;
+    int *lay = sn_malloc(sizeof *lay * ((size_t)g->n_values + 1)); /* a candidate's layer, or -1 */
+    for (int v = 0; lay && v < g->n_values; v++) {
+        int l = -1;
+        lay[v] = -1;
+        const sn_value *val = &g->values[v];
+        if (!(val->flags & SN_VAL_INIT) || !val->init || !val->n_cons)
+            continue;
+        size_t nb = sn_tensor_nbytes(&val->init->t);
+        if (stream_candidate(ex, v, &l)) {
+            lay[v] = l;
+            lb[l] += sn_stream_align(nb);
+        } else if (!ex->pl.values[v].released && !sn_value_gathered_only(g, v) && val->init->t.data &&
+                   sn_model_maps(g->model, val->init->t.data, nb)) {
+            fixed += held_bytes(nb); /* resident whatever streams (gathered rows go to the arena) */
+        }
+    }
+    /* packed state counts unless what it replaces is a candidate (then the
+     * candidate's bytes stand for it, resident or streamed) */
+    for (int i = 0; i < g->n_nodes; i++) {
+        const sn_node *n = &g->nodes[i];
+        bool cand = false;
+        for (int k = 0; k < n->n_in && k < 32 && lay; k++)
+            cand |= (ex->nreplaces[i] & (1u << k)) && n->in[k] >= 0 && lay[n->in[k]] >= 0;
+        if (!cand)
+            fixed += ex->pl.nodes[i].state_bytes;
+    }
+    ex_plan_release(ex);
+    ex->stats = saved;
+    if (!lay) {
+        sn_free(lb);
+        return sn_errf(err, SNUG_ERR_OOM, "out of memory");
+    }
+    rc = sn_plan_residency(lb, ex->n_layers, act, kv, fixed, ex->host_budget, ex->prefetch_depth, &ex->stream, err);
+    for (int v = 0; v < g->n_values && rc == SNUG_OK; v++)
+        ex->streamed[v] = lay[v] >= ex->stream.first_layer && ex->stream.first_layer < ex->stream.n_layers;
+    sn_free(lay);
+    sn_free(lb);
+    if (rc != SNUG_OK)
+        return rc;
+    const sn_plan_stream *st = &ex->stream;
+    if (st->first_layer < st->n_layers)
+        sn_log(ex->log, SNUG_LOG_INFO,
+               "weight streaming: layers %d..%d of %d stream (%zu bytes a sweep) through %d slots of %zu bytes; "
+               "%llu bytes of layer weights resident, %llu fixed, %llu of the %llu-byte budget planned",
+               st->first_layer, st->n_layers - 1, st->n_layers, st->streamed_bytes, st->depth, st->slot_bytes,
+               (unsigned long long)st->resident_weights, (unsigned long long)st->fixed,
+               (unsigned long long)st->total, (unsigned long long)st->budget);
+    return SNUG_OK;
+}
+
+int ex_stream_mark(sn_exec *ex, sn_err *err) {
+    memset(&ex->pl.stream, 0, sizeof ex->pl.stream);
+    if (ex->dry || !ex->planning_bounds)
+        return SNUG_OK;
+    ex->pl.stream = ex->stream; /* the budget's figures, whether anything streams or not */
+    if (ex->stream.first_layer >= ex->stream.n_layers)
+        return SNUG_OK;
+    SN_TRY(sn_plan_stream_values(&ex->pl, ex->g, ex->streamed, err));
+    sn_plan_stream *st = &ex->pl.stream;
+    st->total = st->fixed + st->resident_weights + st->staging_bytes;
+    return SNUG_OK;
+}
+
+/* The schedule of the current plan: before which node each streamed layer
+ * must be loaded (the first node reading it, a group's leader for its
+ * members), after which it is done with (its last reader), and the slots
+ * that takes: a ring of depth slots serves when each layer's first reader
+ * comes after the reader of the layer depth places before it is done. */
+static int stream_schedule(sn_exec *ex, int n, int *depth, sn_err *err) {
+    const sn_graph *g = ex->g;
+    int *first = sn_malloc(sizeof *first * ((size_t)n + 1)), *last = sn_malloc(sizeof *last * ((size_t)n + 1));
+    if (!first || !last) {
+        sn_free(first);
+        sn_free(last);
+        return sn_errf(err, SNUG_ERR_OOM, "out of memory");
+    }
+    for (int o = 0; o < n; o++)
+        first[o] = g->n_nodes, last[o] = -1;
+    for (int v = 0; v < g->n_values; v++) {
+        if (ex->pl.values[v].storage != SN_STORE_STREAMED)
+            continue;
+        int o = ex_prefetch_ordinal(ex->pf, g->nodes[ex->pl.values[v].first].layer);
+        const sn_value *val = &g->values[v];
+        for (int c = 0; c < val->n_cons && o >= 0; c++) {
+            int lead = ex->pl.nodes[val->cons[c]].group;
+            first[o] = lead < first[o] ? lead : first[o];
+            last[o] = lead > last[o] ? lead : last[o];
+        }
+    }
+    for (int i = 0; i < g->n_nodes; i++)
+        ex->stream_wait[i] = ex->stream_release[i] = -1;
+    for (int o = 0; o < n; o++)
+        if (first[o] < g->n_nodes && o > ex->stream_wait[first[o]])
+            ex->stream_wait[first[o]] = o;
+    /* after node i, layers [0, r) done: every one of them last read at or before i */
+    int r = 0, need = 2;
+    for (int i = 0; i < g->n_nodes; i++) {
+        int w = ex->stream_wait[i];
+        if (w >= 0 && w - r + 1 > need) /* loads up to w need the slots of [0, w - depth] back */
+            need = w - r + 1;
+        int r0 = r;
+        while (r < n && last[r] <= i)
+            r++;
+        if (r > r0)
+            ex->stream_release[i] = r;
+    }
+    sn_free(first);
+    sn_free(last);
+    *depth = need;
+    return SNUG_OK;
+}
+
+int ex_stream_start(sn_exec *ex, sn_err *err) {
+    sn_plan_stream *st = &ex->pl.stream;
+    if (ex->dry || st->first_layer >= st->n_layers)
+        return SNUG_OK;
+    const sn_graph *g = ex->g;
+    /* what planning read through the file map of a streamed weight goes */
+    for (int v = 0; v < g->n_values; v++)
+        if (ex->pl.values[v].storage == SN_STORE_STREAMED)
+            sn_model_release_bytes(g->model, g->values[v].init->t.data, ex->pl.values[v].size);
+    SN_TRY(ex_prefetch_new(g, &ex->pl, &ex->pf, err));
+    int need = 2;
+    int rc = stream_schedule(ex, ex_prefetch_count(ex->pf), &need, err);
+    if (rc == SNUG_OK && need > st->depth) { /* layers read out of order: a deeper ring, said */
+        sn_log(ex->log, SNUG_LOG_WARN,
+               "weight streaming: the streamed layers' readers interleave: %d staging slots instead of %d", need,
+               st->depth);
+        st->depth = need;
+        st->staging_bytes = (size_t)need * st->slot_bytes;
+        st->total = st->fixed + st->resident_weights + st->staging_bytes;
+        ex_prefetch_free(ex->pf);
+        ex->pf = NULL;
+        rc = ex_prefetch_new(g, &ex->pl, &ex->pf, err);
+    }
+    if (rc != SNUG_OK) {
+        ex_prefetch_free(ex->pf);
+        ex->pf = NULL;
+    }
+    return rc;
+}

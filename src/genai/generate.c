@@ -238,6 +238,14 @@ int sn_generator_open(const char *dir, const sn_gen_config *cfg, sn_generator **
         rc = sn_errf(err, SNUG_ERR_OOM, "out of memory");
         goto fail;
     }
+    char mh[32], pl[16];
+    snprintf(mh, sizeof mh, "%llu", (unsigned long long)c.mem_host);
+    snprintf(pl, sizeof pl, "%d", c.prefetch_layers);
+    if ((c.mem_host && snug_options_set(opts, "snug.mem.host", mh) != SNUG_OK) ||
+        (c.prefetch_layers && snug_options_set(opts, "snug.prefetch_layers", pl) != SNUG_OK)) {
+        rc = sn_errf(err, SNUG_ERR_OOM, "out of memory");
+        goto fail;
+    }
     if ((rc = sn_session_open(g->model_path, opts, &g->s, err)) != SNUG_OK)
         goto fail;
     if ((rc = sn_kvloop_new_chunked(g->s, g->ctx, g->batch, &g->loop, err)) != SNUG_OK)
@@ -287,6 +295,8 @@ void sn_generator_free(sn_generator *g) {
 }
 
 const sn_gen_info *sn_generator_info(const sn_generator *g) { return &g->info; }
+
+const struct snug_session *sn_generator_session(const sn_generator *g) { return (const struct snug_session *)g->s; }
 
 void sn_generator_reset(sn_generator *g) {
     g->n_fed = 0;

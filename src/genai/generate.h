@@ -26,6 +26,8 @@ typedef struct sn_gen_config {
     int threads;     /* 0: all cores */
     bool weights_load; /* snug.weights=load instead of the file map */
     const char *chat_template_path; /* a template file to use instead of the model's, or NULL */
+    uint64_t mem_host;   /* snug.mem.host (0: none) */
+    int prefetch_layers; /* snug.prefetch_layers (0: the default) */
 } sn_gen_config;
 
 int sn_generator_open(const char *dir, const sn_gen_config *cfg, sn_generator **out, sn_err *err);
@@ -45,6 +47,9 @@ typedef struct sn_gen_info {
     const char *template_error; /* the model's template cannot be rendered: why (has_template false), or NULL */
 } sn_gen_info;
 const sn_gen_info *sn_generator_info(const sn_generator *g);
+struct snug_session;
+/* The session it runs (borrowed). */
+const struct snug_session *sn_generator_session(const sn_generator *g);
 
 /* The prompt of a conversation: msgs rendered by the chat template with the
  * generation prompt added, and tokenized as apply_chat_template does (no

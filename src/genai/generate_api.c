@@ -29,7 +29,9 @@ int snug_generator_create(const char *model_dir, const snug_generator_config *cf
     }
     sn_gen_config c = {0};
     if (cfg)
-        c = (sn_gen_config){cfg->ctx, cfg->batch, cfg->threads, cfg->weights_load != 0, cfg->chat_template_path};
+        c = (sn_gen_config){cfg->ctx,         cfg->batch,           cfg->threads,
+                            cfg->weights_load != 0, cfg->chat_template_path, cfg->mem_host,
+                            cfg->prefetch_layers};
     int rc = sn_generator_open(model_dir, &c, &h->g, &e);
     if (rc != SNUG_OK) {
         copy_err(err, err_cap, e.msg);
@@ -48,6 +50,10 @@ void snug_generator_free(snug_generator *g) {
 }
 
 const char *snug_generator_error(const snug_generator *g) { return g ? g->err.msg : ""; }
+
+void snug_generator_stream_stats(const snug_generator *g, snug_stream_stats *out) {
+    snug_session_stream_stats(sn_generator_session(g->g), out);
+}
 
 int snug_generator_has_chat_template(const snug_generator *g) {
     return g && sn_generator_info(g->g)->has_template;

@@ -123,8 +123,16 @@ static int estimate_at_bounds(sn_kvloop *l, const sn_tensor *b, sn_err *out_err)
         sn_log(&l->s->log, SNUG_LOG_INFO, "kvloop: no memory estimate before planning: %s", err.msg);
         return SNUG_OK;
     }
+    /* under a host budget, the residency those bounds get (streamed weights
+     * count as the staging slots they pass through) */
+    if ((rc = sn_exec_stream_decide(l->s->exec, b, &err)) != SNUG_OK) {
+        sn_free(gone);
+        *out_err = err;
+        return rc;
+    }
     weights_figures(l, gone, &m->weights_read, &m->weights_gathered, &m->weights_copied);
     sn_free(gone);
+    m->staging = sn_exec_stream_decided(l->s->exec)->staging_bytes;
     m->packed = e.state;
     m->arena = e.arena;
     m->lower_bound = e.lower_bound;
@@ -133,8 +141,8 @@ static int estimate_at_bounds(sn_kvloop *l, const sn_tensor *b, sn_err *out_err)
     m->driver = (uint64_t)(2 * l->info.max_ctx + l->mask_cap) * sizeof(int64_t);
     /* the heap now holds the KV cache; the rest of it is the graph and the loop */
     m->other_heap = heap > 0 && (uint64_t)heap > m->kv ? (uint64_t)heap - m->kv : 0;
-    m->total = m->weights_read + m->weights_gathered + m->weights_copied + m->packed + m->arena + m->kv +
-               m->folded + m->driver + m->other_heap;
+    m->total = m->weights_read + m->weights_gathered + m->weights_copied + m->packed + m->staging + m->arena +
+               m->kv + m->folded + m->driver + m->other_heap;
     l->has_est = true;
     return SNUG_OK;
 }
@@ -559,7 +567,7 @@ static void weights_figures(const sn_kvloop *l, const uint8_t *gone, uint64_t *m
     int nr = 0;
     for (int v = 0; v < g->n_values; v++) {
         const sn_value *val = &g->values[v];
-        if (!(val->flags & SN_VAL_INIT) || !val->n_cons)
+        if (!(val->flags & SN_VAL_INIT) || !val->n_cons || sn_exec_value_streamed(l->s->exec, v))
             continue;
         const sn_tensor *t = &val->init->t;
         uint64_t bytes = sn_tensor_nbytes(t);
@@ -608,7 +616,8 @@ void sn_kvloop_memory(const sn_kvloop *l, sn_kvloop_mem *m) {
     m->folded = xs->folded_bytes;
     m->driver = (uint64_t)(2 * l->info.max_ctx + l->mask_cap) * sizeof(int64_t);
     m->packed = xs->kernel_state_bytes;
-    uint64_t listed = m->weights_copied + m->packed + m->arena + m->kv + m->folded + m->driver;
+    m->staging = sn_exec_stream_plan(l->s->exec)->staging_bytes;
+    uint64_t listed = m->weights_copied + m->packed + m->staging + m->arena + m->kv + m->folded + m->driver;
     m->other_heap = l->heap_planned > 0 && (uint64_t)l->heap_planned > listed ? (uint64_t)l->heap_planned - listed : 0;
     m->total = m->weights_read + m->weights_gathered + listed + m->other_heap;
 }

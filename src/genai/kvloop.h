@@ -95,6 +95,7 @@ typedef struct sn_kvloop_mem {
     uint64_t weights_copied; /* aligned copies of misaligned initializers; under snug.weights=load
                               * every weight read whole (read from the file, nothing mapped) */
     uint64_t packed;         /* prepared kernels' state: packed weights, each replacing its source */
+    uint64_t staging;        /* weight streaming's staging slots; streamed weights count nowhere else */
     uint64_t arena;          /* the planned activation arena (workspace inside) */
     uint64_t lower_bound;    /* largest total of planned tensors alive at one step */
     uint64_t kv;             /* the KV cache (persistent region) */

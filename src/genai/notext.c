@@ -4,6 +4,7 @@
  * generator then says why instead of failing to link. */
 #ifndef SNUG_HAVE_TOKENIZER
 #include <stdio.h>
+#include <string.h>
 
 #include "core/core.h"
 #include "genai/sampler.h"
@@ -47,6 +48,10 @@ int snug_generator_complete(snug_generator *g, const char *text, const snug_samp
     return SNUG_ERR_UNSUPPORTED;
 }
 void snug_generator_reset(snug_generator *g) { (void)g; }
+void snug_generator_stream_stats(const snug_generator *g, snug_stream_stats *out) {
+    (void)g;
+    memset(out, 0, sizeof *out);
+}
 #else
 typedef int sn_notext_unused; /* ISO C wants a translation unit to declare something */
 #endif

@@ -167,6 +167,11 @@ bool sn_model_maps(const sn_model *m, const void *p, size_t n);
  * (pread), so their pages are never mapped into this process: resident
  * memory is then exactly what the caller holds. Returns 0 or an errno. */
 int sn_model_read(const sn_model *m, void *dst, const void *src, size_t n);
+/* The same, then the file's pages of the range dropped from the page cache
+ * (posix_fadvise DONTNEED): for weight streaming, which reads each layer
+ * again every sweep and must not let the cache grow to the model's size
+ * (under a memory cgroup the cache counts against the limit). */
+int sn_model_read_uncached(const sn_model *m, void *dst, const void *src, size_t n);
 /* Drops every mapped page of the model's files from this process (read
  * again from the file if touched). */
 void sn_model_release_all(const sn_model *m);

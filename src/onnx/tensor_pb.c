@@ -78,7 +78,7 @@ const char *sn_model_file_of(const sn_model *m, const void *p, size_t n) {
     return file_of(m, p, n, &off, &path) < 0 ? NULL : path;
 }
 
-int sn_model_read(const sn_model *m, void *dst, const void *src, size_t n) {
+static int model_read(const sn_model *m, void *dst, const void *src, size_t n, bool drop_cache) {
     uint64_t off;
     const char *path = NULL;
     int fd = file_of(m, src, n, &off, &path);
@@ -86,6 +86,8 @@ int sn_model_read(const sn_model *m, void *dst, const void *src, size_t n) {
         memcpy(dst, src, n);
         return 0;
     }
+    uint64_t off0 = off;
+    size_t n0 = n;
     uint8_t *d = dst;
     while (n > 0) {
         ssize_t r = sn_io_pread(fd, path, d, n, off);
@@ -97,7 +99,16 @@ int sn_model_read(const sn_model *m, void *dst, const void *src, size_t n) {
         off += (uint64_t)r;
         n -= (size_t)r;
     }
+    /* clean pages: dropping them costs a re-read only if the range is read again */
+    if (drop_cache)
+        (void)posix_fadvise(fd, (off_t)off0, (off_t)n0, POSIX_FADV_DONTNEED);
     return 0;
+}
+
+int sn_model_read(const sn_model *m, void *dst, const void *src, size_t n) { return model_read(m, dst, src, n, false); }
+
+int sn_model_read_uncached(const sn_model *m, void *dst, const void *src, size_t n) {
+    return model_read(m, dst, src, n, true);
 }
 
 void sn_model_release_all(const sn_model *m) {

@@ -75,6 +75,11 @@ typedef struct sn_prep_ctx {
      * in state_bytes / replaces the state a real prepare would build, but
      * build nothing and read no weight (state may stay NULL). */
     bool dry;
+    /* Bit k: constant input k streams (docs/streaming.md): its bytes move
+     * between runs (a staging slot the prefetcher fills per sweep), so the
+     * state may neither hold a pointer into it nor replace it (no packing);
+     * prepare may read it. */
+    uint32_t streamed;
 } sn_prep_ctx;
 
 /* prepare building state that replaces a constant input (a weight packed

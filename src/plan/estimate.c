@@ -61,7 +61,7 @@ static const est_entry k_table[] = {
 static const sn_tensor *known_info(const sn_plan *p, int v, sn_tensor *copy) {
     *copy = p->values[v].info;
     sn_storage st = p->values[v].storage;
-    if (st != SN_STORE_CONST && st != SN_STORE_FOLDED)
+    if (st != SN_STORE_CONST && st != SN_STORE_FOLDED && st != SN_STORE_STREAMED)
         copy->data = NULL;
     return copy;
 }

@@ -7,7 +7,8 @@
 #include "plan/plan.h"
 
 static bool constant(const sn_plan *p, int v) {
-    return v < 0 || p->values[v].storage == SN_STORE_CONST || p->values[v].storage == SN_STORE_FOLDED;
+    return v < 0 || p->values[v].storage == SN_STORE_CONST || p->values[v].storage == SN_STORE_FOLDED ||
+           p->values[v].storage == SN_STORE_STREAMED;
 }
 
 void sn_plan_groups(sn_plan *p, const sn_graph *g, const uint8_t *groupable, bool enabled) {
@@ -139,7 +140,9 @@ int sn_plan_memory(sn_plan *p, const sn_graph *g, sn_err *err) {
     }
     for (int v = 0; v < nv; v++) {
         sn_plan_value *pv = &p->values[v];
-        if (pv->storage != SN_STORE_ARENA) {
+        if (pv->storage == SN_STORE_STREAMED) { /* its slot offset and readers (sn_plan_stream_values) */
+            continue;
+        } else if (pv->storage != SN_STORE_ARENA) {
             pv->buffer = -1;
             pv->offset = 0;
             pv->first = pv->last = -1;

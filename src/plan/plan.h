@@ -90,6 +90,26 @@ typedef struct sn_plan_buffer {
     size_t lower_bound; /* the largest total of its slots alive at one step */
 } sn_plan_buffer;
 
+/* Weight streaming (sn_plan_residency, docs/streaming.md): the layers
+ * whose weights are not resident but read from the model's files into a
+ * ring of staging slots, layer by layer, ahead of the nodes reading them. */
+typedef struct sn_plan_stream {
+    int first_layer;        /* layers first_layer..n_layers-1 stream; == n_layers: none */
+    int n_layers;
+    int depth;              /* slots in the staging ring (>= 2: one computes while the next loads) */
+    size_t slot_bytes;      /* the largest streamed layer's weights, each value 64-byte aligned */
+    size_t staging_bytes;   /* depth x slot_bytes */
+    size_t streamed_bytes;  /* the streamed layers' weights: what one sweep over the layers reads */
+    int n_values;           /* values streamed */
+    uint64_t budget;        /* the host budget planned for (0: none) */
+    uint64_t fixed;         /* what the budget holds whatever streams: activations, KV, folded,
+                             * packed state and the weights that cannot stream */
+    uint64_t fixed_act, fixed_kv; /* of it: the activation arena, the KV cache (the rest: weights) */
+    uint64_t resident_weights; /* the resident layers' streamable weights */
+    uint64_t total;         /* fixed + resident_weights + staging_bytes */
+    uint64_t minimum;       /* the smallest budget that plans: every layer streamed */
+} sn_plan_stream;
+
 typedef struct sn_plan {
     int n_values, n_nodes, n_buffers, n_devices, n_inputs;
     sn_plan_value *values;   /* owned [n_values], by graph value index */
@@ -104,6 +124,7 @@ typedef struct sn_plan {
     size_t persistent_bytes; /* state buffers (the KV cache) */
     size_t state_bytes;      /* prepared kernels' state (packed weights) */
     int n_static, n_dynamic, n_folded, n_inplace, n_grouped;
+    sn_plan_stream stream;   /* weight streaming; stream.first_layer == stream.n_layers: none */
 } sn_plan;
 
 void sn_plan_free(sn_plan *p); /* accepts NULL */
@@ -133,6 +154,39 @@ void sn_plan_groups(sn_plan *p, const struct sn_graph *g, const uint8_t *groupab
  * Sets offset, first, last, buffer, ws_buffer, ws_offset, the buffers and
  * n_inplace. */
 int sn_plan_memory(sn_plan *p, const struct sn_graph *g, sn_err *err);
+
+/* Weights smaller than this never stream (norm scales, biases): their
+ * bytes are noise in a budget and each would cost a read per sweep. */
+#define SN_STREAM_MIN ((size_t)64 << 10)
+/* A streamed value's bytes in its slot: 64-byte aligned. */
+static inline size_t sn_stream_align(size_t n) { return (n + 63) & ~(size_t)63; }
+
+/* Whether constant v may stream: an initializer no plan stage released,
+ * (released or not: a kernel that would pack it does not when it streams)
+ * of SN_STREAM_MIN bytes or more, not a table only gathered (an embedding
+ * is read a row per token: it stays mapped), read only by nodes that run
+ * (static or dynamic, none folded) of one layer in [0, n_layers), whose
+ * index goes to *layer. The caller adds what the plan cannot see (that the
+ * bytes lie in the model's files). */
+bool sn_plan_streamable(const sn_plan *p, const struct sn_graph *g, int v, int n_layers, int *layer);
+
+/* residency: which layers stream under a host budget. layer_bytes[l] is
+ * layer l's streamable weights (n_layers entries); what the budget holds
+ * anyway is act (the activation arena) + kv (the KV cache) + other (folded
+ * values, packed state, the weights that cannot stream). The resident layers are the earliest ones (0..first-1),
+ * as many as fit with a ring of depth slots for the rest, each slot the
+ * largest streamed layer: so the streamed set is one run of layers at the
+ * end, swept in order. Fills every field of *st; an error when even every
+ * layer streamed does not fit, saying the minimum. */
+int sn_plan_residency(const uint64_t *layer_bytes, int n_layers, uint64_t act, uint64_t kv, uint64_t other,
+                      uint64_t budget, int depth, sn_plan_stream *st, sn_err *err);
+
+/* The values of the streamed layers (candidate[v] and sn_plan_streamable,
+ * layer >= st->first_layer) marked SN_STORE_STREAMED, each at its 64-byte
+ * aligned offset inside its layer's slot (offset; first and last: the
+ * first and last node reading it); sets stream.n_values and slot_bytes as
+ * laid out. */
+int sn_plan_stream_values(sn_plan *p, const struct sn_graph *g, const uint8_t *candidate, sn_err *err);
 
 /* A deep copy of the arrays (info data pointers stay borrowed). */
 int sn_plan_copy(const sn_plan *p, sn_plan **out, sn_err *err);

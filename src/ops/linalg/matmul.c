@@ -110,7 +110,7 @@ static bool mm_fold_batch(const gk_mm *p) { return p->nbm == 1 && p->na == p->n_
 
 static bool mm_prepack_worth(const sn_prep_ctx *c, const gk_mm *p, const sn_tensor *b, int64_t M) {
     (void)M;
-    return c->long_lived && b->data && b->rank == 2 && p->nbm == 1 && p->N >= MM_PREPACK_MIN_N && p->K > 0;
+    return c->long_lived && !(c->streamed & (1u << 1)) && b->data && b->rank == 2 && p->nbm == 1 && p->N >= MM_PREPACK_MIN_N && p->K > 0;
 }
 
 typedef struct mm_packed {

@@ -267,7 +267,7 @@ int llm_mnb_prepare(sn_prep_ctx *c) {
     mnb_state *st;
     sn_rebuild r;
     /* tiles serve the ORT-order decode kernel; the VNNI one reads B as it is */
-    bool tile = b_const && g.ort4 && c->long_lived && !g.empty && g.kb <= LLM_MNB4_TILE_MAX_KB &&
+    bool tile = b_const && g.ort4 && c->long_lived && !(c->streamed & (1u << 1)) && !g.empty && g.kb <= LLM_MNB4_TILE_MAX_KB &&
                 !llm_mnb4_fast1_available();
     if (tile && c->dry) {
         c->state_bytes = llm_mnb4_tiled_bytes(g.N, g.kb); /* the tiles would replace B */
