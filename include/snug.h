@@ -700,6 +700,9 @@ int snug_generator_complete(snug_generator *g, const char *text, const snug_samp
                             void *user, snug_generation *out);
 /* Forgets the cached conversation. */
 void snug_generator_reset(snug_generator *g);
+/* The token ids the last answer sampled, in order (an EOS that ended it
+ * included); *ids stays valid until the next call on g. */
+int64_t snug_generator_answer_ids(const snug_generator *g, const int32_t **ids);
 /* Its session's weight streaming (snug_session_stream_stats). */
 void snug_generator_stream_stats(const snug_generator *g, snug_stream_stats *out);
 

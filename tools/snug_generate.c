@@ -44,6 +44,7 @@ static const char k_gen_help[] =
     "                      activations): the layers that do not fit stream from\n"
     "                      the file while the ones before compute (docs/streaming.md)\n"
     "  --prefetch N        staging slots for streamed layers (default 2)\n"
+    "  --print-ids         the answer's token ids to stderr: [ids 1 2 ...]\n"
     "  -q, --quiet         no figures line\n";
 
 static volatile sig_atomic_t g_interrupted;
@@ -140,12 +141,25 @@ static void print_figures(const snug_generation *r, const char *extra) {
             r->ttft_s * 1e3, rss, extra, stop_name(r->stop));
 }
 
-static void answer_figures(const snug_generator *g, const snug_stream_stats *before, const snug_generation *r) {
+static bool g_print_ids;
+
+/* The figures line (unless quiet), then the ids if asked for. */
+static void answer_figures(const snug_generator *g, const snug_stream_stats *before, const snug_generation *r,
+                           bool quiet) {
     snug_stream_stats now;
     snug_generator_stream_stats(g, &now);
     char extra[256];
     stream_figures(before, &now, r, extra, sizeof extra);
-    print_figures(r, extra);
+    if (!quiet)
+        print_figures(r, extra);
+    if (g_print_ids) {
+        const int32_t *ids;
+        int64_t n = snug_generator_answer_ids(g, &ids);
+        fputs("[ids", stderr);
+        for (int64_t k = 0; k < n; k++)
+            fprintf(stderr, " %d", ids[k]);
+        fputs("]\n", stderr);
+    }
 }
 
 typedef struct conv {
@@ -284,6 +298,8 @@ int cmd_generate(int argc, char **argv) {
                 chat = false;
             else if (!strcmp(a, "-q") || !strcmp(a, "--quiet"))
                 quiet = true;
+            else if (!strcmp(a, "--print-ids"))
+                g_print_ids = true;
             else if (a[0] == '-' && a[1]) {
                 char m[160];
                 snprintf(m, sizeof m, "unknown option '%s'", a);
@@ -351,8 +367,7 @@ int cmd_generate(int argc, char **argv) {
             status = 1;
         } else {
             fputc('\n', stdout);
-            if (!quiet)
-                answer_figures(g, &sb, &res);
+            answer_figures(g, &sb, &res, quiet);
         }
     } else if (!status) { /* a chat */
         bool tty = isatty(0);
@@ -406,8 +421,7 @@ int cmd_generate(int argc, char **argv) {
                 break;
             }
             fputc('\n', stdout);
-            if (!quiet)
-                answer_figures(g, &sb, &res);
+            answer_figures(g, &sb, &res, quiet);
             if (chat && conv_add(&c, "assistant", ans.b ? ans.b : "", ans.n) != 0)
                 status = 1;
             free(ans.b);

@@ -28,6 +28,8 @@ struct sn_generator {
     int n_eos;
     int64_t ctx, batch;
     int64_t *fed;           /* owned [ctx]: the ids in the KV cache, in order */
+    int32_t *ans;           /* owned [ctx + 1]: the ids the last answer sampled, an EOS included */
+    int64_t n_ans;
     int64_t n_fed;
     char *hold;             /* owned [hold_cap]: answer text held back (a stop string may start there) */
     size_t hold_len, hold_cap;
@@ -253,9 +255,10 @@ int sn_generator_open(const char *dir, const sn_gen_config *cfg, sn_generator **
     if ((rc = sn_tokstream_new(g->tok, true, &g->ts, err)) != SNUG_OK)
         goto fail;
     g->fed = sn_malloc(sizeof *g->fed * (size_t)g->ctx);
+    g->ans = sn_malloc(sizeof *g->ans * ((size_t)g->ctx + 1));
     g->hold_cap = 4096;
     g->hold = sn_malloc(g->hold_cap);
-    if (!g->fed || !g->hold) {
+    if (!g->fed || !g->hold || !g->ans) {
         rc = sn_errf(err, SNUG_ERR_OOM, "out of memory");
         goto fail;
     }
@@ -288,6 +291,7 @@ void sn_generator_free(sn_generator *g) {
     sn_chat_config_free(&g->chat);
     sn_tokenizer_free(g->tok);
     sn_free(g->fed);
+    sn_free(g->ans);
     sn_free(g->hold);
     sn_free(g->model_path);
     sn_free(g->dir);
@@ -295,6 +299,11 @@ void sn_generator_free(sn_generator *g) {
 }
 
 const sn_gen_info *sn_generator_info(const sn_generator *g) { return &g->info; }
+
+int64_t sn_generator_answer_ids(const sn_generator *g, const int32_t **ids) {
+    *ids = g->ans;
+    return g->n_ans;
+}
 
 const struct snug_session *sn_generator_session(const sn_generator *g) { return (const struct snug_session *)g->s; }
 
@@ -391,6 +400,7 @@ static int hold_emit(sn_generator *g, const sn_gen_params *p, bool final, sn_gen
 int sn_generator_run(sn_generator *g, const int32_t *ids, size_t n, const sn_gen_params *p, sn_gen_text_fn cb,
                      void *user, sn_gen_result *res, sn_err *err) {
     memset(res, 0, sizeof *res);
+    g->n_ans = 0;
     double t0 = now_s();
     if (n < 1)
         return sn_errf(err, SNUG_ERR_INVALID_ARG, "the prompt has no tokens");
@@ -439,6 +449,8 @@ int sn_generator_run(sn_generator *g, const int32_t *ids, size_t n, const sn_gen
     bool stopped = false;
     for (;;) {
         int32_t id = sn_sampler_sample(smp, logits);
+        if (g->n_ans <= g->ctx)
+            g->ans[g->n_ans++] = id;
         if (res->generated == 0)
             res->ttft_s = now_s() - t0;
         res->generated++;

@@ -48,6 +48,8 @@ typedef struct sn_gen_info {
 } sn_gen_info;
 const sn_gen_info *sn_generator_info(const sn_generator *g);
 struct snug_session;
+/* The ids the last answer sampled (an EOS included), valid until the next. */
+int64_t sn_generator_answer_ids(const sn_generator *g, const int32_t **ids);
 /* The session it runs (borrowed). */
 const struct snug_session *sn_generator_session(const sn_generator *g);
 

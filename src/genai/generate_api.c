@@ -51,6 +51,10 @@ void snug_generator_free(snug_generator *g) {
 
 const char *snug_generator_error(const snug_generator *g) { return g ? g->err.msg : ""; }
 
+int64_t snug_generator_answer_ids(const snug_generator *g, const int32_t **ids) {
+    return sn_generator_answer_ids(g->g, ids);
+}
+
 void snug_generator_stream_stats(const snug_generator *g, snug_stream_stats *out) {
     snug_session_stream_stats(sn_generator_session(g->g), out);
 }

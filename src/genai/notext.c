@@ -48,6 +48,11 @@ int snug_generator_complete(snug_generator *g, const char *text, const snug_samp
     return SNUG_ERR_UNSUPPORTED;
 }
 void snug_generator_reset(snug_generator *g) { (void)g; }
+int64_t snug_generator_answer_ids(const snug_generator *g, const int32_t **ids) {
+    (void)g;
+    *ids = NULL;
+    return 0;
+}
 void snug_generator_stream_stats(const snug_generator *g, snug_stream_stats *out) {
     (void)g;
     memset(out, 0, sizeof *out);
