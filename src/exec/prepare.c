@@ -148,6 +148,10 @@ int ex_plan_for(sn_exec *ex, sn_err *err) {
             ex_copy_free(ex, v);
             ex->copy_dropped[v] = 1;
         }
+        if (ex->streamed[v] && ex->init_copy[v]) { /* it streams now: its slot is its only copy */
+            ex_copy_free(ex, v);
+            ex->copy_dropped[v] = 1;
+        }
         if (ex->copy_dropped[v] && !ex->streamed[v]) /* copies a previous plan's kernels no longer needed */
             SN_TRY(ex_copy_init(ex, v, err));
     }

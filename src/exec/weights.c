@@ -220,14 +220,15 @@ void ex_release_cb(void *ctx, const void *p, size_t n) {
 /* ---- weight streaming (docs/streaming.md) ------------------------------- */
 
 /* Whether v may stream in the plan now held (dry or not): a streamable
- * weight (sn_plan_streamable) whose bytes lie, aligned, in the model's
- * files, so that the prefetcher can read it with pread. */
+ * weight (sn_plan_streamable) whose bytes lie in the model's files, so that
+ * the prefetcher can read it with pread (to an aligned place in its slot:
+ * a weight the file leaves misaligned needs no copy of its own then). */
 static bool stream_candidate(const sn_exec *ex, int v, int *layer) {
     const sn_graph *g = ex->g;
     if (!sn_plan_streamable(&ex->pl, g, v, ex->n_layers, layer))
         return false;
     const sn_init *in = g->values[v].init;
-    return in->t.data && !sn_init_misaligned(in) && sn_model_maps(g->model, in->t.data, sn_tensor_nbytes(&in->t));
+    return in->t.data && sn_model_maps(g->model, in->t.data, sn_tensor_nbytes(&in->t));
 }
 
 /* Bytes a weight read whole holds when resident: its own copy

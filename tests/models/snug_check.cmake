@@ -62,3 +62,13 @@ if(SNUG_HAVE_TOKENIZER)
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(models.generate PROPERTIES LABELS models TIMEOUT 600 FIXTURES_REQUIRED snug_models)
 endif()
+
+# Weight streaming under --mem host= budgets: ids identical to the unconstrained run, inside a
+# memory cgroup where the machine allows one, the minimum's error (check_stream.py).
+if(SNUG_HAVE_TOKENIZER)
+  add_test(NAME models.stream
+           COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/py.sh ${CMAKE_CURRENT_LIST_DIR}/check_stream.py
+                   --snug $<TARGET_FILE:snug>
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(models.stream PROPERTIES LABELS models TIMEOUT 600 FIXTURES_REQUIRED snug_models)
+endif()

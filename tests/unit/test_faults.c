@@ -24,7 +24,10 @@
  * Models: stories260K through the public API (one prefill step, as
  * test_api; two threads, so the pool's allocations are swept too), and the
  * tiny genai and optimum-extdata fixtures through the LLM step driver
- * (prefill four tokens, decode one). A missing tiny fixture is a skip (77)
+ * (prefill four tokens, decode one), the latter also under a host budget
+ * that streams three of its four layers (snug.mem.host=3M: the I/O
+ * thread's reads fail in turn too, and a run after a failed one starts a
+ * fresh sweep). A missing tiny fixture is a skip (77)
  * after the rest ran; stories260K must be there. An argument runs one
  * scenario by name. */
 #include <dirent.h>
@@ -177,6 +180,8 @@ typedef struct scen {
     int64_t vocab;          /* known after the reference run */
     float *ref;             /* the reference run's last logits: prefill's last row, then decode's */
     int64_t ref_best[2];
+    const char *mem_host;   /* snug.mem.host, or NULL: a budget that streams layers (the reference run
+                             * checks that some do), so the prefetcher's reads fail in turn too */
 } scen;
 
 #define STORIES "../shared/fixtures/stories260K/stories260K_kv.onnx"
@@ -204,7 +209,8 @@ static snug_options *options(const scen *sc) {
         return NULL;
     snug_options_set_logger(o, logger, NULL, SNUG_LOG_INFO);
     if (snug_options_set(o, "snug.threads", sc->threads) != SNUG_OK ||
-        (sc->weights_load && snug_options_set(o, "snug.weights", "load") != SNUG_OK)) {
+        (sc->weights_load && snug_options_set(o, "snug.weights", "load") != SNUG_OK) ||
+        (sc->mem_host && snug_options_set(o, "snug.mem.host", sc->mem_host) != SNUG_OK)) {
         snug_options_free(o);
         return NULL;
     }
@@ -303,6 +309,13 @@ static int run_llm(scen *sc, char *msg, size_t cap, int *wrong, int *stuck) {
         rc = sn_kvloop_new(s, 16, &l, &err);
     if (rc == SNUG_OK) {
         rc = llm_steps(sc, l, &err, wrong);
+        if (rc == SNUG_OK && sc->mem_host && g_probe) { /* the reference run: something streamed */
+            snug_stream_stats st;
+            snug_session_stream_stats((snug_session *)s, &st);
+            CHECK(st.first_streamed < st.n_layers && st.loads > 0,
+                  "%s: snug.mem.host=%s streams nothing (layers %d.., %llu loads)", sc->name, sc->mem_host,
+                  st.first_streamed, (unsigned long long)st.loads);
+        }
         if (rc != SNUG_OK) { /* the loop again from an empty cache */
             sn_err e2 = {0};
             int w2 = 0;
@@ -562,10 +575,11 @@ int main(int argc, char **argv) {
     }
 
     scen scens[] = {
-        {"stories260K", STORIES, "stories260K_kv.onnx", 0, 0, "2", 0, NULL, {-1, -1}},
-        {"stories260K/load", STORIES, "stories260K_kv.onnx", 0, 1, "1", 0, NULL, {-1, -1}},
-        {"tiny/genai", genai, "tiny/genai/model.onnx", 1, 0, "1", 0, NULL, {-1, -1}},
-        {"optimum-extdata", extdata, "optimum-extdata/model.onnx", 1, 1, "1", 0, NULL, {-1, -1}},
+        {"stories260K", STORIES, "stories260K_kv.onnx", 0, 0, "2", 0, NULL, {-1, -1}, NULL},
+        {"stories260K/load", STORIES, "stories260K_kv.onnx", 0, 1, "1", 0, NULL, {-1, -1}, NULL},
+        {"tiny/genai", genai, "tiny/genai/model.onnx", 1, 0, "1", 0, NULL, {-1, -1}, NULL},
+        {"optimum-extdata", extdata, "optimum-extdata/model.onnx", 1, 1, "1", 0, NULL, {-1, -1}, NULL},
+        {"extdata/stream", extdata, "optimum-extdata/model.onnx", 1, 1, "1", 0, NULL, {-1, -1}, "3M"},
     };
     int missing = 0;
     for (size_t i = 0; i < sizeof scens / sizeof scens[0]; i++) {

@@ -2,11 +2,13 @@
  * vectors from an independent Python implementation (tests/plan/murmur3_ref.py;
  * the quick-brown-fox vector is also the published one), node-stats keys as
  * ONNX Runtime forms them, stats-file parsing and its errors, ORT's
- * max_shape_override grammar, sizes, and layer indices from names. */
+ * max_shape_override grammar, sizes, layer indices from names, and the
+ * residency of weight streaming under a host budget. */
 #include "graph/layers.h"
 #include "onnx_test_util.h"
 #include "plan/estimate.h"
 #include "plan/murmur3.h"
+#include "plan/plan.h"
 #include "plan/stats.h"
 
 typedef struct mvec {
@@ -166,6 +168,39 @@ static void test_layer_names(void) {
     CHECK(sn_layer_from_name(NULL, &fin) == -1);
 }
 
+/* sn_plan_residency: the earliest layers resident, the rest streamed
+ * through depth slots of the largest streamed layer, the figures exact. */
+static void test_residency(void) {
+    sn_err err = {0};
+    sn_plan_stream st;
+    const uint64_t lb[6] = {100, 100, 100, 100, 300, 100}; /* layer 4 the largest */
+    /* no budget, or everything fits: nothing streams */
+    CHECK(sn_plan_residency(lb, 6, 40, 30, 30, 0, 2, &st, &err) == SNUG_OK && st.first_layer == 6 &&
+          st.total == 900 && st.resident_weights == 800);
+    CHECK(sn_plan_residency(lb, 6, 40, 30, 30, 900, 2, &st, &err) == SNUG_OK && st.first_layer == 6);
+    /* 899: layer 5 streams (slot 100 x 2): 100 + 700 + 200 = 1000 > 899; layers 4-5 (slot 300):
+     * 100 + 400 + 600 = 1100; 3-5: 100 + 300 + 600; 2-5: 100 + 200 + 600; 1-5: 100 + 100 + 600
+     * = 800 fits */
+    CHECK(sn_plan_residency(lb, 6, 40, 30, 30, 899, 2, &st, &err) == SNUG_OK && st.first_layer == 1 &&
+          st.slot_bytes == 300 && st.staging_bytes == 600 && st.resident_weights == 100 &&
+          st.streamed_bytes == 700 && st.total == 800 && st.minimum == 700 && st.fixed == 100 &&
+          st.fixed_act == 40 && st.fixed_kv == 30);
+    /* exactly the minimum: every layer streams */
+    CHECK(sn_plan_residency(lb, 6, 40, 30, 30, 700, 2, &st, &err) == SNUG_OK && st.first_layer == 0 &&
+          st.total == 700);
+    /* one byte less: an error saying the minimum and its parts */
+    CHECK_RC(sn_plan_residency(lb, 6, 40, 30, 30, 699, 2, &st, &err), SNUG_ERR_OOM, err,
+             "the plan needs at least 700 bytes (activations 40, KV cache 30,");
+    /* three slots: what fit in two no longer does (the slots of the largest layer, 300, are
+     * streamed whatever else is) */
+    CHECK_RC(sn_plan_residency(lb, 6, 40, 30, 30, 899, 3, &st, &err), SNUG_ERR_OOM, err,
+             "through 3 staging slots, the plan needs at least 1000 bytes");
+    CHECK(sn_plan_residency(lb, 6, 40, 30, 30, 900, 3, &st, &err) == SNUG_OK && st.first_layer == 6 &&
+          st.total == 900); /* all resident: the ring would cost more than it saves */
+    /* a depth below two is two */
+    CHECK(sn_plan_residency(lb, 6, 0, 0, 0, 850, 1, &st, &err) == SNUG_OK && st.depth == 2);
+}
+
 int main(void) {
     test_murmur();
     test_keys();
@@ -173,5 +208,6 @@ int main(void) {
     test_shape_override();
     test_sizes();
     test_layer_names();
+    test_residency();
     return test_done("test_plan_units");
 }
