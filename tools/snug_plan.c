@@ -17,7 +17,7 @@ typedef snug_dim dimbind;
 typedef struct popts {
     const char *cmd;
     const char *path, *stats, *svg, *out, *shape, *threads, *weights;
-    bool json, strict, have_budget, last_logits;
+    bool json, strict, have_budget, last_logits, stream;
     uint64_t budget;
     int64_t ctx, batch, seq;
     dimbind dims[64];
@@ -109,6 +109,8 @@ static void parse_opts(popts *o, int argc, char **argv, const char *help) {
             o->strict = true, takes = false;
         } else if (!strcmp(a, "--last-logits")) {
             o->last_logits = true, takes = false;
+        } else if (!strcmp(a, "--stream")) {
+            o->stream = true, takes = false;
         } else if (a[0] == '-' && !val) {
             char m[256];
             snprintf(m, sizeof m, "unknown option or missing value: '%s'", a);
@@ -196,6 +198,12 @@ static int open_and_plan(const popts *o, planned *p) {
         snug_options_set(so, "snug.weights", o->weights);
     if (o->last_logits)
         snug_options_set(so, "snug.last_logits", "1");
+    char mh[32];
+    snprintf(mh, sizeof mh, "%llu", (unsigned long long)o->budget);
+    if (o->stream && !o->have_budget)
+        cli_die_usage(o->cmd, "--stream needs a budget: --mem host=SIZE");
+    if (o->stream)
+        snug_options_set(so, "snug.mem.host", mh);
     int rc = snug_session_create(o->path, so, &p->s, err, sizeof err);
     snug_options_free(so);
     if (rc != SNUG_OK) {
@@ -274,6 +282,10 @@ static int open_and_plan(const popts *o, planned *p) {
     if (lrc == SNUG_ERR_RANGE) { /* a context the model cannot hold */
         cli_model_error(o->cmd, o->path, snug_session_error(p->s));
         return 1;
+    }
+    if (lrc == SNUG_ERR_OOM && o->stream) { /* even streaming every layer does not fit: it says by how much */
+        cli_model_error(o->cmd, o->path, snug_session_error(p->s));
+        return 3;
     }
     snug_session_stats st;
     snug_session_get_stats(p->s, &st);
@@ -464,6 +476,9 @@ static const char k_plan_help[] =
     "                      is an error (default: a warning)\n"
     "  --json              the report as JSON on stdout\n"
     "  --svg FILE          draw the activation arena over time (offset x lifetime)\n"
+    "  --stream            with --mem: plan as snug generate --mem does, the layers\n"
+    "                      that do not fit streamed from the file (docs/streaming.md):\n"
+    "                      which layers, the staging slots, the bytes a step reads\n"
     "  --last-logits       plan the output projection for the last position only, as\n"
     "                      snug generate does (config snug.last_logits)\n"
     "  --threads N         threads the kernels are prepared for\n"
@@ -575,6 +590,11 @@ int snug_cmd_plan(int argc, char **argv) {
     snug_plan_get_buffer(pl, 0, &arena_buf);
     const size_t arena_bytes = arena_buf.size, lower_bound = arena_buf.lower_bound;
     uint64_t total = ei.weights_total + p.kv_total + arena_bytes + folded;
+    snug_stream_stats ss;
+    snug_session_stream_stats(p.s, &ss);
+    bool streams = ss.budget && ss.first_streamed < ss.n_layers;
+    if (streams) /* resident layers, the slots, what cannot stream, activations and KV */
+        total = ss.planned;
     if (o.svg && write_svg(o.svg, pl, nodes, L, err, sizeof err) != SNUG_OK) {
         fprintf(stderr, "snug plan: --svg: %s\n", err);
         goto done;
@@ -609,6 +629,12 @@ int snug_cmd_plan(int argc, char **argv) {
                 ", \"total\": %" PRIu64 ", \"fits\": %s}],\n",
                 ei.weights_total, p.kv_total, arena_bytes, lower_bound, ws_max, folded, present, total,
                 !o.have_budget ? "null" : total <= o.budget ? "true" : "false");
+        if (streams)
+            fprintf(f,
+                    "  \"stream\": {\"first_layer\": %d, \"layers\": %d, \"slots\": %d, \"staging_bytes\": %" PRIu64
+                    ", \"sweep_bytes\": %" PRIu64 ", \"planned\": %" PRIu64 ", \"minimum\": %" PRIu64 "},\n",
+                    ss.first_streamed, ss.n_layers, ss.depth, ss.staging_bytes, ss.sweep_bytes, ss.planned,
+                    ss.minimum);
         fprintf(f, "  \"per_layer\": [\n");
         for (int r = 0; r < L + 2; r++) {
             char ln[16];
@@ -696,8 +722,19 @@ int snug_cmd_plan(int argc, char **argv) {
             hb(folded, a, sizeof a);
             printf("  folded       %14" PRIu64 "  %s constants computed at plan time\n", folded, a);
         }
+        if (streams) {
+            char s1[64], s2[64], s3[64];
+            hb(ss.staging_bytes, s1, sizeof s1);
+            hb(ss.sweep_bytes, s2, sizeof s2);
+            hb(ss.minimum, s3, sizeof s3);
+            printf("  streamed     layers %d-%d of %d through %d staging slots (%s): %s read from the file per "
+                   "step, not resident (the smallest budget that plans: %s)\n",
+                   ss.first_streamed, ss.n_layers - 1, ss.n_layers, ss.depth, s1, s2, s3);
+        } else if (o.stream) {
+            printf("  streamed     nothing: everything fits the budget resident\n");
+        }
         hb(total, a, sizeof a);
-        printf("  total        %14" PRIu64 "  %s", total, a);
+        printf("  total        %14" PRIu64 "  %s%s", total, a, streams ? " (resident and staging)" : "");
         if (o.have_budget) {
             hb(o.budget, e, sizeof e);
             hb(total > o.budget ? total - o.budget : o.budget - total, d, sizeof d);

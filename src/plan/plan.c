@@ -98,6 +98,9 @@ void sn_plan_write_json(const sn_plan *p, const struct sn_graph *g, FILE *f) {
         if (pv->storage == SN_STORE_ARENA)
             fprintf(f, ", \"buffer\": %d, \"offset\": %zu, \"first\": %d, \"last\": %d", pv->buffer, pv->offset,
                     pv->first, pv->last);
+        if (pv->storage == SN_STORE_STREAMED) /* its place in its layer's staging slot, and its readers */
+            fprintf(f, ", \"slot_offset\": %zu, \"first\": %d, \"last\": %d, \"layer\": %d", pv->offset, pv->first,
+                    pv->last, g->nodes[pv->first].layer);
         if (pv->alias >= 0)
             fprintf(f, ", \"alias\": %d", pv->alias);
         if (pv->released)
@@ -126,5 +129,9 @@ void sn_plan_write_json(const sn_plan *p, const struct sn_graph *g, FILE *f) {
             fprintf(f, ", \"last_row\": true");
         fputc('}', f);
     }
-    fprintf(f, "]}");
+    fprintf(f, "],\n \"stream\": {\"first_layer\": %d, \"n_layers\": %d, \"depth\": %d, \"slot_bytes\": %zu, "
+               "\"staging_bytes\": %zu, \"streamed_bytes\": %zu, \"n_values\": %d, \"budget\": %llu, \"total\": %llu}}",
+            p->stream.first_layer, p->stream.n_layers, p->stream.depth, p->stream.slot_bytes, p->stream.staging_bytes,
+            p->stream.streamed_bytes, p->stream.n_values, (unsigned long long)p->stream.budget,
+            (unsigned long long)p->stream.total);
 }

@@ -73,8 +73,8 @@ int sn_plan_residency(const uint64_t *layer_bytes, int n_layers, uint64_t act, u
     return sn_errf(err, SNUG_ERR_OOM,
                    "a host budget of %llu bytes is too small: with every one of the %d layers streamed through "
                    "%d staging slots, the plan needs at least %llu bytes (activations %llu, KV cache %llu, weights "
-                   "that cannot stream and packed or folded constants %llu, slots %llu; a smaller --ctx or --batch "
-                   "shrinks the first two)",
+                   "that cannot stream and packed or folded constants %llu, slots %llu; a shorter context or prefill "
+                   "chunk shrinks the first two)",
                    (unsigned long long)budget, n_layers, st->depth, (unsigned long long)st->minimum,
                    (unsigned long long)act, (unsigned long long)kv, (unsigned long long)other,
                    (unsigned long long)(st->minimum - fixed));

@@ -13,8 +13,9 @@
 - a budget below the minimum is an error that says the minimum and its parts
   (activations, KV cache, weights that cannot stream, slots), the minimum plans
   (every layer streamed) and the minimum less one byte does not;
-- snug bench --mem reports the streaming figures (bytes per token, the I/O
-  bound).
+- snug plan --mem --stream reports the residency (streamed values inside
+  their slots, the total within the budget) and snug bench --mem the
+  streaming figures (bytes per token, the I/O bound).
 
     tests/models/py.sh tests/models/check_stream.py --snug build/snug
 """
@@ -115,6 +116,21 @@ def main() -> int:
         if p.returncode == 0 or "too small" not in p.stderr:
             fails.append(f"{fx} --mem host={least - 1} (the minimum less one byte): exit {p.returncode}, "
                          f"{p.stderr[-300:]}")
+    # snug plan --stream: the residency without running, the same as generate's
+    if bench_mem:
+        p = run([a.snug, "plan", os.path.join(a.models, CASES[0], "model.onnx"), "--ctx", "512", "--seq", "512",
+                 "--last-logits", "--mem", "host=" + bench_mem, "--stream", "--json"])
+        checked += 1
+        try:
+            j = json.loads(p.stdout)
+            st, ps = j["stream"], j["plan"]["stream"]
+            streamed = [v for v in j["plan"]["values"] if v["storage"] == "streamed"]
+            if not (0 <= st["first_layer"] < st["layers"] and ps["n_values"] == len(streamed) > 0 and
+                    all(v["layer"] >= st["first_layer"] and v["slot_offset"] + v["size"] <= ps["slot_bytes"]
+                        for v in streamed) and j["devices"][0]["total"] <= int(bench_mem)):
+                fails.append(f"snug plan --stream --json: inconsistent residency: {st} {ps}")
+        except (ValueError, KeyError) as e:
+            fails.append(f"snug plan --stream --json ({e}): exit {p.returncode} {p.stderr[-300:]}")
     # snug bench --mem: the streaming figures in --json
     onnx = os.path.join(a.models, CASES[0], "model.onnx")
     p = run([a.snug, "bench", onnx, "--mem", f"host={bench_mem or '60M'}", "--json", "--rounds", "1", "--warmup", "0", "--prompt",
