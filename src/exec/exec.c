@@ -90,13 +90,9 @@ int sn_exec_stream_probe(sn_exec *ex, double *bytes_per_s, sn_err *err) {
 
 int sn_exec_stream_decide(sn_exec *ex, const sn_tensor *bounds, sn_err *err) {
     const sn_graph *g = ex->g;
-    sn_tensor *in = sn_calloc((size_t)g->n_inputs + 1, sizeof *in);
+    sn_tensor *in = ex_shapes_only(g, bounds);
     if (!in)
         return sn_errf(err, SNUG_ERR_OOM, "out of memory");
-    for (int i = 0; i < g->n_inputs; i++) {
-        in[i] = bounds[i];
-        in[i].data = NULL;
-    }
     bool pb = ex->planning_bounds;
     ex->planning_bounds = true;
     int rc = ex_stream_decide(ex, in, err);

@@ -165,6 +165,9 @@ int ex_infer_fold(sn_exec *ex, sn_err *err);
 /* prepare.c */
 void ex_plan_release(sn_exec *ex);
 int ex_plan_for(sn_exec *ex, sn_err *err);
+/* A copy of the n_inputs bounds without their data (sn_free it), or NULL
+ * without memory: what a plan at bounds is made from. */
+sn_tensor *ex_shapes_only(const sn_graph *g, const sn_tensor *bounds);
 /* The floating-point mode a run, a fold or a plan computes in: the
  * caller's, with subnormals flushed when ex->flush_denormals; returns the
  * caller's to restore with sn_fp_set. A subgraph's executor (flag off)

@@ -231,18 +231,23 @@ int ex_plan_for(sn_exec *ex, sn_err *err) {
     return SNUG_OK;
 }
 
+sn_tensor *ex_shapes_only(const sn_graph *g, const sn_tensor *bounds) {
+    sn_tensor *in = sn_calloc((size_t)g->n_inputs + 1, sizeof *in);
+    for (int i = 0; in && i < g->n_inputs; i++) {
+        in[i] = bounds[i];
+        in[i].data = NULL;
+    }
+    return in;
+}
+
 int sn_exec_estimate_bounds(sn_exec *ex, const sn_tensor *bounds, sn_exec_estimate *e, uint8_t *gone,
                             sn_err *err) {
     const sn_graph *g = ex->g;
     memset(e, 0, sizeof *e);
     sn_exec_stats saved = ex->stats;
-    sn_tensor *in = sn_calloc((size_t)g->n_inputs + 1, sizeof *in);
+    sn_tensor *in = ex_shapes_only(g, bounds);
     if (!in)
         return sn_errf(err, SNUG_ERR_OOM, "out of memory");
-    for (int i = 0; i < g->n_inputs; i++) {
-        in[i] = bounds[i];
-        in[i].data = NULL;
-    }
     ex->dry = true;
     ex->dry_state = 0;
     ex->planning_bounds = true;

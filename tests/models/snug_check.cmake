@@ -53,22 +53,19 @@ foreach(pair "vs_ort_nodes:check_vs_ort_nodes.py" "ab_builds_nodes:check_ab_buil
   set_tests_properties(models.${name} PROPERTIES LABELS models TIMEOUT 300 FIXTURES_REQUIRED snug_models)
 endforeach()
 
-# snug generate on the SmolLM2 fixtures against their oracles' chat and raw greedy texts, a chat
-# over stdin that keeps the conversation in the KV cache, and its errors (check_generate.py).
+# With the tokenizer: snug generate on the SmolLM2 fixtures against their oracles' chat and raw
+# greedy texts, a chat over stdin that keeps the conversation in the KV cache, and its errors
+# (check_generate.py); weight streaming under --mem host= budgets: ids identical to the
+# unconstrained run, inside a memory cgroup where the machine allows one, the minimum's error
+# (check_stream.py).
 if(SNUG_HAVE_TOKENIZER)
-  add_test(NAME models.generate
-           COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/py.sh ${CMAKE_CURRENT_LIST_DIR}/check_generate.py
-                   --snug $<TARGET_FILE:snug>
-           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-  set_tests_properties(models.generate PROPERTIES LABELS models TIMEOUT 600 FIXTURES_REQUIRED snug_models)
-endif()
-
-# Weight streaming under --mem host= budgets: ids identical to the unconstrained run, inside a
-# memory cgroup where the machine allows one, the minimum's error (check_stream.py).
-if(SNUG_HAVE_TOKENIZER)
-  add_test(NAME models.stream
-           COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/py.sh ${CMAKE_CURRENT_LIST_DIR}/check_stream.py
-                   --snug $<TARGET_FILE:snug>
-           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-  set_tests_properties(models.stream PROPERTIES LABELS models TIMEOUT 600 FIXTURES_REQUIRED snug_models)
+  foreach(pair "generate;check_generate.py" "stream;check_stream.py")
+    list(GET pair 0 name)
+    list(GET pair 1 script)
+    add_test(NAME models.${name}
+             COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/py.sh ${CMAKE_CURRENT_LIST_DIR}/${script}
+                     --snug $<TARGET_FILE:snug>
+             WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+    set_tests_properties(models.${name} PROPERTIES LABELS models TIMEOUT 600 FIXTURES_REQUIRED snug_models)
+  endforeach()
 endif()
