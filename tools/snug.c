@@ -84,7 +84,7 @@ unsigned long long cli_mem_budget(const char *cmd, const char *val) {
         cli_die_usage(cmd, "--mem takes DEVICE=SIZE, e.g. --mem host=2G");
     size_t dl = (size_t)(eq - val);
     if (!((dl == 4 && !strncasecmp(val, "host", 4)) || (dl == 3 && !strncasecmp(val, "cpu", 3)))) {
-        fprintf(stderr, "snug %s: --mem %s: device '%.*s' takes no budget in this build (devices: host)\n", cmd, val,
+        fprintf(stderr, "snug %s: --mem %s: device '%.*s' is not in this build (devices: host)\n", cmd, val,
                 (int)dl, val);
         exit(2);
     }
