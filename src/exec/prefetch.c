@@ -145,9 +145,9 @@ int ex_prefetch_new(const sn_graph *g, const sn_plan *p, ex_prefetch **out, sn_e
     pthread_mutex_init(&pf->mu, NULL);
     pthread_cond_init(&pf->cv, NULL);
     if (!pf->items || !pf->first_item || !pf->layer_bytes || !pf->ring || !pf->ord) {
+        size_t slot = pf->slot_bytes;
         ex_prefetch_free(pf);
-        return sn_errf(err, SNUG_ERR_OOM, "out of memory for %d weight staging slots of %zu bytes", st->depth,
-                       pf->slot_bytes);
+        return sn_errf(err, SNUG_ERR_OOM, "out of memory for %d weight staging slots of %zu bytes", st->depth, slot);
     }
     /* items grouped by layer, in file order within one (reads run forward) */
     int k = 0, o = 0;
