@@ -109,11 +109,10 @@ static const char *stop_name(int stop) {
     return stop >= 0 && stop < (int)(sizeof names / sizeof *names) ? names[stop] : "?";
 }
 
-/* The streaming part of the figures line: what this answer read from the
- * file (bytes per generated token) and how long the runs waited for it;
- * before: the counters when the answer began. */
-static void stream_figures(const snug_stream_stats *before, const snug_stream_stats *now, const snug_generation *r,
-                           char *buf, size_t cap) {
+/* The streaming part of the figures line: the layers streamed, the bytes a
+ * step reads of them, the rate this answer read them at and how long its
+ * runs waited (before: the counters when the answer began). */
+static void stream_figures(const snug_stream_stats *before, const snug_stream_stats *now, char *buf, size_t cap) {
     buf[0] = 0;
     if (!now->budget || now->first_streamed >= now->n_layers)
         return;
@@ -124,7 +123,6 @@ static void stream_figures(const snug_stream_stats *before, const snug_stream_st
     cli_human_bytes(rs > 0 ? (double)read / rs : 0, b, sizeof b);
     snprintf(buf, cap, " | streamed layers %d-%d: %s a step, read at %s/s, stalled %.0f ms", now->first_streamed,
              now->n_layers - 1, a, b, (now->stall_s - before->stall_s) * 1e3);
-    (void)r;
 }
 
 static void print_figures(const snug_generation *r, const char *extra) {
@@ -149,7 +147,7 @@ static void answer_figures(const snug_generator *g, const snug_stream_stats *bef
     snug_stream_stats now;
     snug_generator_stream_stats(g, &now);
     char extra[256];
-    stream_figures(before, &now, r, extra, sizeof extra);
+    stream_figures(before, &now, extra, sizeof extra);
     if (!quiet)
         print_figures(r, extra);
     if (g_print_ids) {

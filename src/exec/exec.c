@@ -77,6 +77,7 @@ void sn_exec_set_streaming(sn_exec *ex, uint64_t host_budget, int depth, int n_l
     ex->host_budget = host_budget;
     ex->prefetch_depth = depth < 2 ? 2 : depth;
     ex->n_layers = n_layers;
+    ex->stream_decided = false;
 }
 
 const sn_plan_stream *sn_exec_stream_plan(const sn_exec *ex) { return &ex->pl.stream; }
@@ -103,16 +104,8 @@ int sn_exec_stream_decide(sn_exec *ex, const sn_tensor *bounds, sn_err *err) {
 
 void sn_exec_stream_counts(const sn_exec *ex, sn_exec_stream_stats *out) {
     memset(out, 0, sizeof *out);
-    if (!ex->pf)
-        return;
-    ex_prefetch_counts c;
-    ex_prefetch_stats(ex->pf, &c);
-    out->bytes_read = c.bytes_read;
-    out->loads = c.loads;
-    out->read_s = c.read_s;
-    out->stall_s = c.stall_s;
-    out->staging_bytes = c.staging_bytes;
-    out->layers = c.layers;
+    if (ex->pf)
+        ex_prefetch_stats(ex->pf, out);
 }
 
 sn_fpmode ex_fp_enter(const sn_exec *ex) {
@@ -194,12 +187,13 @@ int sn_exec_new(const sn_graph *g, sn_pool *pool, const sn_logger *log, sn_exec 
     ex->copy_released = sn_calloc(nv, sizeof *ex->copy_released);
     ex->bounds = sn_calloc((size_t)g->n_inputs + 1, sizeof *ex->bounds);
     ex->streamed = sn_calloc(nv, 1);
+    ex->stream_for = sn_calloc((size_t)g->n_inputs + 1, sizeof *ex->stream_for);
     ex->stream_wait = sn_malloc(nn * sizeof *ex->stream_wait);
     ex->stream_release = sn_malloc(nn * sizeof *ex->stream_release);
     if (!ex->vals || !ex->pl.values || !ex->pl.nodes || !ex->pl.buffers || !ex->pl.shapes || !ex->nstate ||
         !ex->sub_base || !ex->sub || !ex->argin || !ex->argout || !ex->sig || !ex->init_copy || !ex->vdep ||
         !ex->vcap || !ex->bounds || !ex->copy_dropped || !ex->vstate || !ex->nreplaces || !ex->copy_released ||
-        !ex->gin || !ex->gout || !ex->kern || !ex->streamed || !ex->stream_wait || !ex->stream_release) {
+        !ex->gin || !ex->gout || !ex->kern || !ex->streamed || !ex->stream_for || !ex->stream_wait || !ex->stream_release) {
         sn_exec_free(ex);
         return sn_errf(err, SNUG_ERR_OOM, "out of memory");
     }
@@ -274,6 +268,7 @@ void sn_exec_free(sn_exec *ex) {
     sn_free(ex->copy_dropped);
     sn_free(ex->bounds);
     sn_free(ex->streamed);
+    sn_free(ex->stream_for);
     sn_free(ex->stream_wait);
     sn_free(ex->stream_release);
     for (int b = 0; b < SN_MAX_DEVICES; b++)

@@ -27,12 +27,6 @@
 /* The prefetcher of streamed weights (prefetch.c): a ring of staging slots
  * and its I/O thread. */
 typedef struct ex_prefetch ex_prefetch;
-typedef struct ex_prefetch_counts {
-    uint64_t bytes_read, loads; /* over the session */
-    double read_s, stall_s;     /* the thread's time reading; the runs' time waiting for it */
-    size_t staging_bytes;
-    int layers;
-} ex_prefetch_counts;
 
 /* A persistent state buffer (sn_exec_add_state): outlives plans and runs. */
 typedef struct sn_exec_state {
@@ -108,6 +102,8 @@ struct sn_exec {
     int n_layers;            /* the session's layer map */
     sn_plan_stream stream;   /* the residency decided for the bounds (first_layer == n_layers: none) */
     uint8_t *streamed;       /* owned [n_values]: 1 for a weight that streams (copies skip it) */
+    sn_tensor *stream_for;   /* owned [n_inputs]: the bounds ex->stream was decided for */
+    bool stream_decided;     /* ex->stream holds the decision for stream_for (cleared by set_streaming) */
     ex_prefetch *pf;         /* owned: when the current plan streams */
     int *stream_wait;        /* owned [n_nodes]: before node i, the streamed layer (ordinal) to wait for; -1 */
     int *stream_release;     /* owned [n_nodes]: after node i, layers [0, this) are done with; -1 */
@@ -152,7 +148,7 @@ void ex_prefetch_free(ex_prefetch *pf);
 int ex_prefetch_wait(ex_prefetch *pf, int o, sn_tensor *vals, sn_err *err);
 void ex_prefetch_release(ex_prefetch *pf, int upto);
 void ex_prefetch_end_run(ex_prefetch *pf, sn_tensor *vals, bool complete);
-void ex_prefetch_stats(ex_prefetch *pf, ex_prefetch_counts *c);
+void ex_prefetch_stats(ex_prefetch *pf, sn_exec_stream_stats *c);
 int ex_prefetch_ordinal(const ex_prefetch *pf, int layer); /* -1: the layer does not stream */
 int ex_prefetch_count(const ex_prefetch *pf);               /* ordinals */
 /* One sweep's reads done as the I/O thread does them, with no run beside:
@@ -175,6 +171,8 @@ sn_tensor *ex_shapes_only(const sn_graph *g, const sn_tensor *bounds);
 sn_fpmode ex_fp_enter(const sn_exec *ex);
 
 /* run.c */
+/* Same kind, type and shape (a sequence: as many items): what a plan was made for. */
+bool ex_sig_equal(const sn_tensor *a, const sn_tensor *b);
 int ex_call_kernel(sn_exec *ex, const sn_node *n, void *state, void *ws, sn_err *err);
 int ex_run_loop(sn_exec *ex, sn_err *err);
 int ex_plan_if_needed(sn_exec *ex, sn_replan policy, sn_err *err);

@@ -278,7 +278,7 @@ void ex_prefetch_end_run(ex_prefetch *pf, sn_tensor *vals, bool complete) {
         vals[pf->items[k].v].data = (void *)pf->items[k].src;
 }
 
-void ex_prefetch_stats(ex_prefetch *pf, ex_prefetch_counts *c) {
+void ex_prefetch_stats(ex_prefetch *pf, sn_exec_stream_stats *c) {
     pthread_mutex_lock(&pf->mu);
     c->bytes_read = pf->bytes_read;
     c->loads = pf->loads_done;

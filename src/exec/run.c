@@ -5,7 +5,7 @@
 
 #include "exec/exec_impl.h"
 
-static bool sig_equal(const sn_tensor *a, const sn_tensor *b) {
+bool ex_sig_equal(const sn_tensor *a, const sn_tensor *b) {
     if (a->kind != b->kind || a->dtype != b->dtype || a->optional != b->optional)
         return false;
     if (a->kind == SN_KIND_SEQUENCE)
@@ -257,7 +257,7 @@ static int plan_covers(const sn_exec *ex, sn_err *err) {
     for (int v = 0, k = 0; v < g->n_values; v++) {
         if (!(g->values[v].flags & (SN_VAL_INPUT | SN_VAL_OUTER)))
             continue;
-        if (!sig_equal(&ex->sig[k], &ex->vals[v]))
+        if (!ex_sig_equal(&ex->sig[k], &ex->vals[v]))
             return sn_errf(err, SNUG_ERR_SHAPE, "input '%s' is %s, the plan was made for %s (plan again, or plan "
                            "once for bounds)", g->values[v].name, sn_shape_str(&ex->vals[v], b1, sizeof b1),
                            sn_shape_str(&ex->sig[k], b2, sizeof b2));

@@ -238,6 +238,13 @@ static uint64_t held_bytes(size_t nb) { return copy_in_pages(nb) ? sn_pages_size
 
 int ex_stream_decide(sn_exec *ex, const sn_tensor *bounds, sn_err *err) {
     const sn_graph *g = ex->g;
+    /* decided already for these bounds (the estimate before planning asked first) */
+    bool same = ex->stream_decided;
+    for (int i = 0; i < g->n_inputs && same; i++)
+        same = ex_sig_equal(&ex->stream_for[i], &bounds[i]);
+    if (same)
+        return SNUG_OK;
+    ex->stream_decided = false;
     memset(&ex->stream, 0, sizeof ex->stream);
     memset(ex->streamed, 0, (size_t)g->n_values);
     if (!ex->host_budget || ex->parent || ex->n_layers < 1)
@@ -297,6 +304,11 @@ int ex_stream_decide(sn_exec *ex, const sn_tensor *bounds, sn_err *err) {
     sn_free(lb);
     if (rc != SNUG_OK)
         return rc;
+    for (int i = 0; i < g->n_inputs; i++) {
+        ex->stream_for[i] = bounds[i];
+        ex->stream_for[i].data = NULL;
+    }
+    ex->stream_decided = true;
     const sn_plan_stream *st = &ex->stream;
     if (st->first_layer < st->n_layers)
         sn_log(ex->log, SNUG_LOG_INFO,
