@@ -97,6 +97,12 @@ unsigned long long cli_mem_budget(const char *cmd, const char *val) {
     return (unsigned long long)b;
 }
 
+/* snug run's logger: warnings and errors to stderr. */
+static void run_warn(void *user, int level, const char *msg) {
+    (void)user;
+    fprintf(stderr, "snug run: %s: %s\n", level == SNUG_LOG_ERROR ? "error" : "warning", msg);
+}
+
 static int cmd_info(int argc, char **argv) {
     const char *path = NULL;
     for (int i = 0; i < argc; i++) {
@@ -411,6 +417,7 @@ static int cmd_run(int argc, char **argv) {
     if (n_bounds && !(override = bounds_override(path, bounds, n_bounds)))
         return 1;
     snug_options *opts = snug_options_new();
+    snug_options_set_logger(opts, run_warn, NULL, SNUG_LOG_WARN); /* what the library warns of */
     if (override)
         snug_options_set(opts, "session.max_shape_override", override);
     free(override);

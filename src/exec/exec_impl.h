@@ -103,7 +103,8 @@ struct sn_exec {
     sn_plan_stream stream;   /* the residency decided for the bounds (first_layer == n_layers: none) */
     uint8_t *streamed;       /* owned [n_values]: 1 for a weight that streams (copies skip it) */
     sn_tensor *stream_for;   /* owned [n_inputs]: the bounds ex->stream was decided for */
-    bool stream_decided;     /* ex->stream holds the decision for stream_for (cleared by set_streaming) */
+    bool stream_decided;
+    bool budget_warned;      /* a plan for concrete shapes was told once that snug.mem.host does not hold it */     /* ex->stream holds the decision for stream_for (cleared by set_streaming) */
     ex_prefetch *pf;         /* owned: when the current plan streams */
     int *stream_wait;        /* owned [n_nodes]: before node i, the streamed layer (ordinal) to wait for; -1 */
     int *stream_release;     /* owned [n_nodes]: after node i, layers [0, this) are done with; -1 */

@@ -322,6 +322,12 @@ int ex_stream_decide(sn_exec *ex, const sn_tensor *bounds, sn_err *err) {
 
 int ex_stream_mark(sn_exec *ex, sn_err *err) {
     memset(&ex->pl.stream, 0, sizeof ex->pl.stream);
+    if (!ex->dry && !ex->planning_bounds && ex->host_budget && !ex->parent && !ex->budget_warned) {
+        ex->budget_warned = true; /* said, not silently ignored */
+        sn_log(ex->log, SNUG_LOG_WARN,
+               "snug.mem.host holds plans made at input bounds (snug generate and bench, session.max_shape_override, "
+               "snug run --bound); this plan for the shapes of one run is not held to it and streams nothing");
+    }
     if (ex->dry || !ex->planning_bounds)
         return SNUG_OK;
     ex->pl.stream = ex->stream; /* the budget's figures, whether anything streams or not */
