@@ -30,6 +30,7 @@ static const char *k_rname[] = {"PASS", "FAIL", "UNSUPPORTED", "CRASH", "TIMEOUT
 typedef struct opts {
     double rtol, atol;
     const char *filter;
+    const char *exclude;
     int verbose;
     int timeout_s;
     int no_fork;
@@ -365,6 +366,7 @@ static void usage(void) {
            "Default suites: the Debian libonnx-testdata folders node, pytorch-converted,\n"
            "pytorch-operator and simple under /usr/share/libonnx-testdata/data.\n\n"
            "  --filter SUBSTR     only cases whose name contains SUBSTR\n"
+           "  --exclude SUBSTR    leave out cases whose name contains SUBSTR\n"
            "  --expected FILE     expected failures, one 'test_name reason' per line; any\n"
            "                      other failure makes the exit status 1\n"
            "  --min-pass FRACTION fail unless at least this fraction passes (default 0)\n"
@@ -376,7 +378,7 @@ static void usage(void) {
 }
 
 int main(int argc, char **argv) {
-    opts o = {1e-3, 1e-5, NULL, 0, 60, 0, 1};
+    opts o = {1e-3, 1e-5, NULL, NULL, 0, 60, 0, 1};
     const char *xpath = NULL;
     double min_pass = 0;
     const char *dirs[64];
@@ -388,6 +390,8 @@ int main(int argc, char **argv) {
             return 0;
         } else if (!strcmp(a, "--filter") && i + 1 < argc)
             o.filter = argv[++i];
+        else if (!strcmp(a, "--exclude") && i + 1 < argc)
+            o.exclude = argv[++i];
         else if (!strcmp(a, "--expected") && i + 1 < argc)
             xpath = argv[++i];
         else if (!strcmp(a, "--min-pass") && i + 1 < argc)
@@ -430,7 +434,7 @@ int main(int argc, char **argv) {
         }
         int cnt[6] = {0};
         for (int t = 0; t < nt; t++) {
-            if (o.filter && !strstr(tests[t], o.filter))
+            if ((o.filter && !strstr(tests[t], o.filter)) || (o.exclude && strstr(tests[t], o.exclude)))
                 continue;
             char path[4096], msg[2048];
             snprintf(path, sizeof path, "%s/%s", dirs[d], tests[t]);

@@ -70,9 +70,12 @@ def main() -> int:
     if p.returncode != 0 or len(turns) != 2 or not int(turns[1][1]) < int(turns[1][0]):
         fails.append(f"chat over stdin: exit {p.returncode}, turns {turns}\n{p.stdout[-300:]}{p.stderr[-300:]}")
     checked += 1
-    # a conversation that outgrows --ctx starts over from the new message, and says so
+    # a conversation that outgrows --ctx starts over from the new message, and says so (the third
+    # message is long enough that it cannot join the first two turns in 100 tokens however short
+    # their answers are, and fits alone)
     p = run([a.snug, "generate", d, "--temp", "0", "-n", "30", "--ctx", "100", "--threads", "2"],
-            stdin="Tell me a story.\nMore.\nMore please.\n")
+            stdin="Tell me a story.\nMore.\nMore please, and this time make it about a lighthouse keeper who "
+                  "finds a message in a bottle on a stormy night.\n")
     turns = FIGURES.findall(p.stderr)
     if p.returncode != 0 or len(turns) != 3 or "no longer fit the context" not in p.stderr or \
             int(turns[2][1]) != int(turns[2][0]):

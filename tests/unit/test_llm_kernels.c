@@ -841,12 +841,14 @@ static void test_mnb8(void) {
  * packed, float or absent) and the [K, nb] panel dequantization, on odd
  * sizes: block counts, column counts not a multiple of the 4-column tiles,
  * M = 1, 2, 3, blocks of 16, 32, 64, K not a multiple of 32. */
-/* The one-row AVX-512 VNNI kernel (llm_mnb4_fast1_cols), which sums in its
- * own order: against the float64 value of the same int8 x int4 product
- * (each block's integer dot exact, times sa_b sb_b, summed in double),
- * within float32 rounding of the sum's magnitude. Block counts around its
- * steps of four, with and without zero points and bias, columns in two
- * ranges. */
+/* The AVX-512 VNNI kernels in snug's own order (llm_mnb4_fast1_cols one
+ * row, llm_mnb4_fastm_cols many): against the float64 value of the same
+ * int8 x int4 product (each block's integer dot exact, times sa_b sb_b,
+ * summed in double), within float32 rounding of the sum's magnitude; and
+ * each row of the many-row kernel's result the same bits as the one-row
+ * kernel's on that row alone (a prefill's last row, a batch of decode
+ * steps). Block counts around its steps of four and its chunks of 96
+ * blocks, with and without zero points and bias, columns in two ranges. */
 static void test_mnb4_fast1(void) {
     /* without VNNI the scalar form of both is what is checked */
     /* 3100, 6200: the many-row kernel's chunks of 96 blocks */
@@ -858,11 +860,10 @@ static void test_mnb4_fast1(void) {
             for (int variant = 0; variant < 4; variant++) {
                 int64_t K = Ks[ki], N = Ns[ni], kb = (K + 31) / 32, zs = (kb + 1) / 2;
                 int zpon = variant & 1, biason = variant >> 1;
-                /* half the cases: the many-row kernel on three ROWS_Q4 rows */
-                int many = (int)((ki + ni) % 2);
-                int64_t M = many ? 3 : 1;
+                int64_t M = 3;
                 float *a = malloc(sizeof(float) * (size_t)(M * K)), *sb = malloc(sizeof(float) * (size_t)(N * kb));
                 float *bias = malloc(sizeof(float) * (size_t)N), *y = malloc(sizeof(float) * (size_t)(M * N));
+                float *y1 = malloc(sizeof(float) * (size_t)N);
                 uint8_t *b = malloc((size_t)(N * kb * 16)), *zp = malloc((size_t)(N * zs));
                 size_t rb = llm_mnb4_row_bytes(kb);
                 char *row = aligned_alloc(64, (size_t)M * rb);
@@ -874,18 +875,34 @@ static void test_mnb4_fast1(void) {
                 for (int64_t i = 0; i < N * zs; i++)
                     zp[i] = (uint8_t)(frand() * 128 + 128);
                 fill(bias, N);
-                llm_mnb4_prep_row(a, K, LLM_MNB4_ROWS_M, row);
+                char *ref = aligned_alloc(64, rb);
+                memset(row, 0, (size_t)M * rb);
+                for (int64_t m = 0; m < M; m++) {
+                    llm_mnb4_prep_row(a + m * K, K, LLM_MNB4_ROWS_Q4, row + (size_t)m * rb);
+                    memset(ref, 0, rb);
+                    llm_mnb4_prep_row_ref(a + m * K, K, LLM_MNB4_ROWS_Q4, ref);
+                    if (memcmp(ref, row + (size_t)m * rb, rb)) {
+                        fprintf(stderr, "FAIL mnb4 ROWS_Q4 prep K %lld row %lld differs from ref\n", (long long)K,
+                                (long long)m);
+                        g_fail = 1;
+                    }
+                }
+                free(ref);
                 llm_mnb4_args g = {.M = M, .N = N, .kb = kb, .rows = row, .b = b, .sb = sb, .zp = zpon ? zp : NULL,
                                    .zp_stride = zs, .bias = biason ? bias : NULL, .y = y, .ldy = N};
                 int64_t split = N / 2;
-                if (many) {
-                    for (int64_t m = 0; m < M; m++)
-                        llm_mnb4_prep_row(a + m * K, K, LLM_MNB4_ROWS_Q4, row + (size_t)m * rb);
-                    llm_mnb4_fastm_cols(&g, 0, split);
-                    llm_mnb4_fastm_cols(&g, split, N);
-                } else {
-                    llm_mnb4_fast1_cols(&g, 0, split);
-                    llm_mnb4_fast1_cols(&g, split, N);
+                llm_mnb4_fastm_cols(&g, 0, split);
+                llm_mnb4_fastm_cols(&g, split, N);
+                for (int64_t m = 0; m < M; m++) {
+                    llm_mnb4_args g1 = g;
+                    g1.M = 1, g1.rows = row + (size_t)m * rb, g1.y = y1;
+                    llm_mnb4_fast1_cols(&g1, 0, split);
+                    llm_mnb4_fast1_cols(&g1, split, N);
+                    if (memcmp(y1, y + m * N, sizeof(float) * (size_t)N)) {
+                        fprintf(stderr, "FAIL mnb4 K %lld N %lld zp %d bias %d row %lld: fast1 and fastm differ\n",
+                                (long long)K, (long long)N, zpon, biason, (long long)m);
+                        g_fail = 1;
+                    }
                 }
                 for (int64_t mn = 0; mn < M * N; mn++) {
                     int64_t m = mn / N, n = mn % N;
@@ -905,14 +922,14 @@ static void test_mnb4_fast1(void) {
                         mag += fabs(term);
                     }
                     if (fabs(y[mn] - want) > 2e-6 * (double)kb * mag + 1e-6) {
-                        fprintf(stderr, "FAIL mnb4 %s K %lld N %lld zp %d bias %d col %lld: %.9g, float64 %.9g\n",
-                                many ? "fastm" : "fast1", (long long)K, (long long)N, zpon, biason, (long long)n,
+                        fprintf(stderr, "FAIL mnb4 fastm K %lld N %lld zp %d bias %d col %lld: %.9g, float64 %.9g\n",
+                                (long long)K, (long long)N, zpon, biason, (long long)n,
                                 (double)y[mn], want);
                         g_fail = 1;
                     }
                 }
                 cases++;
-                free(a), free(sb), free(bias), free(y), free(b), free(zp), free(row);
+                free(a), free(sb), free(bias), free(y), free(y1), free(b), free(zp), free(row);
             }
     printf("mnb4 fast1/fastm (%s): %d cases against float64\n", llm_mnb4_fast1_available() ? "VNNI" : "scalar",
            cases);

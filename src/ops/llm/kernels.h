@@ -188,7 +188,7 @@ enum {
     LLM_MNB4_ROWS_M = 0,  /* M > 1 */
     LLM_MNB4_ROWS_1 = 1,  /* M = 1 without zero points */
     LLM_MNB4_ROWS_1Z = 2, /* M = 1 with zero points */
-    LLM_MNB4_ROWS_Q4 = 3, /* llm_mnb4_fastm_cols (AVX-512 VNNI, any M) */
+    LLM_MNB4_ROWS_Q4 = 3, /* llm_mnb4_fast1_cols / _fastm_cols (AVX-512 VNNI, any M) */
 };
 static inline int llm_mnb4_row_kind(int64_t M, int has_zp) {
     return M > 1 ? LLM_MNB4_ROWS_M : has_zp ? LLM_MNB4_ROWS_1Z : LLM_MNB4_ROWS_1;
@@ -208,19 +208,20 @@ typedef struct llm_mnb4_args {
     int64_t ldy;
     int tiled;          /* b is llm_mnb4_tile's layout, not [N, kb, 16] */
 } llm_mnb4_args;
-/* One row (M = 1, a ROWS_M row) against untiled B in the fastest order the
- * CPU has (AVX-512 VNNI), not ONNX Runtime's: each block's integer dot is
- * exact, the float sum over blocks in its own order (issue #22's accuracy
- * rule, docs/accuracy.md). Without VNNI (llm_mnb4_fast1_available false)
- * a scalar form computes the same product, slowly: the executor then uses
- * llm_mnb4_cols instead. */
+/* One row (M = 1, a ROWS_Q4 row) against untiled B in the fastest order the
+ * CPU has (AVX-512 VNNI), not ONNX Runtime's: each lane's integer dot, zero
+ * points included, is exact; the float sum over blocks in snug's own order
+ * (issue #22's accuracy rule, docs/accuracy.md), reduced every 96 blocks.
+ * Without VNNI (llm_mnb4_fast1_available false) a scalar form computes the
+ * same product in double, slowly: the executor then uses llm_mnb4_cols
+ * instead. */
 bool llm_mnb4_fast1_available(void);
 void llm_mnb4_fast1_cols(const llm_mnb4_args *g, int64_t n0, int64_t n1);
-/* Any number of rows (ROWS_Q4 rows) the same way, two rows by four columns
- * at a time over B decoded ahead: each block's integer dot exact, the zero
- * points taken off per lane in float; deep columns in chunks of 96 blocks
- * (decoded on the stack), each chunk added to the sum of the ones before.
- * Without VNNI, as llm_mnb4_fast1_cols. */
+/* Any number of rows (ROWS_Q4 rows) in the same order, two rows by four
+ * columns at a time over B decoded ahead in chunks of 96 blocks (on the
+ * stack): every element the same bits as llm_mnb4_fast1_cols gives its row
+ * alone, so a row's result does not depend on the rows beside it. Without
+ * VNNI, as llm_mnb4_fast1_cols. */
 void llm_mnb4_fastm_cols(const llm_mnb4_args *g, int64_t n0, int64_t n1);
 /* B in tiles of four columns for the decode kernel: per pair of blocks,
  * the four columns' 32 bytes side by side (a lone last block padded to 32

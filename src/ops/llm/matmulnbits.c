@@ -626,7 +626,7 @@ static int mnb_begin(sn_kctx *c, mnb_call *k) {
         j.q4_kind = llm_mnb4_row_kind(g.M, j.q4.zp != NULL);
         if (!j.q4.tiled && llm_mnb4_fast1_available()) { /* B untiled: prepare chose so */
             j.q4_cols = g.M == 1 ? llm_mnb4_fast1_cols : llm_mnb4_fastm_cols;
-            j.q4_kind = g.M == 1 ? LLM_MNB4_ROWS_M : LLM_MNB4_ROWS_Q4;
+            j.q4_kind = LLM_MNB4_ROWS_Q4; /* both: one row gives the same bits in either */
         }
         k->cols = mnb4_cols_task;
     } else if (g.ort8) {

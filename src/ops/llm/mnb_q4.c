@@ -61,12 +61,17 @@ static mnb4_layout mnb4_layout_of(int64_t kb) {
     return L;
 }
 
-/* A ROWS_Q4 row (llm_mnb4_fastm_cols): per group of four blocks, 256 bytes:
- * the four blocks' even codes (64), their odd codes (64), sa_b for each
- * int32 lane of a block (16 floats), and sa_b times the sum of the eight
- * codes a lane multiplies (16 floats: what the zero point takes off). */
+/* A ROWS_Q4 row (llm_mnb4_fast1_cols, llm_mnb4_fastm_cols): per group of
+ * four blocks, 256 bytes: the four blocks' even codes (64), their odd codes
+ * (64), sa_b for each int32 lane of a block (16 floats), and the sum of the
+ * eight codes a lane multiplies (16 int32: 8 times it is what the default
+ * zero point takes off); then ab_b per block (what a zero point given in
+ * the model takes off, times sb_b zp_b). */
 #define Q4_GROUP_BYTES 256
-static size_t q4_row_bytes(int64_t kb) { return (size_t)((kb + 3) / 4) * Q4_GROUP_BYTES; }
+/* after the groups: ab_b = sa_b x the block's code sum, 16 floats per 16
+ * blocks (zero-padded) */
+static size_t q4_ab_at(int64_t kb) { return (size_t)((kb + 3) / 4) * Q4_GROUP_BYTES; }
+static size_t q4_row_bytes(int64_t kb) { return q4_ab_at(kb) + (size_t)((kb + 15) / 16) * 64; }
 
 size_t llm_mnb4_row_bytes(int64_t kb) {
     size_t a = mnb4_layout_of(kb).total, b = q4_row_bytes(kb);
@@ -146,7 +151,13 @@ static void mnb4_finish_row(char *row, const mnb4_layout *L, int64_t kb, int kin
     }
 }
 
+static void q4_prep_row(const float *a, int64_t K, char *row);
+
 void llm_mnb4_prep_row_ref(const float *a, int64_t K, int kind, void *row) {
+    if (kind == LLM_MNB4_ROWS_Q4) {
+        q4_prep_row(a, K, row);
+        return;
+    }
     int64_t kb = (K + 31) / 32;
     mnb4_layout L = mnb4_layout_of(kb);
     int8_t nat[32];
@@ -337,6 +348,19 @@ AVX2_INLINE float q8_block(const float *x, __m256i *codes) {
     return scale;
 }
 
+/* Block b of a row of K: q8_block, or llm_q8_quantize of a short last
+ * block with its codes zero-padded to 32. */
+AVX2_INLINE float q8_block_at(const float *a, int64_t K, int64_t b, __m256i *nat) {
+    if (32 * b + 32 <= K)
+        return q8_block(a + 32 * b, nat);
+    int8_t buf[32];
+    int64_t len = K - 32 * b;
+    float s = llm_q8_quantize(a + 32 * b, len, buf);
+    memset(buf + len, 0, (size_t)(32 - len));
+    *nat = _mm256_loadu_si256((const __m256i *)buf);
+    return s;
+}
+
 /* A ROWS_1Z pair from its two blocks' evens (e), odds (o) and lane sums
  * (s, eight int16), block b in the first of each (zero for a lone block's
  * partner): the 16-bit units of the two blocks alternate. */
@@ -361,16 +385,7 @@ AVX2 static void mnb4_prep_row_avx2(const float *a, int64_t K, int kind, char *r
     __m128i e0 = _mm_setzero_si128(), o0 = e0, s0 = e0; /* ROWS_1Z: the pair's first block */
     for (int64_t b = 0; b < kb; b++) {
         __m256i nat;
-        float s;
-        if (32 * b + 32 <= K) {
-            s = q8_block(a + 32 * b, &nat);
-        } else {
-            int8_t buf[32];
-            int64_t len = K - 32 * b;
-            s = llm_q8_quantize(a + 32 * b, len, buf);
-            memset(buf + len, 0, (size_t)(32 - len));
-            nat = _mm256_loadu_si256((const __m256i *)buf);
-        }
+        float s = q8_block_at(a, K, b, &nat);
         /* [evens | odds] of the block */
         __m256i eo = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(nat, evod), 0xD8);
         /* pair sums, then sums of four (quads j at [j] for j < 4, [4 + j - 4] above) */
@@ -402,6 +417,34 @@ AVX2 static void mnb4_prep_row_avx2(const float *a, int64_t K, int kind, char *r
     mnb4_finish_row(row, &L, kb, kind);
 }
 
+
+/* q4_prep_row (below), the same bytes. */
+AVX2 static void q4_prep_row_avx2(const float *a, int64_t K, char *row) {
+    int64_t kb = (K + 31) / 32;
+    memset(row, 0, q4_row_bytes(kb));
+    const __m256i evod = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15,
+                                          0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    const __m256i one8 = _mm256_set1_epi8(1), one16 = _mm256_set1_epi16(1);
+    float *ab = (float *)(row + q4_ab_at(kb));
+    for (int64_t b = 0; b < kb; b++) {
+        __m256i nat;
+        float s = q8_block_at(a, K, b, &nat);
+        __m256i eo = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(nat, evod), 0xD8);
+        /* sums of codes [4i, 4i + 4), then lane j's: [8j, 8j + 8) */
+        __m256i quads = _mm256_madd_epi16(_mm256_maddubs_epi16(one8, nat), one16);
+        __m256i pairs = _mm256_hadd_epi32(quads, quads);
+        __m128i lanes = _mm256_castsi256_si128(_mm256_permute4x64_epi64(pairs, 0x08));
+        __m128i t = _mm_add_epi32(lanes, _mm_shuffle_epi32(lanes, 0x4E));
+        t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
+        char *g = row + (b / 4) * Q4_GROUP_BYTES;
+        int h = (int)(b % 4);
+        _mm_store_si128((__m128i *)(g + 16 * h), _mm256_castsi256_si128(eo));
+        _mm_store_si128((__m128i *)(g + 64 + 16 * h), _mm256_extracti128_si256(eo, 1));
+        _mm_store_ps((float *)(g + 128) + 4 * h, _mm_set1_ps(s));
+        _mm_store_si128((__m128i *)(g + 192 + 16 * h), lanes);
+        ab[b] = s * (float)_mm_cvtsi128_si32(t);
+    }
+}
 
 /* ---- kernels ------------------------------------------------------------- */
 
@@ -841,17 +884,29 @@ AVX2 static void mnb4_cols_avx2(const llm_mnb4_args *g, int64_t n0, int64_t n1) 
 }
 #endif
 
-/* ---- M = 1 in its own order: AVX-512 VNNI --------------------------------
- * The one-row product where ONNX Runtime's rounding is not the reference
- * (issue #22, docs/accuracy.md: an int8-activation kernel must be as
- * accurate as ORT's against float64, not equal to it). Four blocks of a
- * column (64 bytes of B, in the original [N, kb, 16] layout) per step: the
- * low and high nibbles against the row's even and odd codes (ROWS_M
- * layout) with two vpdpbusd, each block's four int32 lanes exact; then
- * (lanes as float) x sa_b sb_b into one float accumulator per column, four
- * columns sharing the row's loads. The zero points (8 when absent) come
- * off once per column: sum_b sb_b zp_b ab_b, ab_b = sa_b x the block's
- * code sum. */
+/* ---- snug's own order: AVX-512 VNNI, any number of rows ---------------
+ * The product where ONNX Runtime's rounding is not the reference (issue
+ * #22, docs/accuracy.md: an int8-activation kernel must be as accurate as
+ * ORT's against float64, not equal to it). Both kernels read ROWS_Q4 rows
+ * and B in its original [N, kb, 16] layout, and give every output element
+ * the same bits however many rows the call has (a prefill's last row and a
+ * decode step, one sequence or a batch of them):
+ *
+ *  - per group of four blocks, int32 lane t (block t / 4, eight codes)
+ *    holds sum q c exactly (two vpdpbusd of B's low and high nibbles
+ *    against the row's even and odd codes), less 8 x the lane's code sum
+ *    when there are no zero points (the default 8, exact in the integers);
+ *  - acc (16 floats) += float(lane) x (sa_b x sb_b), group after group;
+ *  - with zero points, zacc (16 floats, lane l: blocks 16 i + l) +=
+ *    ab_b x (sb_b x zp_b), sixteen blocks at a time, after the groups;
+ *  - every FAST_CHUNK groups (96 blocks) the lanes acc - zacc are reduced
+ *    (_mm512_reduce_add_ps) and added to the column's sum (the first chunk's
+ *    reduction is the sum); then the bias.
+ *
+ * The one-row kernel reads each column once, four short columns at a time
+ * (the row's loads shared) or one long one as an ascending stream; the
+ * many-row kernel decodes a chunk of four columns ahead on the stack and
+ * applies it to the rows two at a time. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define MNB4_FAST1 1
 /* Each column's stream fetched 4 KiB ahead into L2 (TinyLlama decode, 2
@@ -860,75 +915,80 @@ AVX2 static void mnb4_cols_avx2(const llm_mnb4_args *g, int64_t n0, int64_t n1) 
 #define FAST1_PF 4096
 #define FAST1_HINT _MM_HINT_T2
 #define FAST1_SHORT 1024 /* bytes: columns up to this long go four at a time */
+#define FAST_CHUNK 24    /* groups of four blocks per reduction (96 blocks; fastm's decode buffer) */
 #define VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
 #define VNNI_INLINE __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"), always_inline)) static inline
 
-/* sum_b sb_b zp_b ab_b over the column's blocks, sixteen at a time */
-VNNI_INLINE float fast1_zpsum(const float *ab, const float *sb, const uint8_t *zp, int64_t kb) {
-    __m512 s = _mm512_setzero_ps();
+/* sb_b zp_b of blocks b .. b + r - 1 (b a multiple of 16, r <= 16; zero
+ * past r), as floats */
+VNNI_INLINE __m512 q4_sbzp16(const float *sb, const uint8_t *zp, int64_t b, int r) {
     const __m128i m0f = _mm_set1_epi8(15);
-    for (int64_t b = 0; b < kb; b += 16) {
-        int r = (int)sn_imin(16, kb - b);
-        __mmask16 k = (__mmask16)((1u << r) - 1);
-        __m512 z;
-        if (zp) {
-            __m128i x = _mm_maskz_loadu_epi8((__mmask16)((1u << ((r + 1) / 2)) - 1), zp + b / 2);
-            __m128i lo = _mm_and_si128(x, m0f), hi = _mm_and_si128(_mm_srli_epi16(x, 4), m0f);
-            z = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_unpacklo_epi8(lo, hi)));
-        } else {
-            z = _mm512_set1_ps(8.0f);
-        }
-        __m512 w = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, ab + b), _mm512_maskz_loadu_ps(k, sb + b));
-        s = _mm512_fmadd_ps(w, z, s);
-    }
-    return _mm512_reduce_add_ps(s);
+    __m128i x = _mm_maskz_loadu_epi8((__mmask16)((1u << ((r + 1) / 2)) - 1), zp + b / 2);
+    __m128i z = _mm_unpacklo_epi8(_mm_and_si128(x, m0f), _mm_and_si128(_mm_srli_epi16(x, 4), m0f));
+    return _mm512_mul_ps(_mm512_maskz_loadu_ps((__mmask16)((1u << r) - 1), sb + b),
+                         _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(z)));
 }
 
-/* NR columns from col0 (kb * 16 bytes apart), their scales from s0 (kb
- * apart): out[c] = sum over blocks of sa_b sb_b (codes . row codes). */
-VNNI_INLINE void fast1_tile(const int NR, const char *row, const mnb4_layout *L, const uint8_t *col0,
-                            const float *s0, int64_t kb, float *out) {
-    const __m512i m0f = _mm512_set1_epi8(15);
+/* sb of blocks b .. b + rb - 1, each to its four lanes */
+VNNI_INLINE __m512 q4_sb_lanes(const float *sb, int64_t b, int rb) {
     const __m512i rep4 = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-    const int8_t *q = (const int8_t *)(row + L->q);
-    const float *sa = (const float *)(row + L->sa);
+    return _mm512_permutexvar_ps(rep4, _mm512_castps128_ps512(_mm_maskz_loadu_ps((__mmask8)((1u << rb) - 1), sb + b)));
+}
+
+/* NR columns from col0 (kb * 16 bytes apart; scales s0, kb apart; zero
+ * points zp0, zst apart, or NULL) against one ROWS_Q4 row. */
+VNNI_INLINE void fast1_tile(const int NR, const bool ZP, const char *row, const uint8_t *col0, const float *s0,
+                            const uint8_t *zp0, int64_t zst, int64_t kb, float *out) {
+    const __m512i m0f = _mm512_set1_epi8(15);
+    const int64_t ng = (kb + 3) / 4;
+    const float *ab = (const float *)(row + q4_ab_at(kb));
     __m512 acc[4];
-    _Pragma("GCC unroll 4") for (int c = 0; c < NR; c++)
-        acc[c] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < kb; b += 4) {
-        int r = (int)sn_imin(4, kb - b);
-        /* the row's codes of blocks b..b+3: evens, then odds (pairs p, p + 1) */
-        const int8_t *qp = q + 32 * b;
-        __m256i e0 = _mm256_load_si256((const __m256i *)qp), o0 = _mm256_load_si256((const __m256i *)(qp + 32));
-        __m256i e1 = _mm256_setzero_si256(), o1 = _mm256_setzero_si256();
-        if (r > 2) {
-            e1 = _mm256_load_si256((const __m256i *)(qp + 64));
-            o1 = _mm256_load_si256((const __m256i *)(qp + 96));
+    for (int64_t g0 = 0; g0 < ng; g0 += FAST_CHUNK) {
+        int64_t g1 = sn_imin(ng, g0 + FAST_CHUNK);
+        _Pragma("GCC unroll 4") for (int c = 0; c < NR; c++)
+            acc[c] = _mm512_setzero_ps();
+        for (int64_t gi = g0; gi < g1; gi++) {
+            int64_t b = 4 * gi;
+            int rb = (int)sn_imin(4, kb - b);
+            const char *gr = row + (size_t)gi * Q4_GROUP_BYTES;
+            __m512i ae = _mm512_load_si512(gr), ao = _mm512_load_si512(gr + 64);
+            __m512 sav = _mm512_load_ps((const float *)(gr + 128));
+            __m512i T = ZP ? _mm512_setzero_si512() : _mm512_slli_epi32(_mm512_load_si512(gr + 192), 3);
+            __mmask64 kb64 = rb == 4 ? ~(__mmask64)0 : (((__mmask64)1 << (16 * rb)) - 1);
+            _Pragma("GCC unroll 4") for (int c = 0; c < NR; c++) {
+                const uint8_t *bc = col0 + (size_t)c * (size_t)kb * 16 + 16 * b;
+                _mm_prefetch((const char *)bc + FAST1_PF, FAST1_HINT);
+                __m512i v = rb == 4 ? _mm512_loadu_si512(bc) : _mm512_maskz_loadu_epi8(kb64, bc);
+                __m512i lo = _mm512_and_si512(v, m0f), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m0f);
+                __m512i d = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, ae), hi, ao);
+                if (!ZP)
+                    d = _mm512_sub_epi32(d, T);
+                __m512 sbv = q4_sb_lanes(s0 + c * kb, b, rb);
+                acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(sav, sbv), acc[c]);
+            }
         }
-        __m512i ae = _mm512_inserti64x4(_mm512_castsi256_si512(e0), e1, 1);
-        __m512i ao = _mm512_inserti64x4(_mm512_castsi256_si512(o0), o1, 1);
-        __mmask16 k4 = (__mmask16)((1u << r) - 1);
-        __m512 sav = _mm512_permutexvar_ps(rep4, _mm512_castps128_ps512(_mm_maskz_loadu_ps(k4, sa + b)));
-        __mmask64 kb64 = r == 4 ? ~(__mmask64)0 : (((__mmask64)1 << (16 * r)) - 1);
+        if (ZP) {
+            __m512 zacc[4];
+            _Pragma("GCC unroll 4") for (int c = 0; c < NR; c++)
+                zacc[c] = _mm512_setzero_ps();
+            for (int64_t b = 4 * g0; b < sn_imin(kb, 4 * g1); b += 16) {
+                int r = (int)sn_imin(16, kb - b);
+                __m512 abv = _mm512_load_ps(ab + b);
+                _Pragma("GCC unroll 4") for (int c = 0; c < NR; c++)
+                    zacc[c] = _mm512_fmadd_ps(abv, q4_sbzp16(s0 + c * kb, zp0 + c * zst, b, r), zacc[c]);
+            }
+            _Pragma("GCC unroll 4") for (int c = 0; c < NR; c++)
+                acc[c] = _mm512_sub_ps(acc[c], zacc[c]);
+        }
         _Pragma("GCC unroll 4") for (int c = 0; c < NR; c++) {
-            const uint8_t *bc = col0 + (size_t)c * (size_t)kb * 16 + 16 * b;
-            _mm_prefetch((const char *)bc + FAST1_PF, FAST1_HINT);
-            __m512i v = r == 4 ? _mm512_loadu_si512(bc) : _mm512_maskz_loadu_epi8(kb64, bc);
-            __m512i lo = _mm512_and_si512(v, m0f), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m0f);
-            __m512i d = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, ae);
-            d = _mm512_dpbusd_epi32(d, hi, ao);
-            __m512 sbv = _mm512_permutexvar_ps(rep4, _mm512_castps128_ps512(_mm_maskz_loadu_ps(k4, s0 + c * kb + b)));
-            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(sav, sbv), acc[c]);
+            float r = _mm512_reduce_add_ps(acc[c]);
+            out[c] = g0 ? out[c] + r : r;
         }
     }
-    _Pragma("GCC unroll 4") for (int c = 0; c < NR; c++)
-        out[c] = _mm512_reduce_add_ps(acc[c]);
 }
 
 VNNI static void mnb4_fast1_vnni(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
-    mnb4_layout L = mnb4_layout_of(g->kb);
     const char *row = g->rows;
-    const float *ab = (const float *)(row + L.ab);
     int64_t kb = g->kb;
     /* short columns four at a time (the row's loads shared), long ones one
      * at a time: B then is one ascending stream, which the prefetchers
@@ -940,119 +1000,147 @@ VNNI static void mnb4_fast1_vnni(const llm_mnb4_args *g, int64_t n0, int64_t n1)
         int nr = (int)sn_imin(nr_max, n1 - n);
         const uint8_t *col = g->b + (size_t)n * (size_t)kb * 16;
         const float *s0 = g->sb + n * kb;
+        const uint8_t *zp = g->zp ? g->zp + n * g->zp_stride : NULL;
         float out[4];
-        switch (nr) {
-        case 4: fast1_tile(4, row, &L, col, s0, kb, out); break;
-        case 3: fast1_tile(3, row, &L, col, s0, kb, out); break;
-        case 2: fast1_tile(2, row, &L, col, s0, kb, out); break;
-        default: fast1_tile(1, row, &L, col, s0, kb, out); break;
+#define F1(R, Z) fast1_tile(R, Z, row, col, s0, zp, g->zp_stride, kb, out)
+#define F1_COLS(Z)            \
+    switch (nr) {             \
+    case 4: F1(4, Z); break;  \
+    case 3: F1(3, Z); break;  \
+    case 2: F1(2, Z); break;  \
+    default: F1(1, Z); break; \
+    }
+        if (zp) {
+            F1_COLS(true);
+        } else {
+            F1_COLS(false);
         }
-        for (int c = 0; c < nr; c++) {
-            const uint8_t *zp = g->zp ? g->zp + (n + c) * g->zp_stride : NULL;
-            float v = out[c] - fast1_zpsum(ab, s0 + c * kb, zp, kb);
-            g->y[n + c] = g->bias ? v + g->bias[n + c] : v;
-        }
+#undef F1_COLS
+#undef F1
+        for (int c = 0; c < nr; c++)
+            g->y[n + c] = g->bias ? out[c] + g->bias[n + c] : out[c];
     }
 }
 
-/* B of NR columns decoded ahead for all row tiles: per column and group of
- * four blocks, 256 bytes: the low nibbles, the high ones, sb_b per lane and
- * -zp_b sb_b per lane. */
+/* B of NR columns decoded ahead for all row tiles: per column, per group of
+ * four blocks, 192 bytes (the low nibbles, the high ones, sb_b per lane),
+ * then with zero points sb_b zp_b, 16 floats per 16 blocks. */
 #define FASTM_NR 4
 #define FASTM_MR 2
-#define FASTM_MAX_KB 96 /* blocks decoded ahead on the stack at a time (24 KiB; a multiple of 4) */
+#define FASTM_MAX_KB (4 * FAST_CHUNK) /* blocks decoded ahead on the stack at a time (a multiple of 16) */
+#define FASTM_GROUP 192
+static size_t fastm_dec_bytes(int64_t kn) { return (size_t)((kn + 3) / 4) * FASTM_GROUP + (size_t)((kn + 15) / 16) * 64; }
 
 VNNI_INLINE void fastm_decode(const uint8_t *col, const float *sb, const uint8_t *zp, int64_t kb, char *dec) {
     const __m512i m0f = _mm512_set1_epi8(15);
-    const __m512i rep4 = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-    const __m128i m0f4 = _mm_set1_epi8(15);
-    for (int64_t b = 0; b < kb; b += 4, dec += 256) {
+    char *d = dec;
+    for (int64_t b = 0; b < kb; b += 4, d += FASTM_GROUP) {
         int rb = (int)sn_imin(4, kb - b);
-        __mmask16 k4 = (__mmask16)((1u << rb) - 1);
         __mmask64 kb64 = rb == 4 ? ~(__mmask64)0 : (((__mmask64)1 << (16 * rb)) - 1);
         __m512i v = _mm512_maskz_loadu_epi8(kb64, col + 16 * b);
-        _mm512_store_si512(dec, _mm512_and_si512(v, m0f));
-        _mm512_store_si512(dec + 64, _mm512_and_si512(_mm512_srli_epi16(v, 4), m0f));
-        __m512 sbv = _mm512_permutexvar_ps(rep4, _mm512_castps128_ps512(_mm_maskz_loadu_ps(k4, sb + b)));
-        __m512 zf = _mm512_set1_ps(8.0f);
-        if (zp) { /* four zero points, one per block, to its lanes */
-            uint16_t zz = 0;
-            memcpy(&zz, zp + b / 2, rb > 2 ? 2 : 1);
-            __m128i x = _mm_cvtsi32_si128(zz);
-            __m128i zb = _mm_unpacklo_epi8(_mm_and_si128(x, m0f4), _mm_and_si128(_mm_srli_epi16(x, 4), m0f4));
-            zf = _mm512_permutexvar_ps(rep4, _mm512_castps128_ps512(_mm_cvtepi32_ps(_mm_cvtepu8_epi32(zb))));
-        }
-        _mm512_store_ps((float *)(dec + 128), sbv);
-        _mm512_store_ps((float *)(dec + 192), _mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), zf), sbv));
+        _mm512_store_si512(d, _mm512_and_si512(v, m0f));
+        _mm512_store_si512(d + 64, _mm512_and_si512(_mm512_srli_epi16(v, 4), m0f));
+        _mm512_store_ps((float *)(d + 128), q4_sb_lanes(sb, b, rb));
     }
+    if (zp)
+        for (int64_t b = 0; b < kb; b += 16, d += 64)
+            _mm512_store_ps((float *)d, q4_sbzp16(sb, zp, b, (int)sn_imin(16, kb - b)));
 }
 
-/* MR rows (ROWS_Q4, rst apart) x NR decoded columns (dcs apart): per group
- * of four blocks the rows' codes, scales and lane sums in registers, each
- * column's nibbles against them with two vpdpbusd, then in float:
- * acc += lanes x sa sb, acc += sa (lane code sum) x (-zp sb). */
-VNNI_INLINE void fastm_tile(const int MR, const int NR, const char *row0, size_t rst, const char *dec, size_t dcs,
-                            int64_t kb, float *out, int64_t ldo, bool add) {
+/* MR rows (ROWS_Q4, rst apart; their ab at rab) x NR decoded columns (dcs
+ * apart), ZP: with zero points. The order of llm_mnb4_fast1_cols (above),
+ * for one chunk; add: the chunk's sums go onto out. */
+VNNI_INLINE void fastm_tile(const int MR, const int NR, const bool ZP, const char *row0, const float *rab, size_t rst,
+                            const char *dec, size_t dcs, int64_t kb, float *out, int64_t ldo, bool add) {
     __m512 acc[FASTM_MR][FASTM_NR];
     _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++)
         _Pragma("GCC unroll 4") for (int c = 0; c < NR; c++)
             acc[r][c] = _mm512_setzero_ps();
-    for (int64_t gi = 0; gi < (kb + 3) / 4; gi++) {
-        __m512i ae[FASTM_MR], ao[FASTM_MR];
-        __m512 sa[FASTM_MR], as[FASTM_MR];
+    const int64_t ng = (kb + 3) / 4;
+    for (int64_t gi = 0; gi < ng; gi++) {
+        __m512i ae[FASTM_MR], ao[FASTM_MR], T[FASTM_MR];
+        __m512 sa[FASTM_MR];
         _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++) {
             const char *g = row0 + (size_t)r * rst + (size_t)gi * Q4_GROUP_BYTES;
             ae[r] = _mm512_load_si512(g);
             ao[r] = _mm512_load_si512(g + 64);
             sa[r] = _mm512_load_ps((const float *)(g + 128));
-            as[r] = _mm512_load_ps((const float *)(g + 192));
+            T[r] = ZP ? _mm512_setzero_si512() : _mm512_slli_epi32(_mm512_load_si512(g + 192), 3);
         }
         _Pragma("GCC unroll 4") for (int c = 0; c < NR; c++) {
-            const char *d = dec + (size_t)c * dcs + (size_t)gi * 256;
+            const char *d = dec + (size_t)c * dcs + (size_t)gi * FASTM_GROUP;
             __m512i lo = _mm512_load_si512(d), hi = _mm512_load_si512(d + 64);
-            __m512 sbv = _mm512_load_ps((const float *)(d + 128)), nzs = _mm512_load_ps((const float *)(d + 192));
+            __m512 sbv = _mm512_load_ps((const float *)(d + 128));
             _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++) {
                 __m512i x = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, ae[r]), hi, ao[r]);
+                if (!ZP)
+                    x = _mm512_sub_epi32(x, T[r]);
                 acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(x), _mm512_mul_ps(sa[r], sbv), acc[r][c]);
-                acc[r][c] = _mm512_fmadd_ps(as[r], nzs, acc[r][c]);
             }
         }
     }
+    if (ZP) {
+        __m512 zacc[FASTM_MR][FASTM_NR];
+        _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++)
+            _Pragma("GCC unroll 4") for (int c = 0; c < NR; c++)
+                zacc[r][c] = _mm512_setzero_ps();
+        for (int64_t i = 0; i < (kb + 15) / 16; i++) {
+            __m512 abv[FASTM_MR];
+            _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++)
+                abv[r] = _mm512_load_ps(rab + (size_t)r * (rst / sizeof(float)) + 16 * i);
+            _Pragma("GCC unroll 4") for (int c = 0; c < NR; c++) {
+                __m512 w = _mm512_load_ps((const float *)(dec + (size_t)c * dcs + (size_t)ng * FASTM_GROUP) + 16 * i);
+                _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++)
+                    zacc[r][c] = _mm512_fmadd_ps(abv[r], w, zacc[r][c]);
+            }
+        }
+        _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++)
+            _Pragma("GCC unroll 4") for (int c = 0; c < NR; c++)
+                acc[r][c] = _mm512_sub_ps(acc[r][c], zacc[r][c]);
+    }
     _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++)
-        _Pragma("GCC unroll 4") for (int c = 0; c < NR; c++)
-            out[r * ldo + c] = add ? out[r * ldo + c] + _mm512_reduce_add_ps(acc[r][c]) : _mm512_reduce_add_ps(acc[r][c]);
+        _Pragma("GCC unroll 4") for (int c = 0; c < NR; c++) {
+            float s = _mm512_reduce_add_ps(acc[r][c]);
+            out[r * ldo + c] = add ? out[r * ldo + c] + s : s;
+        }
 }
 
 VNNI static void mnb4_fastm_vnni(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
     int64_t kb = g->kb;
     size_t rst = llm_mnb4_row_bytes(kb);
-    _Alignas(64) char dec[FASTM_NR * (FASTM_MAX_KB / 4) * 256];
+    _Alignas(64) char dec[FASTM_NR * ((FASTM_MAX_KB / 4) * FASTM_GROUP + (FASTM_MAX_KB / 16) * 64)];
     for (int64_t n = n0; n < n1; n += FASTM_NR) {
         int nr = (int)sn_imin(FASTM_NR, n1 - n);
         /* deeper columns in chunks of FASTM_MAX_KB blocks, each chunk's sums
          * added to the last ones' */
         for (int64_t k0 = 0; k0 < kb; k0 += FASTM_MAX_KB) {
             int64_t kn = sn_imin(FASTM_MAX_KB, kb - k0);
-            size_t dcs = (size_t)((kn + 3) / 4) * 256;
+            size_t dcs = fastm_dec_bytes(kn);
             for (int c = 0; c < nr; c++)
                 fastm_decode(g->b + (size_t)(n + c) * (size_t)kb * 16 + 16 * k0, g->sb + (n + c) * kb + k0,
                              g->zp ? g->zp + (n + c) * g->zp_stride + k0 / 2 : NULL, kn, dec + (size_t)c * dcs);
             for (int64_t m = 0; m < g->M; m += FASTM_MR) {
                 int mr = (int)sn_imin(FASTM_MR, g->M - m);
                 const char *row0 = (const char *)g->rows + (size_t)m * rst + (size_t)(k0 / 4) * Q4_GROUP_BYTES;
+                const float *rab = (const float *)((const char *)g->rows + (size_t)m * rst + q4_ab_at(kb)) + k0;
                 float *y = g->y + m * g->ldy + n;
-#define FT(R, C) fastm_tile(R, C, row0, rst, dec, dcs, kn, y, g->ldy, k0 > 0)
-#define FT_COLS(R)            \
-    switch (nr) {             \
-    case 4: FT(R, 4); break;  \
-    case 3: FT(R, 3); break;  \
-    case 2: FT(R, 2); break;  \
-    default: FT(R, 1); break; \
+                bool zp = g->zp != NULL;
+#define FT(R, C, Z) fastm_tile(R, C, Z, row0, rab, rst, dec, dcs, kn, y, g->ldy, k0 > 0)
+#define FT_COLS(R, Z)            \
+    switch (nr) {                \
+    case 4: FT(R, 4, Z); break;  \
+    case 3: FT(R, 3, Z); break;  \
+    case 2: FT(R, 2, Z); break;  \
+    default: FT(R, 1, Z); break; \
     }
-                if (mr == 2) {
-                    FT_COLS(2);
+                if (mr == 2 && zp) {
+                    FT_COLS(2, true);
+                } else if (mr == 2) {
+                    FT_COLS(2, false);
+                } else if (zp) {
+                    FT_COLS(1, true);
                 } else {
-                    FT_COLS(1);
+                    FT_COLS(1, false);
                 }
 #undef FT_COLS
 #undef FT
@@ -1079,11 +1167,11 @@ bool llm_mnb4_fast1_available(void) {
 }
 
 /* The portable form of the two, and where there is no VNNI: the same
- * product on a ROWS_M (kind) or ROWS_Q4 row, summed in double. */
-static void q4_own_order_ref(const llm_mnb4_args *g, int kind, int64_t n0, int64_t n1) {
+ * product on ROWS_Q4 rows, summed in double (per element, so it too is
+ * the same whatever M). */
+static void q4_own_order_ref(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
     int64_t kb = g->kb;
     size_t rst = llm_mnb4_row_bytes(kb);
-    mnb4_layout L = mnb4_layout_of(kb);
     for (int64_t m = 0; m < g->M; m++) {
         const char *row = (const char *)g->rows + (size_t)m * rst;
         for (int64_t n = n0; n < n1; n++) {
@@ -1092,12 +1180,10 @@ static void q4_own_order_ref(const llm_mnb4_args *g, int kind, int64_t n0, int64
             double s = g->bias ? g->bias[n] : 0;
             for (int64_t b = 0; b < kb; b++) {
                 const char *grp = row + (b / 4) * Q4_GROUP_BYTES;
-                float sa = kind == LLM_MNB4_ROWS_Q4 ? ((const float *)(grp + 128))[4 * (b % 4)]
-                                                    : ((const float *)(row + L.sa))[b];
+                float sa = ((const float *)(grp + 128))[4 * (b % 4)];
                 int64_t d = 0;
                 for (int k = 0; k < 32; k++) {
-                    int q = kind == LLM_MNB4_ROWS_Q4 ? ((const int8_t *)grp)[(k & 1) * 64 + 16 * (b % 4) + k / 2]
-                                                     : qnat((const int8_t *)(row + L.q), LLM_MNB4_ROWS_M, b, k);
+                    int q = ((const int8_t *)grp)[(k & 1) * 64 + 16 * (b % 4) + k / 2];
                     d += (int64_t)q * (code4(bcol, b, k) - zp4(zp, b));
                 }
                 s += (double)sa * g->sb[n * kb + b] * (double)d;
@@ -1114,7 +1200,7 @@ void llm_mnb4_fast1_cols(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
         return;
     }
 #endif
-    q4_own_order_ref(g, LLM_MNB4_ROWS_M, n0, n1);
+    q4_own_order_ref(g, n0, n1);
 }
 
 void llm_mnb4_fastm_cols(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
@@ -1124,7 +1210,7 @@ void llm_mnb4_fastm_cols(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
         return;
     }
 #endif
-    q4_own_order_ref(g, LLM_MNB4_ROWS_Q4, n0, n1);
+    q4_own_order_ref(g, n0, n1);
 }
 
 static void q4_prep_row(const float *a, int64_t K, char *row) {
@@ -1135,10 +1221,15 @@ static void q4_prep_row(const float *a, int64_t K, char *row) {
         int64_t len = sn_imin(32, K - 32 * b);
         float sa = llm_q8_quantize(a + 32 * b, len, nat);
         memset(nat + len, 0, (size_t)(32 - len));
+        int32_t codes = 0;
+        for (int k = 0; k < 32; k++)
+            codes += nat[k];
+        ((float *)(row + q4_ab_at(kb)))[b] = sa * (float)codes;
         char *g = row + (b / 4) * Q4_GROUP_BYTES;
         int h = (int)(b % 4);
         int8_t *ev = (int8_t *)g + 16 * h, *od = (int8_t *)g + 64 + 16 * h;
-        float *sal = (float *)(g + 128) + 4 * h, *asl = (float *)(g + 192) + 4 * h;
+        float *sal = (float *)(g + 128) + 4 * h;
+        int32_t *sum = (int32_t *)(g + 192) + 4 * h;
         for (int i = 0; i < 16; i++) {
             ev[i] = nat[2 * i];
             od[i] = nat[2 * i + 1];
@@ -1148,12 +1239,18 @@ static void q4_prep_row(const float *a, int64_t K, char *row) {
             for (int i = 4 * j; i < 4 * j + 4; i++)
                 s += ev[i] + od[i];
             sal[j] = sa;
-            asl[j] = sa * (float)s;
+            sum[j] = s;
         }
     }
 }
 
 void llm_mnb4_prep_row(const float *a, int64_t K, int kind, void *row) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (kind == LLM_MNB4_ROWS_Q4 && sn_cpu_avx2_fma()) {
+        q4_prep_row_avx2(a, K, row);
+        return;
+    }
+#endif
     if (kind == LLM_MNB4_ROWS_Q4) {
         q4_prep_row(a, K, row);
         return;
