@@ -78,6 +78,18 @@ void cli_human_bytes(double b, char *buf, size_t cap) {
     snprintf(buf, cap, i ? "%.2f %s" : "%.0f %s", b, u[i]);
 }
 
+long cli_parse_long(const char *cmd, const char *opt, const char *v, long lo, long hi) {
+    char *end;
+    errno = 0;
+    long x = v ? strtol(v, &end, 10) : 0;
+    if (!v || !*v || *end || errno || x < lo || x > hi) {
+        char m[160];
+        snprintf(m, sizeof m, "%s wants an integer from %ld to %ld, got '%s'", opt, lo, hi, v ? v : "");
+        cli_die_usage(cmd, m);
+    }
+    return x;
+}
+
 unsigned long long cli_mem_budget(const char *cmd, const char *val) {
     const char *eq = val ? strchr(val, '=') : NULL;
     if (!eq)
@@ -572,6 +584,7 @@ static const char k_help[] =
     "  profile MODEL   per-node memory of one run, in ONNX Runtime's node-stats format\n"
     "  bench MODEL     LLM prefill and decode tokens/s, time to first token, peak RSS\n"
     "  generate DIR    text generation with an LLM folder: -p TEXT, or an interactive chat\n"
+    "  serve DIR       an OpenAI-compatible HTTP server for an LLM folder\n"
     "  ops             the operators this build implements\n";
 
 static int cmd_ops(int argc, char **argv) {
@@ -609,6 +622,16 @@ int main(int argc, char **argv) {
         return snug_cmd_profile(argc - 2, argv + 2);
     if (!strcmp(argv[1], "bench")) { int cmd_bench(int, char **); return cmd_bench(argc - 2, argv + 2); }
     if (!strcmp(argv[1], "generate")) { int cmd_generate(int, char **); return cmd_generate(argc - 2, argv + 2); }
+    if (!strcmp(argv[1], "serve")) {
+#ifdef SNUG_WITH_SERVE
+        int cmd_serve(int, char **);
+        return cmd_serve(argc - 2, argv + 2);
+#else
+        fprintf(stderr, "snug serve: this build has no server: libmicrohttpd or the tokenizer's libraries were "
+                        "not found when it was configured (scripts/deps.sh installs them)\n");
+        return 1;
+#endif
+    }
     fprintf(stderr, "snug: unknown command '%s'\n\n%s", argv[1], k_help);
     return 2;
 }

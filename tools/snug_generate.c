@@ -61,18 +61,6 @@ static int print_piece(void *user, const char *text, size_t len) {
     return g_interrupted ? 1 : 0;
 }
 
-static long parse_long(const char *opt, const char *v, long lo, long hi) {
-    char *end;
-    errno = 0;
-    long x = v ? strtol(v, &end, 10) : 0;
-    if (!v || !*v || *end || errno || x < lo || x > hi) {
-        char m[160];
-        snprintf(m, sizeof m, "%s wants an integer from %ld to %ld, got '%s'", opt, lo, hi, v ? v : "");
-        cli_die_usage("generate", m);
-    }
-    return x;
-}
-
 static float parse_float(const char *opt, const char *v, float lo, float hi) {
     char *end;
     float x = v ? strtof(v, &end) : 0;
@@ -263,17 +251,17 @@ int cmd_generate(int argc, char **argv) {
                 cli_die_usage("generate", "at most 16 --stop strings");
             stops[n_stop++] = v;
         } else if (!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) {
-            gp.max_tokens = parse_long(a, v, 1, 1L << 30);
+            gp.max_tokens = cli_parse_long("generate", a, v, 1, 1L << 30);
         } else if (!strcmp(a, "--ctx")) {
-            cfg.ctx = parse_long(a, v, 2, 1L << 24);
+            cfg.ctx = cli_parse_long("generate", a, v, 2, 1L << 24);
         } else if (!strcmp(a, "--batch")) {
-            cfg.batch = parse_long(a, v, 1, 1L << 20);
+            cfg.batch = cli_parse_long("generate", a, v, 1, 1L << 20);
         } else if (!strcmp(a, "--threads")) {
-            cfg.threads = (int)parse_long(a, v, 1, 1024);
+            cfg.threads = (int)cli_parse_long("generate", a, v, 1, 1024);
         } else if (!strcmp(a, "--temp")) {
             gp.temperature = parse_float(a, v, 0, 100);
         } else if (!strcmp(a, "--top-k")) {
-            gp.top_k = (int)parse_long(a, v, 0, 1L << 24);
+            gp.top_k = (int)cli_parse_long("generate", a, v, 0, 1L << 24);
         } else if (!strcmp(a, "--top-p")) {
             gp.top_p = parse_float(a, v, 0, 1);
         } else if (!strcmp(a, "--min-p")) {
@@ -281,7 +269,7 @@ int cmd_generate(int argc, char **argv) {
         } else if (!strcmp(a, "--repeat-penalty")) {
             gp.repeat_penalty = parse_float(a, v, 0.01f, 100);
         } else if (!strcmp(a, "--seed")) {
-            gp.seed = (uint64_t)parse_long(a, v, 0, 0x7fffffffL);
+            gp.seed = (uint64_t)cli_parse_long("generate", a, v, 0, 0x7fffffffL);
         } else if (!strcmp(a, "--weights")) {
             if (!v || (strcmp(v, "map") && strcmp(v, "load")))
                 cli_die_usage("generate", "--weights is map or load");
@@ -289,7 +277,7 @@ int cmd_generate(int argc, char **argv) {
         } else if (!strcmp(a, "--mem")) {
             cfg.mem_host = cli_mem_budget("generate", v);
         } else if (!strcmp(a, "--prefetch")) {
-            cfg.prefetch_layers = (int)parse_long(a, v, 2, 64);
+            cfg.prefetch_layers = (int)cli_parse_long("generate", a, v, 2, 64);
         } else {
             takes = false;
             if (!strcmp(a, "--no-chat"))

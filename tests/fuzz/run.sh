@@ -39,7 +39,7 @@ for v in "$secs" "${runs:-0}" "$seed"; do
 done
 # executions per target in --ci (measured: docs/robustness.md)
 declare -A ci_runs=([load]=2000000 [plan]=1500000 [run]=1500000 [config]=2000000 [stats]=1000000
-    [tokenizer]=150000 [template]=500000)
+    [tokenizer]=150000 [template]=500000 [request]=1000000)
 here=tests/fuzz
 seeds=$build/fuzz-seeds
 corpus=$build/fuzz-corpus
@@ -70,10 +70,11 @@ seed config $here/seeds/config/*
 seed stats $here/seeds/stats/* ../shared/**/*stats*.txt "$models"/**/*stats*.txt
 seed tokenizer $here/seeds/tokenizer/* ../shared/**/tokenizer.json "$models"/**/tokenizer.json
 seed template $here/seeds/template/* ../shared/**/*.jinja "$models"/**/*.jinja
+seed request $here/seeds/request/*
 
 fails=0
 printf '%-16s %12s %10s %8s %8s\n' target execs exec/s cov ft
-for t in load plan run config stats tokenizer template; do
+for t in load plan run config stats tokenizer template request; do
     bin=$build/tests/fuzz/fuzz_$t
     [ -x "$bin" ] || continue
     dict=()
