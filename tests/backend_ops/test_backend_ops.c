@@ -30,7 +30,7 @@ static float frand(float lo, float hi) { return lo + (hi - lo) * (float)(rnd() >
 
 /* ---- a case: one node, its inputs' shapes and how to fill them ------------------ */
 
-enum { R_SIGNED, R_POSITIVE, R_INDEX, R_BOOL }; /* input fill */
+enum { R_SIGNED, R_POSITIVE, R_INDEX, R_BOOL, R_BYTES }; /* input fill (R_BYTES: uint8, any value) */
 
 typedef struct tin {
     sn_dtype dtype;
@@ -42,45 +42,51 @@ typedef struct tin {
 
 #define T(r, ...) {SN_F32, r, {__VA_ARGS__}, R_SIGNED, 0}
 #define TP(r, ...) {SN_F32, r, {__VA_ARGS__}, R_POSITIVE, 0}
+#define TU8(r, ...) {SN_U8, r, {__VA_ARGS__}, R_BYTES, 0}
+#define TNONE {SN_F32, -1, {0}, R_SIGNED, 0}
 
 typedef struct tcase {
     const char *domain, *op;
     int opset, n_in, n_out;
-    tin in[4];
+    tin in[6];
     bool exact;     /* data movement: bit for bit */
-    const char *attr; /* NULL, or "name=int" / "name=f:float" / "name=i,j,k" (ints) */
+    const char *attr; /* NULL, or "name=int" / "name=f:float" / "name=i,j,k" (ints), several joined by ';' */
     uint8_t out_absent; /* bit i: output i absent */
 } tcase;
 
 static int n_attr;
-static sn_attr attrs[2];
-static int64_t attr_ints[8];
+static sn_attr attrs[6];
+static int64_t attr_ints[8]; /* of the one ints attribute a case may have */
+static char attr_names[6][32];
 
 static void parse_attr(const char *a) {
     n_attr = 0;
-    if (!a)
-        return;
-    static char name[32];
-    const char *eq = strchr(a, '=');
-    snprintf(name, sizeof name, "%.*s", (int)(eq - a), a);
-    sn_attr *t = &attrs[n_attr++];
-    memset(t, 0, sizeof *t);
-    t->name = name;
-    if (!strncmp(eq + 1, "f:", 2)) {
-        t->type = SN_ATTR_FLOAT;
-        t->f = strtof(eq + 3, NULL);
-    } else if (strchr(eq + 1, ',') || !strncmp(eq + 1, "[", 1)) {
-        t->type = SN_ATTR_INTS;
-        const char *s = eq + 1 + (eq[1] == '[');
-        for (t->n = 0; *s && *s != ']' && t->n < 8; t->n++) {
-            char *end;
-            attr_ints[t->n] = strtoll(s, &end, 10);
-            s = *end == ',' ? end + 1 : end;
+    while (a && *a && n_attr < 6) {
+        const char *eq = strchr(a, '='), *end = strchr(a, ';');
+        if (!eq)
+            break;
+        char *name = attr_names[n_attr];
+        snprintf(name, sizeof attr_names[0], "%.*s", (int)(eq - a), a);
+        sn_attr *t = &attrs[n_attr++];
+        memset(t, 0, sizeof *t);
+        t->name = name;
+        if (!strncmp(eq + 1, "f:", 2)) {
+            t->type = SN_ATTR_FLOAT;
+            t->f = strtof(eq + 3, NULL);
+        } else if ((strchr(eq + 1, ',') && (!end || strchr(eq + 1, ',') < end)) || eq[1] == '[') {
+            t->type = SN_ATTR_INTS;
+            const char *s = eq + 1 + (eq[1] == '[');
+            for (t->n = 0; *s && *s != ']' && *s != ';' && t->n < 8; t->n++) {
+                char *e;
+                attr_ints[t->n] = strtoll(s, &e, 10);
+                s = *e == ',' ? e + 1 : e;
+            }
+            t->ints = attr_ints;
+        } else {
+            t->type = SN_ATTR_INT;
+            t->i = strtoll(eq + 1, NULL, 10);
         }
-        t->ints = attr_ints;
-    } else {
-        t->type = SN_ATTR_INT;
-        t->i = strtoll(eq + 1, NULL, 10);
+        a = end ? end + 1 : NULL;
     }
 }
 
@@ -88,10 +94,10 @@ static void parse_attr(const char *a) {
  * outputs (shapes from infer) read back into hout's data. */
 static int run_on(const sn_backend *b, const sn_kernel *k, const sn_node *n, int n_in, sn_tensor *hin,
                   int n_out, sn_tensor *hout, sn_err *err) {
-    sn_tensor din[4], dout[4];
-    const sn_tensor *pin[4];
+    sn_tensor din[6], dout[4];
+    const sn_tensor *pin[6];
     sn_tensor *pout[4];
-    void *bufs[8] = {0};
+    void *bufs[10] = {0};
     int nb = 0, rc = SNUG_OK;
     void *ws = NULL, *state = NULL;
     for (int i = 0; i < n_in; i++) {
@@ -171,8 +177,8 @@ static void run_case(const sn_backend *cpu, const sn_backend *ocl, const tcase *
         return;
     }
     parse_attr(tc->attr);
-    int ids_in[4], ids_out[4];
-    const char *names_in[4] = {"a", "b", "c", "d"}, *names_out[4] = {"y", "o1", "o2", "o3"};
+    int ids_in[6], ids_out[4];
+    const char *names_in[6] = {"a", "b", "c", "d", "e", "f"}, *names_out[4] = {"y", "o1", "o2", "o3"};
     for (int i = 0; i < tc->n_in; i++)
         ids_in[i] = tc->in[i].rank >= 0 ? i : -1;
     for (int i = 0; i < tc->n_out; i++)
@@ -181,8 +187,8 @@ static void run_case(const sn_backend *cpu, const sn_backend *ocl, const tcase *
                    .inputs = names_in, .outputs = names_out, .n_attr = n_attr, .attrs = attrs};
     sn_node n = {.p = &pn, .op = op, .opset = tc->opset, .n_in = tc->n_in, .n_out = tc->n_out, .in = ids_in,
                  .out = ids_out};
-    sn_tensor hin[4], ocpu[4], oocl[4];
-    const sn_tensor *pin[4];
+    sn_tensor hin[6], ocpu[4], oocl[4];
+    const sn_tensor *pin[6];
     sn_tensor *pout[4];
     memset(hin, 0, sizeof hin);
     memset(ocpu, 0, sizeof ocpu);
@@ -193,7 +199,7 @@ static void run_case(const sn_backend *cpu, const sn_backend *ocl, const tcase *
         pin[i] = t->rank >= 0 ? &hin[i] : NULL;
         if (t->rank < 0)
             continue;
-        hin[i].dtype = t->fill == R_INDEX ? t->dtype : t->fill == R_BOOL ? SN_BOOL : SN_F32;
+        hin[i].dtype = t->fill == R_INDEX || t->fill == R_BYTES ? t->dtype : t->fill == R_BOOL ? SN_BOOL : SN_F32;
         memcpy(hin[i].dims, t->dims, sizeof t->dims);
         int64_t ne = sn_tensor_numel(&hin[i]);
         hin[i].data = malloc(sn_tensor_nbytes(&hin[i]) + 8);
@@ -204,6 +210,8 @@ static void run_case(const sn_backend *cpu, const sn_backend *ocl, const tcase *
                 ((float *)hin[i].data)[e] = frand(0.25f, 4);
             else if (t->fill == R_BOOL)
                 ((uint8_t *)hin[i].data)[e] = rnd() >> 63;
+            else if (t->fill == R_BYTES)
+                ((uint8_t *)hin[i].data)[e] = (uint8_t)(rnd() >> 56);
             else {
                 int64_t v = (int64_t)(rnd() >> 33) % (2 * t->range) - t->range;
                 if (t->dtype == SN_I64)
@@ -324,6 +332,23 @@ static const tcase k_cases[] = {
      {T(3, 2, 3, 33), T(2, 3, 33), T(1, 33), T(1, 33)}, false, "epsilon=f:1e-5", 6},
     {"com.microsoft", "SkipSimplifiedLayerNormalization", 1, 3, 4, {T(2, 1, 129), T(2, 1, 129), T(1, 129)}, false,
      NULL, 6},
+    /* MatMulNBits in float (accuracy_level 0, the CPU's float path): 4 and 8 bits, zero points or
+     * not, bias, a short last block, decode and prompt rows, batch dims, no rows */
+    {"com.microsoft", "MatMulNBits", 1, 3, 1, {T(2, 1, 64), TU8(3, 8, 2, 16), TP(1, 16)}, false,
+     "K=64;N=8;bits=4;block_size=32", 0},
+    {"com.microsoft", "MatMulNBits", 1, 4, 1, {T(2, 5, 100), TU8(3, 7, 4, 16), TP(1, 28), TU8(1, 14)}, false,
+     "K=100;N=7;bits=4;block_size=32", 0},
+    {"com.microsoft", "MatMulNBits", 1, 6, 1,
+     {T(2, 3, 48), TU8(3, 5, 3, 16), TP(1, 15), TU8(1, 15), TNONE, T(1, 5)}, false, "K=48;N=5;bits=8;block_size=16",
+     0},
+    {"com.microsoft", "MatMulNBits", 1, 3, 1, {T(2, 1, 300), TU8(3, 33, 3, 64), TP(1, 99)}, false,
+     "K=300;N=33;bits=4;block_size=128", 0},
+    {"com.microsoft", "MatMulNBits", 1, 6, 1,
+     {T(3, 2, 3, 64), TU8(3, 9, 2, 16), TP(1, 18), TNONE, TNONE, T(1, 9)}, false, "K=64;N=9;bits=4;block_size=32", 0},
+    {"com.microsoft", "MatMulNBits", 1, 3, 1, {T(2, 17, 576), TU8(3, 70, 18, 16), TP(1, 1260)}, false,
+     "K=576;N=70;bits=4;block_size=32", 0},
+    {"com.microsoft", "MatMulNBits", 1, 3, 1, {T(2, 0, 64), TU8(3, 8, 2, 16), TP(1, 16)}, false,
+     "K=64;N=8;bits=4;block_size=32", 0},
     {"", "Transpose", 13, 1, 1, {T(2, 2, 3)}, true, NULL, 0},
     {"", "Transpose", 13, 1, 1, {T(3, 2, 3, 4)}, true, "perm=1,0,2", 0},
     {"", "Transpose", 13, 1, 1, {T(3, 5, 3, 7)}, true, "perm=2,0,1", 0},

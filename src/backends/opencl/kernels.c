@@ -417,6 +417,79 @@ static bool ok_softmax(const sn_node *n) {
     const sn_attr *a = sn_attr_get(n, "axis");
     return a ? a->i == -1 : n->opset >= 13;
 }
+/* ---- MatMulNBits ------------------------------------------------------------------- */
+
+/* K, N, bits and block_size of a MatMulNBits node, checked against its
+ * inputs: A [..., K] fp32, B [N, kb, blob] uint8, scales [N * kb] fp32,
+ * zero points packed uint8 (float ones stay on the CPU), bias [N] fp32. */
+static int mnb_geom(const sn_node *node, int n_in, const sn_tensor *const *in, sn_err *err, int64_t g[5]) {
+    int64_t K = sn_attr_int(node, "K", 0), N = sn_attr_int(node, "N", 0), bits = sn_attr_int(node, "bits", 4),
+            bs = sn_attr_int(node, "block_size", 0);
+    const sn_tensor *A = in[0], *B = in[1], *S = in[2], *Z = n_in > 3 ? in[3] : NULL, *bias = n_in > 5 ? in[5] : NULL;
+    if ((bits != 4 && bits != 8) || bs < 16 || (bs & (bs - 1)) || K < 1 || N < 1)
+        return sn_kfail(err, node, SNUG_ERR_UNSUPPORTED, "opencl: MatMulNBits with bits %lld, block_size %lld",
+                        (long long)bits, (long long)bs);
+    int64_t kb = (K + bs - 1) / bs, blob = bs * bits / 8;
+    if (!A || A->dtype != SN_F32 || A->rank < 1 || A->dims[A->rank - 1] != K || !B || B->dtype != SN_U8 ||
+        sn_tensor_numel(B) != N * kb * blob || !S || S->dtype != SN_F32 || sn_tensor_numel(S) != N * kb)
+        return sn_kfail(err, node, SNUG_ERR_UNSUPPORTED,
+                        "opencl: MatMulNBits wants A float32 [..., %lld], B uint8 [%lld, %lld, %lld], scales float32 "
+                        "[%lld]", (long long)K, (long long)N, (long long)kb, (long long)blob, (long long)(N * kb));
+    int64_t zst = (kb * bits + 7) / 8;
+    if (Z && (Z->dtype != SN_U8 || sn_tensor_numel(Z) != N * zst))
+        return sn_kfail(err, node, SNUG_ERR_UNSUPPORTED,
+                        "opencl: MatMulNBits' zero points must be packed uint8 [%lld] (float ones run on the CPU)",
+                        (long long)(N * zst));
+    if (n_in > 4 && in[4])
+        return sn_kfail(err, node, SNUG_ERR_UNSUPPORTED, "opencl: MatMulNBits with g_idx");
+    if (bias && (bias->dtype != SN_F32 || sn_tensor_numel(bias) != N))
+        return sn_kfail(err, node, SNUG_ERR_UNSUPPORTED, "opencl: MatMulNBits' bias must be float32 [%lld]",
+                        (long long)N);
+    g[0] = K, g[1] = N, g[2] = bits, g[3] = bs, g[4] = zst;
+    return SNUG_OK;
+}
+
+static int prep_mnb(sn_prep_ctx *c) {
+    int64_t g[5];
+    SN_TRY(mnb_geom(c->node, c->n_in, c->in, c->err, g));
+    return c->out[0] && c->out[0]->dtype != SN_F32
+               ? sn_kfail(c->err, c->node, SNUG_ERR_UNSUPPORTED, "opencl: MatMulNBits' output must be float32")
+               : SNUG_OK;
+}
+
+static int run_mnb(sn_kctx *c) {
+    int64_t g[5];
+    SN_TRY(mnb_geom(c->node, c->n_in, (const sn_tensor *const *)c->in, c->err, g));
+    sn_tensor *y = c->out[0];
+    cl_long K = g[0], N = g[1], zst = g[4], M = numel(c->in[0]) / K;
+    cl_int bits = (cl_int)g[2], bs = (cl_int)g[3];
+    const sn_tensor *Z = c->n_in > 3 ? c->in[3] : NULL, *bias = c->n_in > 5 ? c->in[5] : NULL;
+    cl_int has_zp = Z != NULL, has_bias = bias != NULL;
+    if (!M)
+        return SNUG_OK;
+    ocl_call k = {.c = c};
+    arg_buf(&k, c->in[0], y);
+    arg_buf(&k, c->in[1], y);
+    arg_buf(&k, c->in[2], y);
+    arg_buf(&k, Z, y);
+    arg_buf(&k, bias, y);
+    arg_buf(&k, y, y);
+    arg_val(&k, &N, sizeof N);
+    arg_val(&k, &K, sizeof K);
+    arg_val(&k, &bits, sizeof bits);
+    arg_val(&k, &bs, sizeof bs);
+    arg_val(&k, &has_zp, sizeof has_zp);
+    arg_val(&k, &has_bias, sizeof has_bias);
+    arg_val(&k, &zst, sizeof zst);
+    size_t gl[2] = {(size_t)N * 64, (size_t)M}, l[2] = {64, 1};
+    return enqueue(&k, SN_CLK_matmulnbits, 2, gl, l);
+}
+
+static bool ok_mnb(const sn_node *n) {
+    int64_t bits = sn_attr_int(n, "bits", 4);
+    return (bits == 4 || bits == 8) && !(n->n_in > 4 && n->in[4] >= 0) && n->n_out == 1;
+}
+
 
 static bool ok_rms(const sn_node *n) {
     /* outputs past the first are the statistics (not computed), except Skip's sum */
@@ -453,6 +526,7 @@ static const ocl_op k_ops[] = {
     {"", "SimplifiedLayerNormalization", {prep_rms, run_rms, NULL, NULL}, ok_rms},
     {MS, "SkipSimplifiedLayerNormalization", {prep_rms, run_rms, NULL, NULL}, ok_rms},
     {"", "MatMul", {prep_f32, run_matmul, NULL, NULL}, ok_any},
+    {MS, "MatMulNBits", {prep_mnb, run_mnb, NULL, NULL}, ok_mnb},
     {"", "Transpose", {prep_move, run_transpose, NULL, NULL}, ok_any},
     {"", "Concat", {prep_concat, run_concat, NULL, NULL}, ok_one_output},
     {"", "Gather", {prep_gather, run_gather, NULL, NULL}, ok_any},

@@ -211,3 +211,47 @@ kernel void gather(global const uchar *X, ulong ox, global const uchar *I, ulong
     uchar v = k >= 0 && k < axis_n ? X[ox + (o * axis_n + k) * inner + j] : 0;
     Y[oy + (o * nq + q) * inner + j] = v;
 }
+
+/* MatMulNBits (com.microsoft), in float: Y[m, n] = sum over k of A[m, k]
+ * (c - z) s + bias[n], c the bits-bit code of column n at k (B [N, kb,
+ * blob], little nibble first for 4 bits), s and z block (k / bs)'s scale
+ * (S [N, kb]) and zero point (Z packed like the codes, rows zst bytes
+ * apart; absent: 2^(bits - 1)). One work-group of 64 per output element:
+ * item l takes blocks l, l + 64, ..; then a tree over the 64 partial sums. */
+#define MNB_WG 64
+kernel void matmulnbits(global const uchar *A, ulong oa, global const uchar *B, ulong ob, global const uchar *S,
+                        ulong os, global const uchar *Z, ulong oz, global const uchar *Bi, ulong obi,
+                        global uchar *Y, ulong oy, long N, long K, int bits, int bs, int has_zp, int has_bias,
+                        long zst) {
+    local float part[MNB_WG];
+    long n = get_group_id(0), m = get_global_id(1);
+    int l = get_local_id(0);
+    long kb = (K + bs - 1) / bs, blob = (long)bs * bits / 8;
+    global const float *a = AT(const float, A, oa) + m * K;
+    global const uchar *q = B + ob + n * kb * blob;
+    global const float *sc = AT(const float, S, os) + n * kb;
+    global const uchar *zp = Z + oz + n * zst;
+    float acc = 0;
+    for (long b = l; b < kb; b += MNB_WG) {
+        int z = 1 << (bits - 1);
+        if (has_zp)
+            z = bits == 8 ? zp[b] : (zp[b >> 1] >> ((b & 1) * 4)) & 15;
+        long k0 = b * bs, kn = min((long)bs, K - k0);
+        global const uchar *qb = q + b * blob;
+        float s = 0;
+        for (long k = 0; k < kn; k++) {
+            int c = bits == 8 ? qb[k] : (qb[k >> 1] >> ((k & 1) * 4)) & 15;
+            s += a[k0 + k] * (float)(c - z);
+        }
+        acc += s * sc[b];
+    }
+    part[l] = acc;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int w = MNB_WG / 2; w > 0; w >>= 1) {
+        if (l < w)
+            part[l] += part[l + w];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (l == 0)
+        AT(float, Y, oy)[m * N + n] = part[0] + (has_bias ? AT(const float, Bi, obi)[n] : 0.0f);
+}

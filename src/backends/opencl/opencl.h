@@ -30,7 +30,7 @@
 /* The kernels of kernels.cl, by name, created once per context. */
 #define SN_CL_KERNELS(X)                                                                               \
     X(add) X(sub) X(mul) X(div) X(neg) X(sqrt_) X(recip) X(exp_) X(sigmoid) X(tanh_) X(erf_) X(softmax) \
-    X(matmul) X(rmsnorm) X(transpose) X(copy2d) X(gather) X(where_)
+    X(matmul) X(rmsnorm) X(transpose) X(copy2d) X(gather) X(where_) X(matmulnbits)
 enum {
 #define SN_CL_ENUM(k) SN_CLK_##k,
     SN_CL_KERNELS(SN_CL_ENUM)
