@@ -450,7 +450,7 @@ static int mnb_geom(const sn_node *node, int n_in, const sn_tensor *const *in, s
 }
 
 static int prep_mnb(sn_prep_ctx *c) {
-    int64_t g[5];
+    int64_t g[5] = {0};
     SN_TRY(mnb_geom(c->node, c->n_in, c->in, c->err, g));
     return c->out[0] && c->out[0]->dtype != SN_F32
                ? sn_kfail(c->err, c->node, SNUG_ERR_UNSUPPORTED, "opencl: MatMulNBits' output must be float32")
@@ -458,7 +458,7 @@ static int prep_mnb(sn_prep_ctx *c) {
 }
 
 static int run_mnb(sn_kctx *c) {
-    int64_t g[5];
+    int64_t g[5] = {0};
     SN_TRY(mnb_geom(c->node, c->n_in, (const sn_tensor *const *)c->in, c->err, g));
     sn_tensor *y = c->out[0];
     cl_long K = g[0], N = g[1], zst = g[4], M = numel(c->in[0]) / K;
