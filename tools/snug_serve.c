@@ -128,6 +128,7 @@ typedef struct server {
     pthread_cond_t cv;
     job *head, *tail;
     int queued, busy;
+    int active; /* requests submitted whose response has not been sent in full */
     bool draining, stopping;
     metrics m;
     atomic_uint_fast64_t next_id;
@@ -207,16 +208,10 @@ static void *worker_main(void *arg) {
         if (!skip)
             rc = j->kind == JOB_CHAT ? snug_generator_chat(g, j->msgs, j->n_msgs, &j->s, on_text, j, &gen)
                                      : snug_generator_complete(g, j->prompt, &j->s, on_text, j, &gen);
+        /* the figures first: a client that reads /metrics after its answer sees its request in them */
         pthread_mutex_lock(&j->mu);
-        j->rc = rc;
-        if (rc != SNUG_OK)
-            snprintf(j->err, sizeof j->err, "%s", snug_generator_error(g));
-        j->gen = gen;
-        j->state = JOB_DONE;
         bool cancelled = j->cancelled, timed_out = j->timed_out;
-        pthread_cond_broadcast(&j->cv);
         pthread_mutex_unlock(&j->mu);
-
         pthread_mutex_lock(&g_srv.mu);
         g_srv.busy--;
         hist_add(&g_srv.m.queue_s, t0 - j->submitted);
@@ -231,6 +226,15 @@ static void *worker_main(void *arg) {
         g_srv.m.timed_out += timed_out;
         pthread_cond_broadcast(&g_srv.cv); /* a drain waits for idle slots */
         pthread_mutex_unlock(&g_srv.mu);
+
+        pthread_mutex_lock(&j->mu);
+        j->rc = rc;
+        if (rc != SNUG_OK)
+            snprintf(j->err, sizeof j->err, "%s", snug_generator_error(g));
+        j->gen = gen;
+        j->state = JOB_DONE;
+        pthread_cond_broadcast(&j->cv);
+        pthread_mutex_unlock(&j->mu);
         job_release(j);
     }
 }
@@ -526,6 +530,7 @@ static int submit(job *j, bad *b) {
         g_srv.head = j;
     g_srv.tail = j;
     g_srv.queued++;
+    g_srv.active++;
     if (j->kind == JOB_CHAT)
         g_srv.m.chat++;
     else
@@ -825,6 +830,8 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls, e
         pthread_mutex_unlock(&c->j->mu);
         pthread_mutex_lock(&g_srv.mu);
         hist_add(&g_srv.m.request_s, now_s() - c->t0);
+        g_srv.active--;
+        pthread_cond_broadcast(&g_srv.cv); /* a drain waits for the last response */
         pthread_mutex_unlock(&g_srv.mu);
     }
     conn_release(c);
@@ -1047,7 +1054,7 @@ int cmd_serve(int argc, char **argv) {
         pthread_mutex_lock(&g_srv.mu);
         g_srv.draining = true;
         double until = now_s() + timeout;
-        while ((g_srv.busy || g_srv.queued) && g_signals < 2 && now_s() < until) {
+        while ((g_srv.busy || g_srv.queued || g_srv.active) && g_signals < 2 && now_s() < until) {
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
             ts.tv_sec += 1;

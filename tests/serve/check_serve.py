@@ -336,8 +336,12 @@ def queue_and_drain(snug, model):
         res = {}
 
         def long_one():
-            res["long"] = srv.request("POST", "/v1/completions",
-                                      {"prompt": "Once upon a time", "max_tokens": 48, "temperature": 0}, headers=auth)
+            try:
+                res["long"] = srv.request("POST", "/v1/completions",
+                                          {"prompt": "Once upon a time", "max_tokens": 48, "temperature": 0},
+                                          headers=auth)
+            except OSError as e:
+                res["long"] = (None, {}, repr(e).encode())
         t = threading.Thread(target=long_one)
         t.start()
         deadline = time.time() + 30
