@@ -22,7 +22,7 @@ typedef struct job {
     char **stop;
     bool stream, include_usage;
     int cache_prompt;    /* the request's "cache_prompt": 1, 0, or -1 (absent: the server's --cache-prompt) */
-    double submitted, deadline, started_at;
+    double submitted, deadline;
     /* below: under mu */
     pthread_mutex_t mu;
     pthread_cond_t cv;

@@ -37,14 +37,6 @@ int serve_fail(bad *b, int code, const char *param, const char *fmt, ...) {
     return -1;
 }
 
-static char *dup_str(const char *s) {
-    size_t n = strlen(s);
-    char *d = malloc(n + 1);
-    if (d)
-        memcpy(d, s, n + 1);
-    return d;
-}
-
 /* A number field within [lo, hi], or absent/null (keeps *v). */
 static int num_field(const cJSON *root, const char *name, double lo, double hi, double *v, bad *b) {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(root, name);
@@ -83,9 +75,9 @@ static int bool_field(const cJSON *root, const char *name, bool *v, bad *b) {
 static char *content_text(const cJSON *c, int i, bad *b) {
     static const char *param = "messages";
     if (cJSON_IsString(c))
-        return dup_str(c->valuestring);
+        return strdup(c->valuestring);
     if (cJSON_IsNull(c))
-        return dup_str("");
+        return strdup("");
     if (!cJSON_IsArray(c)) {
         serve_fail(b, 400, param, "messages[%d].content must be a string or an array of text parts", i);
         return NULL;
@@ -199,7 +191,7 @@ job *serve_parse_job(const char *body, size_t n, int kind, bad *b) {
                 serve_fail(b, 400, "stop", "'stop' entries must be non-empty strings");
                 goto bad;
             }
-            if (!(j->stop[i] = dup_str(e->valuestring))) {
+            if (!(j->stop[i] = strdup(e->valuestring))) {
                 serve_fail(b, 500, NULL, "out of memory");
                 goto bad;
             }
@@ -234,7 +226,7 @@ job *serve_parse_job(const char *body, size_t n, int kind, bad *b) {
             if (!c)
                 goto bad;
             /* OpenAI's "developer" is the system message of newer clients */
-            j->msgs[i].role = dup_str(strcmp(role->valuestring, "developer") ? role->valuestring : "system");
+            j->msgs[i].role = strdup(strcmp(role->valuestring, "developer") ? role->valuestring : "system");
             j->msgs[i].content = c;
             j->n_msgs = ++i;
             if (!j->msgs[i - 1].role) {
@@ -254,7 +246,7 @@ job *serve_parse_job(const char *body, size_t n, int kind, bad *b) {
             serve_fail(b, 400, "echo", "echo is not supported");
             goto bad;
         }
-        if (!(j->prompt = dup_str(p->valuestring))) {
+        if (!(j->prompt = strdup(p->valuestring))) {
             serve_fail(b, 500, NULL, "out of memory");
             goto bad;
         }

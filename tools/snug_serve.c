@@ -118,6 +118,8 @@ typedef struct metrics {
 typedef struct server {
     const char *model_name;
     int parallel, queue_max, quiet, cache_prompt;
+    bool has_template; /* the model (or --chat-template) gives a chat template snug renders */
+    const char *template_why; /* why not, or NULL */
     double timeout_s;
     size_t max_body;
     const char *api_key;
@@ -198,7 +200,6 @@ static void *worker_main(void *arg) {
             j->timed_out = true;
         j->state = JOB_RUNNING;
         j->slot = slot;
-        j->started_at = t0;
         pthread_mutex_unlock(&j->mu);
         snug_generation gen;
         memset(&gen, 0, sizeof gen);
@@ -806,6 +807,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
     }
     default: break;
     }
+    if (c->ep == EP_CHAT && !g_srv.has_template) {
+        serve_fail(&b, 400, "messages", "this model has no chat template snug can render (%s): send raw text to "
+                   "/v1/completions, or start the server with --chat-template FILE",
+                   g_srv.template_why ? g_srv.template_why : "none in its folder");
+        log_request(c, 400);
+        return send_error(mc, &b);
+    }
     c->j = serve_parse_job(c->body ? c->body : "", c->len, c->ep == EP_CHAT ? JOB_CHAT : JOB_COMPLETE, &b);
     if (!c->j || submit(c->j, &b)) {
         if (c->j) {
@@ -855,30 +863,18 @@ static void on_signal(int sig) {
     g_signals++;
 }
 
+/* --max-body: snug_parse_size's grammar, from 1 byte to 1T */
 static size_t parse_size(const char *opt, const char *v) {
-    char *end;
-    errno = 0;
-    double x = v ? strtod(v, &end) : -1;
-    if (!v || end == v || errno || !(x >= 1)) {
-        char m[160];
-        snprintf(m, sizeof m, "%s wants a size such as 65536, 512K or 4M, got '%s'", opt, v ? v : "");
+    char e[256] = "";
+    uint64_t n = 0;
+    bool parsed = snug_parse_size(v, &n, e, sizeof e) == SNUG_OK;
+    if (!parsed || n < 1 || n > ((uint64_t)1 << 40)) {
+        char m[400];
+        snprintf(m, sizeof m, "%s wants a size from 1 byte to 1T such as 65536, 512K or 4M, got '%s'%s%s", opt, v,
+                 parsed ? "" : ": ", parsed ? "" : e);
         cli_die_usage("serve", m);
     }
-    double mul = 1;
-    if (*end == 'K' || *end == 'k')
-        mul = 1024, end++;
-    else if (*end == 'M' || *end == 'm')
-        mul = 1048576, end++;
-    else if (*end == 'G' || *end == 'g')
-        mul = 1073741824.0, end++;
-    if (*end == 'i' || *end == 'B')
-        end += *end == 'i' ? (end[1] == 'B' ? 2 : 1) : 1;
-    if (*end || x * mul > 1e12) {
-        char m[160];
-        snprintf(m, sizeof m, "%s wants a size such as 65536, 512K or 4M (at most 1T), got '%s'", opt, v);
-        cli_die_usage("serve", m);
-    }
-    return (size_t)(x * mul);
+    return (size_t)n;
 }
 
 int cmd_serve(int argc, char **argv) {
@@ -1008,8 +1004,10 @@ int cmd_serve(int argc, char **argv) {
     }
     if (!g_srv.quiet && !status && tty)
         fputc('\n', stderr);
-    if (!status && !snug_generator_has_chat_template(g_srv.gens[0])) {
-        const char *why = snug_generator_chat_template_error(g_srv.gens[0]);
+    if (!status)
+        g_srv.has_template = snug_generator_has_chat_template(g_srv.gens[0]);
+    if (!status && !g_srv.has_template) {
+        const char *why = g_srv.template_why = snug_generator_chat_template_error(g_srv.gens[0]);
         fprintf(stderr, "snug serve: %s: /v1/chat/completions will answer 400 (/v1/completions works; "
                         "--chat-template FILE gives a template)\n",
                 why ? why : "the model has no chat template");

@@ -6,7 +6,7 @@
 1. The openai client (PyPI `openai`): chat and completion, streamed and not, at
    temperature 0: the text must be `snug generate`'s greedy answer to the same
    prompt (chat template or raw), the usage figures consistent; models.list.
-2. Bad requests: not JSON, wrong field types, n = 2, unknown path, wrong method,
+2. Bad requests: a chat request to a model without a chat template, not JSON, wrong field types, n = 2, unknown path, wrong method,
    a body over --max-body, a prompt longer than the slot's context, a missing
    or wrong API key: each the HTTP status OpenAI's server gives, with a JSON
    error body.
@@ -367,6 +367,32 @@ def queue_and_drain(snug, model):
         srv.stop(signal.SIGKILL, 10)
 
 
+def no_template(snug, model):
+    """A folder without a chat template: chat requests are a 400 that says so, raw text still works."""
+    with tempfile.TemporaryDirectory() as d:
+        for f in os.listdir(model):
+            if f == "chat_template.jinja":
+                continue
+            if f == "tokenizer_config.json":
+                with open(os.path.join(model, f)) as fh:
+                    cfg = json.load(fh)
+                cfg.pop("chat_template", None)
+                with open(os.path.join(d, f), "w") as fh:
+                    json.dump(cfg, fh)
+            else:
+                os.symlink(os.path.join(os.path.abspath(model), f), os.path.join(d, f))
+        srv = Server(snug, d, "--threads", "1")
+        try:
+            st, _, b = srv.request("POST", "/v1/chat/completions",
+                                   {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2})
+            check(st == 400 and b"chat template" in b, f"chat without a template: {st} {b[:200]!r}")
+            error_body(b, st, "chat without a template")
+            good(srv, "on a model without a chat template")
+            check(srv.stop() == 0, f"exit status after SIGTERM (no template)\n{srv.tail()}")
+        finally:
+            srv.stop(signal.SIGKILL, 10)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--snug", required=True)
@@ -391,6 +417,7 @@ def main():
     finally:
         srv.stop(signal.SIGKILL, 10)
     queue_and_drain(a.snug, a.model)
+    no_template(a.snug, a.model)
     print(f"snug serve: {CHECKED[0]} checks, {len(FAILS)} failed")
     if FAILS:
         print(srv.tail())
