@@ -642,6 +642,11 @@ typedef struct snug_generator_config {
     uint64_t mem_host;   /* snug.mem.host: bytes the plan may hold on the host, weights that do not fit
                           * streamed from the file layer by layer (docs/streaming.md); 0: no budget */
     int prefetch_layers; /* snug.prefetch_layers: staging slots for streamed layers; 0: 2 */
+    int slots;           /* answers under way at once, each with its own ctx tokens of KV cache and all
+                          * decoded in one model run per token (snug_generator_step); 0 or 1: one.
+                          * More needs GroupQueryAttention (onnxruntime-genai exports): other models
+                          * fail to open with SNUG_ERR_UNSUPPORTED, saying so. With batch 0 a prompt
+                          * goes in chunks of max(32, 512 / slots) tokens */
 } snug_generator_config;
 
 /* cfg may be NULL (defaults). On failure *out is NULL and err (if not NULL)
@@ -705,6 +710,31 @@ void snug_generator_reset(snug_generator *g);
 int64_t snug_generator_answer_ids(const snug_generator *g, const int32_t **ids);
 /* Its session's weight streaming (snug_session_stream_stats). */
 void snug_generator_stream_stats(const snug_generator *g, snug_stream_stats *out);
+
+/* Continuous batching (config.slots > 1; docs/serve.md). An answer starts on
+ * a free slot; each snug_generator_step then runs one prompt chunk of one
+ * slot that is prefilling and one token of every slot that is decoding, in
+ * one model run, calling each answer's fn with its text (fn returning
+ * nonzero cancels that answer only). A step returns how many answers are
+ * still under way (negative: an error) and sets *finished (may be NULL) to
+ * how many ended in it; snug_generator_finish collects an ended answer and
+ * frees its slot. The text and messages are read at the start; s->stop and
+ * user must live until the answer is collected. snug_generator_chat and
+ * _complete run slot 0 to the end (stepping any other slot under way). */
+int snug_generator_slots(const snug_generator *g);
+int snug_generator_start_chat(snug_generator *g, int slot, const snug_message *msgs, int n, const snug_sampling *s,
+                              snug_text_fn fn, void *user);
+int snug_generator_start_complete(snug_generator *g, int slot, const char *text, const snug_sampling *s,
+                                  snug_text_fn fn, void *user);
+int snug_generator_step(snug_generator *g, int *finished);
+/* Nonzero when slot's answer has ended and waits to be collected. */
+int snug_generator_slot_done(const snug_generator *g, int slot);
+/* The ended answer's status (its message in snug_generator_error) and figures (out may be NULL). */
+int snug_generator_finish(snug_generator *g, int slot, snug_generation *out);
+/* A free slot forgets its cached conversation. */
+void snug_generator_slot_reset(snug_generator *g, int slot);
+/* The ids slot's last answer sampled (as snug_generator_answer_ids). */
+int64_t snug_generator_slot_answer_ids(const snug_generator *g, int slot, const int32_t **ids);
 
 #ifdef __cplusplus
 }

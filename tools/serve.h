@@ -11,6 +11,8 @@
 #include "snug.h"
 
 enum { JOB_CHAT, JOB_COMPLETE };
+
+#define SNUG_SERVE_MAX_PARALLEL 256 /* --parallel's bound (the library's SN_KVLOOP_MAX_SLOTS) */
 enum { JOB_QUEUED, JOB_RUNNING, JOB_DONE };
 
 typedef struct job {
@@ -22,7 +24,7 @@ typedef struct job {
     char **stop;
     bool stream, include_usage;
     int cache_prompt;    /* the request's "cache_prompt": 1, 0, or -1 (absent: the server's --cache-prompt) */
-    double submitted, deadline;
+    double submitted, deadline, started;
     /* below: under mu */
     pthread_mutex_t mu;
     pthread_cond_t cv;

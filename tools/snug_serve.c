@@ -2,13 +2,15 @@
  * libmicrohttpd (HTTP) and cJSON (JSON), both from Debian.
  *
  * Requests become jobs in one bounded queue; --parallel N slots take them,
- * each a snug_generator of its own (its own KV cache and activation arena;
- * the weights are the model file's pages, mapped once and shared by all of
- * them). With --cache-prompt a slot keeps its last conversation in its
+ * each with its own KV cache (the weights are the model file's pages,
+ * mapped once and shared by all). With --cache-prompt a slot keeps its last conversation in its
  * cache, so a client that sends the conversation again with a new turn, and
- * lands on the same slot, prefills the new turn only. The slots do not yet
- * run in one batched model step (issue #19's batched decode): each reads
- * the weights itself.
+ * lands on the same slot, prefills the new turn only. Where the model's
+ * attention takes a length per sequence (GroupQueryAttention) the slots are
+ * one generator's (engine_main): a decode step runs every slot under way in
+ * one model run, reading the weights once for all, and a prompt goes in
+ * chunks between those steps. Other models get a generator per slot, each
+ * on a thread of its own (worker_main).
  *
  * Connections get a thread each (MHD_USE_THREAD_PER_CONNECTION): a
  * handler may block while its job waits or runs, and polls the socket
@@ -50,12 +52,18 @@ static const char k_serve_help[] =
     "                      every interface)\n"
     "  --port N            TCP port (default 8080)\n"
     "  --parallel N        slots: requests answered at once (default 1); each has\n"
-    "                      its own KV cache of --ctx tokens\n"
+    "                      its own KV cache of --ctx tokens. With GroupQueryAttention\n"
+    "                      (onnxruntime-genai exports) the slots decode together, one\n"
+    "                      model run per token for all of them (continuous batching);\n"
+    "                      other models get a generator per slot\n"
+    "  --no-batch          a generator per slot even where they could decode together\n"
     "  --ctx N             context of each slot in tokens (default: 4096 / parallel,\n"
     "                      at least 512)\n"
-    "  --batch N           prompt tokens per prefill step (default 512)\n"
-    "  --threads N         worker threads of each slot (default: all cores / parallel,\n"
-    "                      at least 1)\n"
+    "  --batch N           prompt tokens per prefill step (default 512; slots decoded\n"
+    "                      together: max(32, 512 / parallel), a chunk of one prompt\n"
+    "                      between two decode steps)\n"
+    "  --threads N         worker threads (default: all cores; a generator per slot:\n"
+    "                      all cores / parallel each, at least 1)\n"
     "  --queue N           requests that may wait for a slot (default 64); more get\n"
     "                      429 with Retry-After\n"
     "  --timeout S         a request's limit in seconds, waiting included (default 600)\n"
@@ -124,7 +132,9 @@ typedef struct server {
     size_t max_body;
     const char *api_key;
     int64_t ctx;
-    snug_generator **gens;
+    snug_generator **gens;  /* [parallel], or one with parallel slots (batched) */
+    bool batched;            /* one generator, its slots decoded together (engine_main) */
+    job **slot_jobs;         /* [parallel]: the job on each slot (batched; the engine's own) */
     pthread_t *workers;
     pthread_mutex_t mu; /* the queue, the slots' state, the metrics */
     pthread_cond_t cv;
@@ -174,6 +184,69 @@ static int on_text(void *user, const char *text, size_t len) {
     return stop;
 }
 
+/* The head of the queue, or NULL (under g_srv.mu); counted busy. */
+static job *queue_pop(void) {
+    job *j = g_srv.head;
+    if (!j)
+        return NULL;
+    g_srv.head = j->next;
+    if (!g_srv.head)
+        g_srv.tail = NULL;
+    g_srv.queued--;
+    g_srv.busy++;
+    return j;
+}
+
+/* A job taken by slot: running now; false when it is to be skipped (its
+ * client left, or its time ran out in the queue). */
+static bool job_begin(job *j, int slot) {
+    j->started = now_s();
+    pthread_mutex_lock(&j->mu);
+    bool skip = j->cancelled || j->started > j->deadline;
+    if (j->started > j->deadline)
+        j->timed_out = true;
+    j->state = JOB_RUNNING;
+    j->slot = slot;
+    pthread_mutex_unlock(&j->mu);
+    return !skip;
+}
+
+static bool job_caches(const job *j) { return j->cache_prompt < 0 ? g_srv.cache_prompt : j->cache_prompt; }
+
+/* A job's end: the figures first (a client that reads /metrics after its
+ * answer sees its request in them), then the answer is done. */
+static void job_end(job *j, bool ran, int rc, const char *err, const snug_generation *gen) {
+    pthread_mutex_lock(&j->mu);
+    bool cancelled = j->cancelled, timed_out = j->timed_out;
+    pthread_mutex_unlock(&j->mu);
+    pthread_mutex_lock(&g_srv.mu);
+    g_srv.busy--;
+    hist_add(&g_srv.m.queue_s, j->started - j->submitted);
+    if (rc == SNUG_OK && ran) {
+        g_srv.m.prompt_tokens += (uint64_t)gen->prompt_tokens;
+        g_srv.m.prefilled_tokens += (uint64_t)gen->prefilled;
+        g_srv.m.generated_tokens += (uint64_t)gen->generated;
+        if (gen->generated > 0)
+            hist_add(&g_srv.m.ttft_s, j->started - j->submitted + gen->ttft_s);
+    }
+    g_srv.m.cancelled += cancelled;
+    g_srv.m.timed_out += timed_out;
+    pthread_cond_broadcast(&g_srv.cv); /* a drain waits for idle slots */
+    pthread_mutex_unlock(&g_srv.mu);
+
+    pthread_mutex_lock(&j->mu);
+    j->rc = rc;
+    if (rc != SNUG_OK)
+        snprintf(j->err, sizeof j->err, "%s", err);
+    if (gen)
+        j->gen = *gen;
+    j->state = JOB_DONE;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    job_release(j);
+}
+
+/* One slot, one generator, one thread (models without batched decode). */
 static void *worker_main(void *arg) {
     int slot = (int)(intptr_t)arg;
     snug_generator *g = g_srv.gens[slot];
@@ -181,62 +254,82 @@ static void *worker_main(void *arg) {
         pthread_mutex_lock(&g_srv.mu);
         while (!g_srv.head && !g_srv.stopping)
             pthread_cond_wait(&g_srv.cv, &g_srv.mu);
-        if (!g_srv.head) {
-            pthread_mutex_unlock(&g_srv.mu);
-            return NULL;
-        }
-        job *j = g_srv.head;
-        g_srv.head = j->next;
-        if (!g_srv.head)
-            g_srv.tail = NULL;
-        g_srv.queued--;
-        g_srv.busy++;
+        job *j = queue_pop();
         pthread_mutex_unlock(&g_srv.mu);
-
-        double t0 = now_s();
-        pthread_mutex_lock(&j->mu);
-        bool skip = j->cancelled || t0 > j->deadline;
-        if (t0 > j->deadline)
-            j->timed_out = true;
-        j->state = JOB_RUNNING;
-        j->slot = slot;
-        pthread_mutex_unlock(&j->mu);
+        if (!j)
+            return NULL;
+        bool run = job_begin(j, slot);
         snug_generation gen;
         memset(&gen, 0, sizeof gen);
         int rc = SNUG_OK;
-        if (!skip && !(j->cache_prompt < 0 ? g_srv.cache_prompt : j->cache_prompt))
+        if (run && !job_caches(j))
             snug_generator_reset(g); /* a fresh prefill: the answer snug generate gives */
-        if (!skip)
+        if (run)
             rc = j->kind == JOB_CHAT ? snug_generator_chat(g, j->msgs, j->n_msgs, &j->s, on_text, j, &gen)
                                      : snug_generator_complete(g, j->prompt, &j->s, on_text, j, &gen);
-        /* the figures first: a client that reads /metrics after its answer sees its request in them */
-        pthread_mutex_lock(&j->mu);
-        bool cancelled = j->cancelled, timed_out = j->timed_out;
-        pthread_mutex_unlock(&j->mu);
-        pthread_mutex_lock(&g_srv.mu);
-        g_srv.busy--;
-        hist_add(&g_srv.m.queue_s, t0 - j->submitted);
-        if (rc == SNUG_OK && !skip) {
-            g_srv.m.prompt_tokens += (uint64_t)gen.prompt_tokens;
-            g_srv.m.prefilled_tokens += (uint64_t)gen.prefilled;
-            g_srv.m.generated_tokens += (uint64_t)gen.generated;
-            if (gen.generated > 0)
-                hist_add(&g_srv.m.ttft_s, t0 - j->submitted + gen.ttft_s);
-        }
-        g_srv.m.cancelled += cancelled;
-        g_srv.m.timed_out += timed_out;
-        pthread_cond_broadcast(&g_srv.cv); /* a drain waits for idle slots */
-        pthread_mutex_unlock(&g_srv.mu);
+        job_end(j, run, rc, snug_generator_error(g), &gen);
+    }
+}
 
-        pthread_mutex_lock(&j->mu);
-        j->rc = rc;
-        if (rc != SNUG_OK)
-            snprintf(j->err, sizeof j->err, "%s", snug_generator_error(g));
-        j->gen = gen;
-        j->state = JOB_DONE;
-        pthread_cond_broadcast(&j->cv);
-        pthread_mutex_unlock(&j->mu);
-        job_release(j);
+/* All slots in one generator (continuous batching): each round takes
+ * queued jobs into free slots, then one step runs a prompt chunk of one
+ * slot and a token of every slot decoding, in one model run; an answer that
+ * ends frees its slot at once. */
+static void *engine_main(void *arg) {
+    (void)arg;
+    snug_generator *g = g_srv.gens[0];
+    int n = g_srv.parallel, running = 0;
+    job **at = g_srv.slot_jobs;
+    for (;;) {
+        pthread_mutex_lock(&g_srv.mu);
+        while (!running && !g_srv.head && !g_srv.stopping)
+            pthread_cond_wait(&g_srv.cv, &g_srv.mu);
+        if (!running && !g_srv.head) { /* stopping, nothing left */
+            pthread_mutex_unlock(&g_srv.mu);
+            return NULL;
+        }
+        job *take[SNUG_SERVE_MAX_PARALLEL];
+        int nt = 0;
+        for (int k = 0; k < n && g_srv.head; k++)
+            if (!at[k] && !snug_generator_slot_done(g, k)) {
+                take[nt] = queue_pop();
+                at[k] = take[nt++];
+            }
+        pthread_mutex_unlock(&g_srv.mu);
+        for (int k = 0, t = 0; k < n && t < nt; k++) {
+            job *j = at[k];
+            if (j != take[t])
+                continue;
+            t++;
+            int rc = SNUG_OK;
+            if (job_begin(j, k)) {
+                if (!job_caches(j))
+                    snug_generator_slot_reset(g, k);
+                rc = j->kind == JOB_CHAT ? snug_generator_start_chat(g, k, j->msgs, j->n_msgs, &j->s, on_text, j)
+                                         : snug_generator_start_complete(g, k, j->prompt, &j->s, on_text, j);
+                if (rc == SNUG_OK) {
+                    running++;
+                    continue;
+                }
+            }
+            at[k] = NULL;
+            job_end(j, false, rc, snug_generator_error(g), NULL);
+        }
+        if (!running)
+            continue;
+        int fin = 0;
+        running = snug_generator_step(g, &fin);
+        for (int k = 0; k < n && fin > 0; k++) {
+            if (!at[k] || !snug_generator_slot_done(g, k))
+                continue;
+            snug_generation gen;
+            memset(&gen, 0, sizeof gen);
+            int rc = snug_generator_finish(g, k, &gen);
+            job *j = at[k];
+            at[k] = NULL;
+            fin--;
+            job_end(j, true, rc, snug_generator_error(g), &gen);
+        }
     }
 }
 
@@ -883,7 +976,7 @@ int cmd_serve(int argc, char **argv) {
     int64_t ctx = 0, batch = 0;
     double timeout = 600;
     size_t max_body = 1 << 20;
-    bool load = false;
+    bool load = false, no_batch = false;
     memset(&g_srv, 0, sizeof g_srv);
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -895,6 +988,9 @@ int cmd_serve(int argc, char **argv) {
             continue;
         } else if (!strcmp(a, "--cache-prompt")) {
             g_srv.cache_prompt = 1;
+            continue;
+        } else if (!strcmp(a, "--no-batch")) {
+            no_batch = true;
             continue;
         } else if (a[0] != '-') {
             if (dir)
@@ -913,7 +1009,7 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--port"))
             port = cli_parse_long("serve", a, v, 1, 65535);
         else if (!strcmp(a, "--parallel") || !strcmp(a, "-np"))
-            parallel = cli_parse_long("serve", a, v, 1, 256);
+            parallel = cli_parse_long("serve", a, v, 1, SNUG_SERVE_MAX_PARALLEL);
         else if (!strcmp(a, "--ctx") || !strcmp(a, "-c"))
             ctx = cli_parse_long("serve", a, v, 16, 1L << 24);
         else if (!strcmp(a, "--batch"))
@@ -958,8 +1054,7 @@ int cmd_serve(int argc, char **argv) {
     if (!ctx)
         ctx = 4096 / parallel < 512 ? 512 : 4096 / parallel;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    if (!threads)
-        threads = cores / parallel < 1 ? 1 : cores / parallel;
+    long threads_given = threads;
     if (!name) {
         size_t n = strlen(dir);
         while (n > 1 && dir[n - 1] == '/')
@@ -982,16 +1077,40 @@ int cmd_serve(int argc, char **argv) {
     atomic_init(&g_srv.next_id, 1);
     g_srv.gens = calloc((size_t)parallel, sizeof *g_srv.gens);
     g_srv.workers = calloc((size_t)parallel, sizeof *g_srv.workers);
-    if (!g_srv.gens || !g_srv.workers) {
+    g_srv.slot_jobs = calloc((size_t)parallel, sizeof *g_srv.slot_jobs);
+    if (!g_srv.gens || !g_srv.workers || !g_srv.slot_jobs) {
         fprintf(stderr, "snug serve: out of memory\n");
         return 1;
     }
-    snug_generator_config cfg = {.ctx = ctx, .batch = batch, .threads = (int)threads, .weights_load = load,
-                                 .chat_template_path = tmpl};
     int status = 0;
     int made = 0;
     bool tty = isatty(2);
-    for (; made < parallel; made++) {
+    /* Batched first: one generator whose slots decode together, on every
+     * core. A model whose attention cannot take a length per sequence gets
+     * a generator per slot, the cores shared among them. */
+    if (parallel > 1 && !no_batch) {
+        threads = threads_given ? threads_given : cores;
+        snug_generator_config bc = {.ctx = ctx, .batch = batch, .threads = (int)threads, .weights_load = load,
+                                    .chat_template_path = tmpl, .slots = (int)parallel};
+        char err[1024];
+        if (!g_srv.quiet)
+            fprintf(stderr, "snug serve: loading %ld slots decoded together\n", parallel);
+        int rc = snug_generator_create(dir, &bc, &g_srv.gens[0], err, sizeof err);
+        if (rc == SNUG_OK) {
+            g_srv.batched = true;
+            made = 1;
+        } else if (rc == SNUG_ERR_UNSUPPORTED) {
+            fprintf(stderr, "snug serve: no batched decode for this model (%s): a generator per slot\n", err);
+        } else {
+            fprintf(stderr, "snug serve: %s\n", err);
+            status = 1;
+        }
+    }
+    if (!g_srv.batched)
+        threads = threads_given ? threads_given : cores / parallel < 1 ? 1 : cores / parallel;
+    snug_generator_config cfg = {.ctx = ctx, .batch = batch, .threads = (int)threads, .weights_load = load,
+                                 .chat_template_path = tmpl};
+    for (; !status && !g_srv.batched && made < parallel; made++) {
         char err[1024];
         if (!g_srv.quiet)
             fprintf(stderr, "%ssnug serve: loading slot %d of %ld%s", tty ? "\r" : "", made + 1, parallel,
@@ -1015,8 +1134,9 @@ int cmd_serve(int argc, char **argv) {
     int started = 0;
     struct MHD_Daemon *d = NULL;
     if (!status) {
-        for (; started < parallel; started++)
-            if (pthread_create(&g_srv.workers[started], NULL, worker_main, (void *)(intptr_t)started)) {
+        for (; started < (g_srv.batched ? 1 : parallel); started++)
+            if (pthread_create(&g_srv.workers[started], NULL, g_srv.batched ? engine_main : worker_main,
+                               (void *)(intptr_t)started)) {
                 fprintf(stderr, "snug serve: cannot start slot %d's thread\n", started);
                 status = 1;
                 break;
@@ -1041,9 +1161,14 @@ int cmd_serve(int argc, char **argv) {
         }
     }
     if (!status) {
-        fprintf(stderr, "snug serve: %s on http://%s:%ld/v1 (%ld slot%s of %lld tokens, %ld thread%s each, queue %ld)\n",
-                name, host, port, parallel, parallel == 1 ? "" : "s", (long long)ctx, threads, threads == 1 ? "" : "s",
-                queue);
+        if (g_srv.batched)
+            fprintf(stderr, "snug serve: %s on http://%s:%ld/v1 (%ld slots of %lld tokens decoded together, %ld "
+                    "thread%s, queue %ld)\n", name, host, port, parallel, (long long)ctx, threads,
+                    threads == 1 ? "" : "s", queue);
+        else
+            fprintf(stderr, "snug serve: %s on http://%s:%ld/v1 (%ld slot%s of %lld tokens, %ld thread%s each, queue "
+                    "%ld)\n", name, host, port, parallel, parallel == 1 ? "" : "s", (long long)ctx, threads,
+                    threads == 1 ? "" : "s", queue);
         while (!g_signals)
             pause();
         /* drain: no new requests; the queued and running ones finish (a second signal cancels them) */
@@ -1077,6 +1202,7 @@ int cmd_serve(int argc, char **argv) {
         snug_generator_free(g_srv.gens[i]);
     free(g_srv.gens);
     free(g_srv.workers);
+    free(g_srv.slot_jobs);
     if (!status)
         fprintf(stderr, "snug serve: stopped\n");
     return status;

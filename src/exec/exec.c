@@ -352,7 +352,7 @@ int sn_exec_add_state(sn_exec *ex, int input, int output, const sn_tensor *bound
     ex->vstate[iv] = ex->n_states;
     if (ov >= 0)
         ex->vstate[ov] = ex->n_states;
-    ex->states[ex->n_states++] = (sn_exec_state){iv, ov, data, cap};
+    ex->states[ex->n_states++] = (sn_exec_state){iv, ov, data, cap, 0};
     ex->stats.persistent_bytes += cap;
     return SNUG_OK;
 }
@@ -360,6 +360,17 @@ int sn_exec_add_state(sn_exec *ex, int input, int output, const sn_tensor *bound
 void *sn_exec_state_data(const sn_exec *ex, int input) {
     const sn_exec_state *st = input >= 0 && input < ex->g->n_inputs ? ex_state_of(ex, ex->g->inputs[input]) : NULL;
     return st ? st->data : NULL;
+}
+
+int sn_exec_state_window(sn_exec *ex, int input, size_t off, sn_err *err) {
+    sn_exec_state *st = input >= 0 && input < ex->g->n_inputs ? ex_state_of(ex, ex->g->inputs[input]) : NULL;
+    if (!st)
+        return sn_errf(err, SNUG_ERR_INVALID_ARG, "state window: input %d is not persistent state", input);
+    if (off >= st->cap)
+        return sn_errf(err, SNUG_ERR_RANGE, "state window of '%s': offset %zu is not inside its %zu bytes",
+                       ex->g->values[st->in_v].name, off, st->cap);
+    st->off = off;
+    return SNUG_OK;
 }
 
 const sn_tensor *sn_exec_value_info(const sn_exec *ex, int v) { return &ex->vals[v]; }

@@ -156,6 +156,11 @@ int sn_exec_add_state(sn_exec *ex, int input, int output, const sn_tensor *bound
 bool sn_exec_state_shareable(const sn_exec *ex, int input, int output);
 /* The state buffer of graph input `input`, or NULL when it is not state. */
 void *sn_exec_state_data(const sn_exec *ex, int input);
+/* Runs from now on bind input `input` (and its shared output) to its state
+ * buffer from byte off on, as if the buffer began there and held cap - off
+ * bytes: a batch-1 step on one slot of a cache planned for several
+ * sequences (kvloop.c). off 0 restores the whole buffer. */
+int sn_exec_state_window(sn_exec *ex, int input, size_t off, sn_err *err);
 
 /* The planned info (kind, dtype, shape) of value v, its storage, and for
  * SN_STORE_ARENA its offset. */

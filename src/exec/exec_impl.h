@@ -34,6 +34,7 @@ typedef struct sn_exec_state {
     int out_v;   /* the graph output value written into it, -1 if none */
     void *data;  /* owned: from the backend, zeroed when added */
     size_t cap;  /* bytes */
+    size_t off;  /* the window runs read and write: bytes [off, cap) (sn_exec_state_window) */
 } sn_exec_state;
 
 

@@ -122,15 +122,16 @@ static int plan_state_output(sn_exec *ex, const sn_exec_state *st, sn_err *err) 
     int v = st->out_v;
     if (v < 0 || (ex->pl.values[v].storage != SN_STORE_ARENA && ex->pl.values[v].storage != SN_STORE_DYNAMIC))
         return SNUG_OK;
-    if (ex->pl.values[v].storage == SN_STORE_ARENA && sn_tensor_nbytes(&ex->vals[v]) > st->cap) {
+    size_t room = st->cap - st->off; /* the window runs use (sn_exec_state_window) */
+    if (ex->pl.values[v].storage == SN_STORE_ARENA && sn_tensor_nbytes(&ex->vals[v]) > room) {
         char b[160];
         return sn_errf(err, SNUG_ERR_RANGE, "output '%s' %s needs %zu bytes, more than its %zu-byte state buffer",
                        ex->g->values[v].name, sn_shape_str(&ex->vals[v], b, sizeof b),
-                       sn_tensor_nbytes(&ex->vals[v]), st->cap);
+                       sn_tensor_nbytes(&ex->vals[v]), room);
     }
     ex->pl.values[v].storage = SN_STORE_STATE;
-    ex->vals[v].data = st->data;
-    ex->vcap[v] = st->cap;
+    ex->vals[v].data = (uint8_t *)st->data + st->off;
+    ex->vcap[v] = room;
     return SNUG_OK;
 }
 

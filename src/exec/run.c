@@ -85,7 +85,8 @@ static int run_dynamic(sn_exec *ex, const sn_node *n, sn_err *err) {
                 if (nb > ex->vcap[n->out[j]])
                     return sn_kfail(err, n, SNUG_ERR_RANGE, "output %d needs %zu bytes, more than its %zu-byte "
                                     "state buffer", j, nb, ex->vcap[n->out[j]]);
-                t->data = ex_state_of(ex, n->out[j])->data;
+                const sn_exec_state *st = ex_state_of(ex, n->out[j]);
+                t->data = (uint8_t *)st->data + st->off;
                 continue;
             }
             if (j == 0 && (n->op->flags & SN_OP_VIEW0) && ex->argin[0] && ex->argin[0]->data &&
@@ -310,11 +311,17 @@ int ex_bind_inputs(sn_exec *ex, const sn_tensor *inputs, sn_err *err) {
         const sn_exec_state *st = ex_state_of(ex, v);
         if (st) {
             char b[160];
-            if (t->kind != SN_KIND_TENSOR || sn_tensor_nbytes(t) > st->cap)
+            size_t room = st->cap - st->off;
+            if (t->kind != SN_KIND_TENSOR || sn_tensor_nbytes(t) > room)
                 return sn_errf(err, SNUG_ERR_RANGE, "input '%s' %s needs %zu bytes, more than its %zu-byte state "
-                               "buffer", g->values[v].name, sn_shape_str(t, b, sizeof b), sn_tensor_nbytes(t),
-                               st->cap);
-            ex->vals[v].data = st->data;
+                               "buffer%s", g->values[v].name, sn_shape_str(t, b, sizeof b), sn_tensor_nbytes(t),
+                               room, st->off ? " window" : "");
+            ex->vals[v].data = (uint8_t *)st->data + st->off;
+            /* a shared output is computed into the same window */
+            if (st->out_v >= 0 && ex->pl.values[st->out_v].storage == SN_STORE_STATE) {
+                ex->vals[st->out_v].data = ex->vals[v].data;
+                ex->vcap[st->out_v] = room;
+            }
         }
         if (t->kind == SN_KIND_TENSOR && !ex->vals[v].data && sn_tensor_numel(t) > 0)
             return sn_errf(err, SNUG_ERR_INVALID_ARG, "input '%s' has no data", g->values[v].name);

@@ -15,24 +15,48 @@
 #define SN_GEN_DEFAULT_CTX 4096
 #define SN_GEN_DEFAULT_BATCH 512
 
+/* One sequence: its slot of the KV cache, what is cached there, and the
+ * answer under way (sampler, detokenizer, text held back for stop strings). */
+typedef enum { SEQ_FREE = 0, SEQ_PREFILL, SEQ_DECODE, SEQ_DONE } seq_phase;
+
+typedef struct gen_seq {
+    seq_phase phase;
+    int64_t *fed;           /* owned [ctx]: the ids in the slot's cache, in order */
+    int64_t n_fed;
+    int32_t *ans;           /* owned [ctx + 1]: the ids this answer sampled, an EOS included */
+    int64_t n_ans;
+    int32_t *prompt;        /* owned [n_prompt]: the prompt of the answer under way */
+    int64_t n_prompt, at;   /* prompt tokens; the next one to prefill */
+    int32_t next;           /* the id the next decode step feeds */
+    sn_tokstream *ts;       /* owned */
+    sn_sampler *smp;        /* owned while an answer is under way */
+    char *hold;             /* owned [hold_cap]: answer text held back (a stop string may start there) */
+    size_t hold_len, hold_cap;
+    sn_gen_params p;        /* the caller's (stop strings borrowed until the answer is done) */
+    sn_gen_text_fn cb;
+    void *user;
+    sn_gen_result res;
+    double t0, t1;          /* start; first logits */
+    int rc;                 /* the answer's status once done */
+    sn_err err;
+} gen_seq;
+
 struct sn_generator {
     char *dir;              /* owned */
     char *model_path;       /* owned */
     sn_session *s;          /* owned */
     sn_kvloop *loop;        /* owned */
     sn_tokenizer *tok;      /* owned */
-    sn_tokstream *ts;       /* owned */
     sn_template *tpl;       /* owned, or NULL: the model has no chat template */
     sn_chat_config chat;    /* owned */
     int32_t eos[SN_GEN_MAX_EOS];
     int n_eos;
     int64_t ctx, batch;
-    int64_t *fed;           /* owned [ctx]: the ids in the KV cache, in order */
-    int32_t *ans;           /* owned [ctx + 1]: the ids the last answer sampled, an EOS included */
-    int64_t n_ans;
-    int64_t n_fed;
-    char *hold;             /* owned [hold_cap]: answer text held back (a stop string may start there) */
-    size_t hold_len, hold_cap;
+    int n_slots;
+    gen_seq *seq;           /* owned [n_slots] */
+    int rr;                 /* the slot whose prompt the next step prefills first (round robin) */
+    int *dslots;            /* owned [n_slots]: a decode step's slots */
+    int64_t *dids;          /* owned [n_slots]: and their ids */
     sn_gen_info info;
     char tpl_err[sizeof(((sn_err *)0)->msg)]; /* why the model's template cannot be rendered, or "" */
 };
@@ -228,7 +252,15 @@ int sn_generator_open(const char *dir, const sn_gen_config *cfg, sn_generator **
                      (long long)g->ctx, (long long)g->info.model_ctx);
         goto fail;
     }
-    g->batch = c.batch > 0 ? c.batch : SN_GEN_DEFAULT_BATCH;
+    g->n_slots = c.slots > 1 ? c.slots : 1;
+    if (g->n_slots > SN_KVLOOP_MAX_SLOTS) {
+        rc = sn_errf(err, SNUG_ERR_INVALID_ARG, "%d sequences: at most %d", g->n_slots, SN_KVLOOP_MAX_SLOTS);
+        goto fail;
+    }
+    /* several slots: the plan holds slots x batch tokens of activations */
+    g->batch = c.batch > 0 ? c.batch
+             : g->n_slots > 1 ? (SN_GEN_DEFAULT_BATCH / g->n_slots > 32 ? SN_GEN_DEFAULT_BATCH / g->n_slots : 32)
+                              : SN_GEN_DEFAULT_BATCH;
     if (g->batch > g->ctx)
         g->batch = g->ctx;
     opts = snug_options_new();
@@ -250,20 +282,32 @@ int sn_generator_open(const char *dir, const sn_gen_config *cfg, sn_generator **
     }
     if ((rc = sn_session_open(g->model_path, opts, &g->s, err)) != SNUG_OK)
         goto fail;
-    if ((rc = sn_kvloop_new_chunked(g->s, g->ctx, g->batch, &g->loop, err)) != SNUG_OK)
+    if ((rc = sn_kvloop_new_slots(g->s, g->ctx, g->batch, g->n_slots, &g->loop, err)) != SNUG_OK)
         goto fail;
-    if ((rc = sn_tokstream_new(g->tok, true, &g->ts, err)) != SNUG_OK)
-        goto fail;
-    g->fed = sn_malloc(sizeof *g->fed * (size_t)g->ctx);
-    g->ans = sn_malloc(sizeof *g->ans * ((size_t)g->ctx + 1));
-    g->hold_cap = 4096;
-    g->hold = sn_malloc(g->hold_cap);
-    if (!g->fed || !g->hold || !g->ans) {
+    g->seq = sn_calloc((size_t)g->n_slots, sizeof *g->seq);
+    g->dslots = sn_malloc(sizeof *g->dslots * (size_t)g->n_slots);
+    g->dids = sn_malloc(sizeof *g->dids * (size_t)g->n_slots);
+    if (!g->seq || !g->dslots || !g->dids) {
         rc = sn_errf(err, SNUG_ERR_OOM, "out of memory");
         goto fail;
     }
+    for (int k = 0; k < g->n_slots; k++) {
+        gen_seq *q = &g->seq[k];
+        if ((rc = sn_tokstream_new(g->tok, true, &q->ts, err)) != SNUG_OK)
+            goto fail;
+        q->fed = sn_malloc(sizeof *q->fed * (size_t)g->ctx);
+        q->ans = sn_malloc(sizeof *q->ans * ((size_t)g->ctx + 1));
+        q->hold_cap = 4096;
+        q->hold = sn_malloc(q->hold_cap);
+        if (!q->fed || !q->hold || !q->ans) {
+            rc = sn_errf(err, SNUG_ERR_OOM, "out of memory");
+            goto fail;
+        }
+    }
     g->info.model_path = g->model_path;
     g->info.ctx = g->ctx;
+    g->info.slots = g->n_slots;
+    g->info.batch = g->batch;
     g->info.vocab = sn_kvloop_get_info(g->loop)->vocab;
     if (g->info.vocab < 1)
         g->info.vocab = sn_tokenizer_vocab_size(g->tok);
@@ -284,15 +328,23 @@ fail:
 void sn_generator_free(sn_generator *g) {
     if (!g)
         return;
-    sn_tokstream_free(g->ts);
+    for (int k = 0; g->seq && k < g->n_slots; k++) {
+        gen_seq *q = &g->seq[k];
+        sn_tokstream_free(q->ts);
+        sn_sampler_free(q->smp);
+        sn_free(q->fed);
+        sn_free(q->ans);
+        sn_free(q->hold);
+        sn_free(q->prompt);
+    }
+    sn_free(g->seq);
+    sn_free(g->dslots);
+    sn_free(g->dids);
     sn_kvloop_free(g->loop);
     sn_session_close(g->s);
     sn_template_free(g->tpl);
     sn_chat_config_free(&g->chat);
     sn_tokenizer_free(g->tok);
-    sn_free(g->fed);
-    sn_free(g->ans);
-    sn_free(g->hold);
     sn_free(g->model_path);
     sn_free(g->dir);
     sn_free(g);
@@ -301,15 +353,27 @@ void sn_generator_free(sn_generator *g) {
 const sn_gen_info *sn_generator_info(const sn_generator *g) { return &g->info; }
 
 int64_t sn_generator_answer_ids(const sn_generator *g, const int32_t **ids) {
-    *ids = g->ans;
-    return g->n_ans;
+    return sn_generator_slot_answer_ids(g, 0, ids);
+}
+
+int64_t sn_generator_slot_answer_ids(const sn_generator *g, int slot, const int32_t **ids) {
+    if (slot < 0 || slot >= g->n_slots) {
+        *ids = NULL;
+        return 0;
+    }
+    *ids = g->seq[slot].ans;
+    return g->seq[slot].n_ans;
 }
 
 const struct snug_session *sn_generator_session(const sn_generator *g) { return (const struct snug_session *)g->s; }
 
-void sn_generator_reset(sn_generator *g) {
-    g->n_fed = 0;
-    sn_kvloop_reset(g->loop);
+void sn_generator_reset(sn_generator *g) { sn_generator_slot_reset(g, 0); }
+
+void sn_generator_slot_reset(sn_generator *g, int slot) {
+    if (slot < 0 || slot >= g->n_slots || (g->seq[slot].phase != SEQ_FREE && g->seq[slot].phase != SEQ_DONE))
+        return;
+    g->seq[slot].n_fed = 0;
+    sn_kvloop_slot_reset(g->loop, slot);
 }
 
 int sn_generator_chat_ids(sn_generator *g, const sn_chat_msg *msgs, int n, int32_t **ids, size_t *n_ids,
@@ -344,161 +408,299 @@ static bool is_eos(const sn_generator *g, int32_t id) {
 }
 
 /* Appends text to the held-back answer text (grown as needed). */
-static int hold_add(sn_generator *g, const char *t, size_t n, sn_err *err) {
-    if (g->hold_len + n + 1 > g->hold_cap) {
-        size_t cap = (g->hold_len + n + 1) * 2;
-        char *h = sn_realloc(g->hold, cap);
+static int hold_add(gen_seq *q, const char *t, size_t n, sn_err *err) {
+    if (q->hold_len + n + 1 > q->hold_cap) {
+        size_t cap = (q->hold_len + n + 1) * 2;
+        char *h = sn_realloc(q->hold, cap);
         if (!h)
             return sn_errf(err, SNUG_ERR_OOM, "out of memory");
-        g->hold = h;
-        g->hold_cap = cap;
+        q->hold = h;
+        q->hold_cap = cap;
     }
-    memcpy(g->hold + g->hold_len, t, n);
-    g->hold_len += n;
-    g->hold[g->hold_len] = 0;
+    memcpy(q->hold + q->hold_len, t, n);
+    q->hold_len += n;
+    q->hold[q->hold_len] = 0;
     return SNUG_OK;
 }
 
 /* Emits what of the held text can no longer be part of a stop string (all
  * of it when final); *stopped when one appeared (the text before it is
  * emitted, it and what follows are not). Returns the callback's verdict. */
-static int hold_emit(sn_generator *g, const sn_gen_params *p, bool final, sn_gen_text_fn cb, void *user,
-                     bool *stopped) {
-    size_t keep = 0, cut = g->hold_len;
+static int hold_emit(gen_seq *q, bool final, bool *stopped) {
+    const sn_gen_params *p = &q->p;
+    size_t keep = 0, cut = q->hold_len;
     *stopped = false;
     for (int k = 0; k < p->n_stop; k++) {
         const char *st = p->stop[k];
         size_t sl = st ? strlen(st) : 0;
         if (!sl)
             continue;
-        const char *at = strstr(g->hold, st);
-        if (at && (size_t)(at - g->hold) < cut) {
-            cut = (size_t)(at - g->hold);
+        const char *at = strstr(q->hold, st);
+        if (at && (size_t)(at - q->hold) < cut) {
+            cut = (size_t)(at - q->hold);
             *stopped = true;
         }
         /* the longest tail of hold that starts st */
-        for (size_t t = sl - 1 < g->hold_len ? sl - 1 : g->hold_len; t > keep && !final; t--)
-            if (!memcmp(g->hold + g->hold_len - t, st, t)) {
+        for (size_t t = sl - 1 < q->hold_len ? sl - 1 : q->hold_len; t > keep && !final; t--)
+            if (!memcmp(q->hold + q->hold_len - t, st, t)) {
                 keep = t;
                 break;
             }
     }
-    size_t emit = *stopped ? cut : g->hold_len - keep;
+    size_t emit = *stopped ? cut : q->hold_len - keep;
     int stop = 0;
-    if (emit && cb)
-        stop = cb(user, g->hold, emit);
+    if (emit && q->cb)
+        stop = q->cb(q->user, q->hold, emit);
     if (*stopped) {
-        g->hold_len = 0;
+        q->hold_len = 0;
     } else {
-        memmove(g->hold, g->hold + emit, g->hold_len - emit);
-        g->hold_len -= emit;
+        memmove(q->hold, q->hold + emit, q->hold_len - emit);
+        q->hold_len -= emit;
     }
-    g->hold[g->hold_len] = 0;
+    q->hold[q->hold_len] = 0;
     return stop;
 }
 
-int sn_generator_run(sn_generator *g, const int32_t *ids, size_t n, const sn_gen_params *p, sn_gen_text_fn cb,
-                     void *user, sn_gen_result *res, sn_err *err) {
-    memset(res, 0, sizeof *res);
-    g->n_ans = 0;
-    double t0 = now_s();
+int sn_generator_slots(const sn_generator *g) { return g->n_slots; }
+
+bool sn_generator_slot_busy(const sn_generator *g, int slot) {
+    return slot >= 0 && slot < g->n_slots && g->seq[slot].phase != SEQ_FREE;
+}
+
+bool sn_generator_slot_done(const sn_generator *g, int slot) {
+    return slot >= 0 && slot < g->n_slots && g->seq[slot].phase == SEQ_DONE;
+}
+
+int sn_generator_start(sn_generator *g, int slot, const int32_t *ids, size_t n, const sn_gen_params *p,
+                       sn_gen_text_fn cb, void *user, sn_err *err) {
+    if (slot < 0 || slot >= g->n_slots)
+        return sn_errf(err, SNUG_ERR_RANGE, "slot %d: not within 0..%d", slot, g->n_slots - 1);
+    gen_seq *q = &g->seq[slot];
+    if (q->phase != SEQ_FREE)
+        return sn_errf(err, SNUG_ERR_INVALID_ARG, "slot %d is busy with another answer", slot);
     if (n < 1)
         return sn_errf(err, SNUG_ERR_INVALID_ARG, "the prompt has no tokens");
     if ((int64_t)n >= g->ctx)
         return sn_errf(err, SNUG_ERR_RANGE, "the prompt has %zu tokens, the context %lld: it leaves no room for an "
                        "answer (a larger --ctx, or a shorter prompt)", n, (long long)g->ctx);
-    res->prompt_tokens = (int64_t)n;
+    int32_t *pr = sn_malloc(sizeof *pr * n);
+    if (!pr)
+        return sn_errf(err, SNUG_ERR_OOM, "out of memory");
+    int rc = sn_sampler_new(g->info.vocab, &p->sampling, &q->smp, err);
+    if (rc != SNUG_OK) {
+        sn_free(pr);
+        return rc;
+    }
+    memcpy(pr, ids, sizeof *pr * n);
+    sn_free(q->prompt);
+    q->prompt = pr;
+    q->n_prompt = (int64_t)n;
+    memset(&q->res, 0, sizeof q->res);
+    q->res.prompt_tokens = (int64_t)n;
+    q->p = *p;
+    q->cb = cb;
+    q->user = user;
+    q->n_ans = 0;
+    q->rc = SNUG_OK;
+    q->err = (sn_err){0};
+    q->t0 = now_s();
     /* What is cached already: the common prefix (one token at least is fed, for its logits). */
+    int64_t held = sn_kvloop_slot_pos(g->loop, slot);
+    if (q->n_fed > held) /* a decode step's stand-in took a full idle slot's last row */
+        q->n_fed = held;
     int64_t c = 0;
-    while (c < g->n_fed && c < (int64_t)n - 1 && g->fed[c] == ids[c])
+    while (c < q->n_fed && c < (int64_t)n - 1 && q->fed[c] == ids[c])
         c++;
-    if (c < g->n_fed) {
-        if (sn_kvloop_rewind(g->loop, c, err) != SNUG_OK) {
-            sn_generator_reset(g);
+    if (c < q->n_fed) {
+        sn_err e = {0};
+        if (sn_kvloop_slot_rewind(g->loop, slot, c, &e) != SNUG_OK) {
+            sn_kvloop_slot_reset(g->loop, slot);
             c = 0;
         }
-        g->n_fed = c;
+        q->n_fed = c;
     }
-    const float *logits = NULL;
-    int64_t last = 0;
-    for (int64_t at = c; at < (int64_t)n; at += last) {
-        last = (int64_t)n - at < g->batch ? (int64_t)n - at : g->batch;
-        for (int64_t k = 0; k < last; k++)
-            g->fed[at + k] = ids[at + k];
-        int rc = sn_kvloop_prefill(g->loop, g->fed + at, last, &logits, err);
-        if (rc != SNUG_OK) {
-            sn_generator_reset(g); /* the cache is as before this step, but the caller's turn is lost */
-            return rc;
-        }
-        g->n_fed = at + last;
-    }
-    res->prefilled = (int64_t)n - c;
-    const sn_kvloop_info *li = sn_kvloop_get_info(g->loop);
-    int64_t V = li->vocab;
-    if (!li->last_logits)
-        logits += (last - 1) * V;
-    double t1 = now_s();
-    res->prefill_s = t1 - t0;
-    sn_sampler *smp = NULL;
-    SN_TRY(sn_sampler_new(V, &p->sampling, &smp, err));
+    q->at = c;
+    q->res.prefilled = (int64_t)n - c;
     for (size_t k = 0; k < n; k++)
-        sn_sampler_accept(smp, ids[k]);
-    sn_tokstream_reset(g->ts);
-    g->hold_len = 0;
-    int rc = SNUG_OK;
-    bool stopped = false;
-    for (;;) {
-        int32_t id = sn_sampler_sample(smp, logits);
-        if (g->n_ans <= g->ctx)
-            g->ans[g->n_ans++] = id;
-        if (res->generated == 0)
-            res->ttft_s = now_s() - t0;
-        res->generated++;
-        if (is_eos(g, id)) {
-            res->stop = SN_GEN_STOP_EOS;
-            break;
-        }
-        sn_sampler_accept(smp, id);
-        const char *piece = "";
-        size_t plen = 0;
-        /* An id the tokenizer lacks (a model's vocabulary padded past its
-         * tokenizer's, as Phi-3's and Qwen2's are) has no text: nothing, as
-         * `tokenizers` decodes it; it still goes into the cache. */
-        bool known = id >= 0 && id < sn_tokenizer_vocab_size(g->tok);
-        if ((known && (rc = sn_tokstream_step(g->ts, id, &piece, &plen, err)) != SNUG_OK) ||
-            (rc = hold_add(g, piece, plen, err)) != SNUG_OK)
-            break;
-        if (hold_emit(g, p, false, cb, user, &stopped)) {
-            res->stop = SN_GEN_STOP_CANCELLED;
-            break;
-        }
-        if (stopped) {
-            res->stop = SN_GEN_STOP_STRING;
-            break;
-        }
-        if (p->max_tokens > 0 && res->generated >= p->max_tokens) {
-            res->stop = SN_GEN_STOP_LENGTH;
-            break;
-        }
-        if (g->n_fed >= g->ctx) {
-            res->stop = SN_GEN_STOP_CONTEXT;
-            break;
-        }
-        int64_t id64 = id;
-        if ((rc = sn_kvloop_decode(g->loop, id64, &logits, err)) != SNUG_OK)
-            break;
-        g->fed[g->n_fed++] = id64;
-    }
-    if (rc == SNUG_OK && res->stop != SN_GEN_STOP_STRING && res->stop != SN_GEN_STOP_CANCELLED) {
+        sn_sampler_accept(q->smp, ids[k]);
+    sn_tokstream_reset(q->ts);
+    q->hold_len = 0;
+    q->phase = SEQ_PREFILL;
+    return SNUG_OK;
+}
+
+/* The answer ends: the text held back goes out (unless a stop string or
+ * the caller ended it), the sampler goes. */
+static void seq_end(gen_seq *q, int rc, const sn_err *err) {
+    if (rc == SNUG_OK && q->res.stop != SN_GEN_STOP_STRING && q->res.stop != SN_GEN_STOP_CANCELLED) {
         const char *tail;
         size_t tl;
-        if ((rc = sn_tokstream_flush(g->ts, &tail, &tl, err)) == SNUG_OK &&
-            (rc = hold_add(g, tail, tl, err)) == SNUG_OK && hold_emit(g, p, true, cb, user, &stopped))
-            res->stop = SN_GEN_STOP_CANCELLED;
+        bool stopped = false;
+        if ((rc = sn_tokstream_flush(q->ts, &tail, &tl, &q->err)) == SNUG_OK &&
+            (rc = hold_add(q, tail, tl, &q->err)) == SNUG_OK && hold_emit(q, true, &stopped))
+            q->res.stop = SN_GEN_STOP_CANCELLED;
         if (stopped)
-            res->stop = SN_GEN_STOP_STRING;
+            q->res.stop = SN_GEN_STOP_STRING;
+    } else if (rc != SNUG_OK && err) {
+        q->err = *err;
     }
-    sn_sampler_free(smp);
-    res->decode_s = now_s() - t1;
-    return rc;
+    q->rc = rc;
+    sn_sampler_free(q->smp);
+    q->smp = NULL;
+    q->res.decode_s = q->t1 > 0 ? now_s() - q->t1 : 0;
+    q->phase = SEQ_DONE;
+}
+
+/* Samples the next id from the slot's logits and takes it: the answer's
+ * text, its stops; the sequence decodes on or is done. */
+static void seq_take(sn_generator *g, int slot, const float *logits) {
+    gen_seq *q = &g->seq[slot];
+    int32_t id = sn_sampler_sample(q->smp, logits);
+    if (q->n_ans <= g->ctx)
+        q->ans[q->n_ans++] = id;
+    if (q->res.generated == 0)
+        q->res.ttft_s = now_s() - q->t0;
+    q->res.generated++;
+    if (is_eos(g, id)) {
+        q->res.stop = SN_GEN_STOP_EOS;
+        seq_end(q, SNUG_OK, NULL);
+        return;
+    }
+    sn_sampler_accept(q->smp, id);
+    const char *piece = "";
+    size_t plen = 0;
+    /* An id the tokenizer lacks (a model's vocabulary padded past its
+     * tokenizer's, as Phi-3's and Qwen2's are) has no text: nothing, as
+     * `tokenizers` decodes it; it still goes into the cache. */
+    bool known = id >= 0 && id < sn_tokenizer_vocab_size(g->tok);
+    sn_err e = {0};
+    int rc;
+    if ((known && (rc = sn_tokstream_step(q->ts, id, &piece, &plen, &e)) != SNUG_OK) ||
+        (rc = hold_add(q, piece, plen, &e)) != SNUG_OK) {
+        seq_end(q, rc, &e);
+        return;
+    }
+    bool stopped = false;
+    if (hold_emit(q, false, &stopped))
+        q->res.stop = SN_GEN_STOP_CANCELLED;
+    else if (stopped)
+        q->res.stop = SN_GEN_STOP_STRING;
+    else if (q->p.max_tokens > 0 && q->res.generated >= q->p.max_tokens)
+        q->res.stop = SN_GEN_STOP_LENGTH;
+    else if (q->n_fed >= g->ctx)
+        q->res.stop = SN_GEN_STOP_CONTEXT;
+    else {
+        q->next = id;
+        q->phase = SEQ_DECODE;
+        return;
+    }
+    seq_end(q, SNUG_OK, NULL);
+}
+
+/* One chunk of the prompt of slot k; its last chunk samples the first token. */
+static void seq_prefill(sn_generator *g, int k) {
+    gen_seq *q = &g->seq[k];
+    int64_t last = q->n_prompt - q->at < g->batch ? q->n_prompt - q->at : g->batch;
+    for (int64_t i = 0; i < last; i++)
+        q->fed[q->at + i] = q->prompt[q->at + i];
+    const float *logits = NULL;
+    sn_err e = {0};
+    int rc = sn_kvloop_slot_prefill(g->loop, k, q->fed + q->at, last, &logits, &e);
+    if (rc != SNUG_OK) {
+        q->n_fed = 0; /* the cache is as before this step, but the caller's turn is lost */
+        sn_kvloop_slot_reset(g->loop, k);
+        seq_end(q, rc, &e);
+        return;
+    }
+    q->at += last;
+    q->n_fed = q->at;
+    if (q->at < q->n_prompt)
+        return;
+    const sn_kvloop_info *li = sn_kvloop_get_info(g->loop);
+    if (!li->last_logits)
+        logits += (last - 1) * li->vocab;
+    if (li->vocab != g->info.vocab) { /* the logits' width, known now: the sampler's */
+        sn_sampler_free(q->smp);
+        q->smp = NULL;
+        g->info.vocab = li->vocab;
+        if ((rc = sn_sampler_new(li->vocab, &q->p.sampling, &q->smp, &e)) != SNUG_OK) {
+            seq_end(q, rc, &e);
+            return;
+        }
+        for (int64_t i = 0; i < q->n_prompt; i++)
+            sn_sampler_accept(q->smp, q->prompt[i]);
+    }
+    q->t1 = now_s();
+    q->res.prefill_s = q->t1 - q->t0;
+    seq_take(g, k, logits);
+}
+
+int sn_generator_step(sn_generator *g, int *finished) {
+    int before = 0;
+    for (int k = 0; k < g->n_slots; k++)
+        before += g->seq[k].phase == SEQ_DONE;
+    /* a chunk of one prompt (round robin over the slots prefilling), so a
+     * long prompt does not hold up the answers under way */
+    for (int i = 0; i < g->n_slots; i++) {
+        int k = (g->rr + i) % g->n_slots;
+        if (g->seq[k].phase == SEQ_PREFILL) {
+            seq_prefill(g, k);
+            g->rr = (k + 1) % g->n_slots;
+            break;
+        }
+    }
+    /* then one token of every answer under way, in one run */
+    int n = 0;
+    for (int k = 0; k < g->n_slots; k++)
+        if (g->seq[k].phase == SEQ_DECODE) {
+            g->dslots[n] = k;
+            g->dids[n++] = g->seq[k].next;
+        }
+    if (n) {
+        const float *logits = NULL;
+        sn_err e = {0};
+        int rc = sn_kvloop_decode_slots(g->loop, n, g->dslots, g->dids, &logits, &e);
+        for (int i = 0; i < n; i++) {
+            int k = g->dslots[i];
+            gen_seq *q = &g->seq[k];
+            if (rc != SNUG_OK) {
+                seq_end(q, rc, &e);
+                continue;
+            }
+            q->fed[q->n_fed++] = g->dids[i];
+            seq_take(g, k, logits + (g->n_slots > 1 ? (int64_t)k : 0) * sn_kvloop_get_info(g->loop)->vocab);
+        }
+    }
+    int done = 0, busy = 0;
+    for (int k = 0; k < g->n_slots; k++) {
+        done += g->seq[k].phase == SEQ_DONE;
+        busy += g->seq[k].phase == SEQ_PREFILL || g->seq[k].phase == SEQ_DECODE;
+    }
+    if (finished)
+        *finished = done - before;
+    return busy;
+}
+
+int sn_generator_finish(sn_generator *g, int slot, sn_gen_result *res, sn_err *err) {
+    if (slot < 0 || slot >= g->n_slots || g->seq[slot].phase != SEQ_DONE)
+        return sn_errf(err, SNUG_ERR_INVALID_ARG, "slot %d has no finished answer", slot);
+    gen_seq *q = &g->seq[slot];
+    q->phase = SEQ_FREE;
+    if (res)
+        *res = q->res;
+    if (q->rc != SNUG_OK)
+        *err = q->err;
+    return q->rc;
+}
+
+int sn_generator_run(sn_generator *g, const int32_t *ids, size_t n, const sn_gen_params *p, sn_gen_text_fn cb,
+                     void *user, sn_gen_result *res, sn_err *err) {
+    memset(res, 0, sizeof *res);
+    g->seq[0].n_ans = 0;
+    if (sn_generator_slot_busy(g, 0))
+        return sn_errf(err, SNUG_ERR_INVALID_ARG, "slot 0 is busy with another answer");
+    SN_TRY(sn_generator_start(g, 0, ids, n, p, cb, user, err));
+    while (!sn_generator_slot_done(g, 0))
+        sn_generator_step(g, NULL);
+    return sn_generator_finish(g, 0, res, err);
 }

@@ -28,6 +28,8 @@ typedef struct sn_gen_config {
     const char *chat_template_path; /* a template file to use instead of the model's, or NULL */
     uint64_t mem_host;   /* snug.mem.host (0: none) */
     int prefetch_layers; /* snug.prefetch_layers (0: the default) */
+    int slots;           /* sequences answered together, each with its own ctx (0, 1: one); more
+                          * than one needs GroupQueryAttention (kvloop.h, sn_kvloop_new_slots) */
 } sn_gen_config;
 
 int sn_generator_open(const char *dir, const sn_gen_config *cfg, sn_generator **out, sn_err *err);
@@ -37,7 +39,9 @@ void sn_generator_free(sn_generator *g); /* accepts NULL */
 typedef struct sn_gen_info {
     const char *model_path;
     const char *style;     /* "genai" (genai_config.json) or "optimum" (config.json) */
-    int64_t ctx;           /* the context planned */
+    int64_t ctx;           /* the context planned (of each slot) */
+    int slots;             /* sequences answered together */
+    int64_t batch;         /* prompt tokens per prefill step */
     int64_t model_ctx;     /* the model's own (genai context_length, max_position_embeddings), 0 unknown */
     int64_t vocab;
     int n_eos;
@@ -102,5 +106,26 @@ int sn_generator_run(sn_generator *g, const int32_t *ids, size_t n, const sn_gen
                      void *user, sn_gen_result *res, sn_err *err);
 /* Forgets the cached conversation. */
 void sn_generator_reset(sn_generator *g);
+
+/* Continuous batching: several answers under way at once, one per slot,
+ * advanced together. sn_generator_start puts an answer on a free slot (the
+ * prompt is copied; p's stop strings and user must live until it is
+ * finished); each sn_generator_step then runs one prompt chunk of one slot
+ * that is prefilling (round robin) and one decode step of every slot that is
+ * decoding, all of them in one model run (sn_kvloop_decode_slots), calling
+ * each answer's cb with its text. A step returns how many answers are still
+ * under way and sets *finished (may be NULL) to how many ended in it;
+ * sn_generator_finish collects an ended answer (its result; its status, with
+ * err set on failure) and frees the slot. The slot keeps the conversation
+ * cached, as sn_generator_run does on slot 0, which it runs. */
+int sn_generator_slots(const sn_generator *g);
+int sn_generator_start(sn_generator *g, int slot, const int32_t *ids, size_t n, const sn_gen_params *p,
+                       sn_gen_text_fn cb, void *user, sn_err *err);
+int sn_generator_step(sn_generator *g, int *finished);
+bool sn_generator_slot_busy(const sn_generator *g, int slot); /* an answer on it, ended or not */
+bool sn_generator_slot_done(const sn_generator *g, int slot); /* its answer ended, not yet collected */
+int sn_generator_finish(sn_generator *g, int slot, sn_gen_result *res, sn_err *err);
+void sn_generator_slot_reset(sn_generator *g, int slot); /* a free slot forgets its conversation */
+int64_t sn_generator_slot_answer_ids(const sn_generator *g, int slot, const int32_t **ids);
 
 #endif

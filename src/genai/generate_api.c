@@ -31,7 +31,7 @@ int snug_generator_create(const char *model_dir, const snug_generator_config *cf
     if (cfg)
         c = (sn_gen_config){cfg->ctx,         cfg->batch,           cfg->threads,
                             cfg->weights_load != 0, cfg->chat_template_path, cfg->mem_host,
-                            cfg->prefetch_layers};
+                            cfg->prefetch_layers, cfg->slots};
     int rc = sn_generator_open(model_dir, &c, &h->g, &e);
     if (rc != SNUG_OK) {
         copy_err(err, err_cap, e.msg);
@@ -72,26 +72,36 @@ void snug_sampling_defaults(snug_sampling *s) {
     *s = (snug_sampling){d.temperature, d.top_k, d.top_p, d.min_p, d.repeat_penalty, d.seed, 0, NULL, 0};
 }
 
-static int run(snug_generator *h, int32_t *ids, size_t n, const snug_sampling *s, snug_text_fn fn, void *user,
-               snug_generation *out) {
+static sn_gen_params params_of(const snug_sampling *s) {
     snug_sampling d;
     if (!s) {
         snug_sampling_defaults(&d);
         s = &d;
     }
-    sn_gen_params p = {{s->temperature, s->top_k, s->top_p, s->min_p, s->repeat_penalty, 64, s->seed},
-                       s->max_tokens, s->stop, s->n_stop};
-    sn_gen_result r;
-    int rc = sn_generator_run(h->g, ids, n, &p, fn, user, &r, &h->err);
+    return (sn_gen_params){{s->temperature, s->top_k, s->top_p, s->min_p, s->repeat_penalty, 64, s->seed},
+                           s->max_tokens, s->stop, s->n_stop};
+}
+
+static void generation_of(const sn_gen_result *r, snug_generation *out) {
+    *out = (snug_generation){(int)r->stop, r->prompt_tokens, r->prefilled, r->generated, r->prefill_s, r->decode_s,
+                             r->ttft_s};
+}
+
+/* slot < 0: runs slot 0 to the end (out filled); else starts the answer there. */
+static int run(snug_generator *h, int slot, int32_t *ids, size_t n, const snug_sampling *s, snug_text_fn fn,
+               void *user, snug_generation *out) {
+    sn_gen_params p = params_of(s);
+    sn_gen_result r = {0};
+    int rc = slot < 0 ? sn_generator_run(h->g, ids, n, &p, fn, user, &r, &h->err)
+                      : sn_generator_start(h->g, slot, ids, n, &p, fn, user, &h->err);
     sn_free(ids);
     if (rc == SNUG_OK && out)
-        *out = (snug_generation){(int)r.stop, r.prompt_tokens, r.prefilled, r.generated, r.prefill_s, r.decode_s,
-                                 r.ttft_s};
+        generation_of(&r, out);
     return rc;
 }
 
-int snug_generator_chat(snug_generator *g, const snug_message *msgs, int n, const snug_sampling *s,
-                        snug_text_fn fn, void *user, snug_generation *out) {
+static int chat(snug_generator *g, int slot, const snug_message *msgs, int n, const snug_sampling *s,
+                snug_text_fn fn, void *user, snug_generation *out) {
     if (!g || (!msgs && n) || n < 0)
         return g ? sn_errf(&g->err, SNUG_ERR_INVALID_ARG, "snug_generator_chat: no messages") : SNUG_ERR_INVALID_ARG;
     sn_chat_msg *m = sn_calloc((size_t)n + 1, sizeof *m);
@@ -103,17 +113,70 @@ int snug_generator_chat(snug_generator *g, const snug_message *msgs, int n, cons
     size_t k = 0;
     int rc = sn_generator_chat_ids(g->g, m, n, &ids, &k, &g->err);
     sn_free(m);
-    return rc != SNUG_OK ? rc : run(g, ids, k, s, fn, user, out);
+    return rc != SNUG_OK ? rc : run(g, slot, ids, k, s, fn, user, out);
 }
 
-int snug_generator_complete(snug_generator *g, const char *text, const snug_sampling *s, snug_text_fn fn,
-                            void *user, snug_generation *out) {
+static int complete(snug_generator *g, int slot, const char *text, const snug_sampling *s, snug_text_fn fn,
+                    void *user, snug_generation *out) {
     if (!g || !text)
         return g ? sn_errf(&g->err, SNUG_ERR_INVALID_ARG, "snug_generator_complete: no text") : SNUG_ERR_INVALID_ARG;
     int32_t *ids = NULL;
     size_t k = 0;
     int rc = sn_generator_text_ids(g->g, text, &ids, &k, &g->err);
-    return rc != SNUG_OK ? rc : run(g, ids, k, s, fn, user, out);
+    return rc != SNUG_OK ? rc : run(g, slot, ids, k, s, fn, user, out);
+}
+
+int snug_generator_chat(snug_generator *g, const snug_message *msgs, int n, const snug_sampling *s,
+                        snug_text_fn fn, void *user, snug_generation *out) {
+    return chat(g, -1, msgs, n, s, fn, user, out);
+}
+
+int snug_generator_complete(snug_generator *g, const char *text, const snug_sampling *s, snug_text_fn fn,
+                            void *user, snug_generation *out) {
+    return complete(g, -1, text, s, fn, user, out);
+}
+
+int snug_generator_slots(const snug_generator *g) { return g ? sn_generator_slots(g->g) : 0; }
+
+int snug_generator_start_chat(snug_generator *g, int slot, const snug_message *msgs, int n, const snug_sampling *s,
+                              snug_text_fn fn, void *user) {
+    if (g && slot < 0)
+        return sn_errf(&g->err, SNUG_ERR_RANGE, "slot %d: not within 0..%d", slot, sn_generator_slots(g->g) - 1);
+    return chat(g, slot, msgs, n, s, fn, user, NULL);
+}
+
+int snug_generator_start_complete(snug_generator *g, int slot, const char *text, const snug_sampling *s,
+                                  snug_text_fn fn, void *user) {
+    if (g && slot < 0)
+        return sn_errf(&g->err, SNUG_ERR_RANGE, "slot %d: not within 0..%d", slot, sn_generator_slots(g->g) - 1);
+    return complete(g, slot, text, s, fn, user, NULL);
+}
+
+int snug_generator_step(snug_generator *g, int *finished) {
+    if (finished)
+        *finished = 0;
+    return g ? sn_generator_step(g->g, finished) : SNUG_ERR_INVALID_ARG;
+}
+
+int snug_generator_slot_done(const snug_generator *g, int slot) { return g && sn_generator_slot_done(g->g, slot); }
+
+int snug_generator_finish(snug_generator *g, int slot, snug_generation *out) {
+    if (!g)
+        return SNUG_ERR_INVALID_ARG;
+    sn_gen_result r = {0};
+    int rc = sn_generator_finish(g->g, slot, &r, &g->err);
+    if (out)
+        generation_of(&r, out);
+    return rc;
+}
+
+void snug_generator_slot_reset(snug_generator *g, int slot) {
+    if (g)
+        sn_generator_slot_reset(g->g, slot);
+}
+
+int64_t snug_generator_slot_answer_ids(const snug_generator *g, int slot, const int32_t **ids) {
+    return sn_generator_slot_answer_ids(g->g, slot, ids);
 }
 
 void snug_generator_reset(snug_generator *g) {

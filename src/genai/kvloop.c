@@ -39,7 +39,11 @@ struct sn_kvloop {
     void *ids, *mask, *pos; /* owned [max_ctx] elements of their dtype */
     sn_tensor *in;          /* owned [n_in]: the inputs of a step */
     sn_tensor *out;         /* owned [n_out]: views of the executor's outputs */
-    int64_t past;           /* tokens in the cache */
+    int64_t past;           /* tokens in the cache (slot 0's when there are several) */
+    int n_slots;            /* sequences the cache holds (batch rows of a decode step) */
+    int64_t *slot_past;     /* owned [n_slots]: tokens in each slot's cache; [0] mirrors past */
+    size_t slot_bytes;      /* bytes of one slot in each KV buffer: [kv_heads, cap, head_dim] */
+    int window;             /* the slot the state buffers are windowed to (-1: the whole buffers) */
     int64_t max_step;       /* the most tokens one step takes (the plan's bound on input_ids) */
     int64_t pad;            /* P: the past length fed to the model (>= past), the row stride of kv */
     int64_t bucket;         /* P is a multiple of this (1: exact shapes) */
@@ -96,6 +100,12 @@ static void set_tensor(sn_tensor *t, sn_dtype dtype, int rank, const int64_t *di
     t->data = data;
 }
 
+/* The loop's own buffers: ids, mask (a row per slot) and positions. */
+static uint64_t driver_bytes(const sn_kvloop *l) {
+    int64_t ids = l->info.max_ctx > l->n_slots ? l->info.max_ctx : l->n_slots;
+    return (uint64_t)(2 * ids + l->mask_cap * l->n_slots) * sizeof(int64_t);
+}
+
 static uint64_t fault_windows(uintptr_t (*r)[2], int nr, uintptr_t w);
 static void weights_figures(const sn_kvloop *l, const uint8_t *gone, uint64_t *mapped, uint64_t *gathered,
                             uint64_t *owned);
@@ -138,7 +148,7 @@ static int estimate_at_bounds(sn_kvloop *l, const sn_tensor *b, sn_err *out_err)
     m->lower_bound = e.lower_bound;
     m->folded = e.folded;
     m->kv = l->info.kv_bytes;
-    m->driver = (uint64_t)(2 * l->info.max_ctx + l->mask_cap) * sizeof(int64_t);
+    m->driver = driver_bytes(l);
     /* the heap now holds the KV cache; the rest of it is the graph and the loop */
     m->other_heap = heap > 0 && (uint64_t)heap > m->kv ? (uint64_t)heap - m->kv : 0;
     m->total = m->weights_read + m->weights_gathered + m->weights_copied + m->packed + m->staging + m->arena +
@@ -169,7 +179,7 @@ static int plan_at_bounds(sn_kvloop *l, int64_t cap, sn_err *out_err) {
             if (d->dims[k] >= 0)
                 continue;
             if (k == 0)
-                b[i].dims[k] = 1; /* batch */
+                b[i].dims[k] = l->n_slots; /* batch: a decode step's rows */
             else if (i == l->i_mask)
                 b[i].dims[k] = l->mask_cap;
             else if (i == l->i_ids || i == l->i_pos)
@@ -206,10 +216,15 @@ static int plan_at_bounds(sn_kvloop *l, int64_t cap, sn_err *out_err) {
 #define SN_FAULT_AROUND ((uint64_t)64 << 10)
 
 int sn_kvloop_new(sn_session *s, int64_t max_ctx, sn_kvloop **out, sn_err *err) {
-    return sn_kvloop_new_chunked(s, max_ctx, max_ctx, out, err);
+    return sn_kvloop_new_slots(s, max_ctx, max_ctx, 1, out, err);
 }
 
 int sn_kvloop_new_chunked(sn_session *s, int64_t max_ctx, int64_t max_step, sn_kvloop **out, sn_err *err) {
+    return sn_kvloop_new_slots(s, max_ctx, max_step, 1, out, err);
+}
+
+int sn_kvloop_new_slots(sn_session *s, int64_t max_ctx, int64_t max_step, int n_slots, sn_kvloop **out,
+                        sn_err *err) {
     *out = NULL;
     const sn_graph *g = s->graph;
     int rc = SNUG_OK;
@@ -218,10 +233,19 @@ int sn_kvloop_new_chunked(sn_session *s, int64_t max_ctx, int64_t max_step, sn_k
     if (max_step < 1 || max_step > max_ctx)
         return sn_errf(err, SNUG_ERR_INVALID_ARG, "kvloop: a step of at most %lld tokens: not within 1..%lld (the context)",
                        (long long)max_step, (long long)max_ctx);
+    if (n_slots < 1 || n_slots > SN_KVLOOP_MAX_SLOTS)
+        return sn_errf(err, SNUG_ERR_INVALID_ARG, "kvloop: %d sequences: not within 1..%d", n_slots,
+                       SN_KVLOOP_MAX_SLOTS);
     sn_kvloop *l = sn_calloc(1, sizeof *l);
     if (!l)
         return sn_errf(err, SNUG_ERR_OOM, "out of memory");
     l->s = s;
+    l->n_slots = n_slots;
+    l->window = -1;
+    if (!(l->slot_past = sn_calloc((size_t)n_slots, sizeof *l->slot_past))) {
+        sn_free(l);
+        return sn_errf(err, SNUG_ERR_OOM, "out of memory");
+    }
     l->n_in = g->n_inputs;
     l->n_out = g->n_outputs;
     l->i_ids = l->i_mask = l->i_pos = l->o_logits = -1;
@@ -342,6 +366,12 @@ int sn_kvloop_new_chunked(sn_session *s, int64_t max_ctx, int64_t max_step, sn_k
     l->info.bucket = l->bucket;
     int64_t cap = l->cap = (max_ctx + l->bucket - 1) / l->bucket * l->bucket; /* largest P */
     l->mask_cap = l->bucket > 1 ? cap + max_step : max_ctx; /* P + n, or past + n */
+    if (n_slots > 1 && (l->bucket > 1 || !n_layers || l->i_mask < 0)) {
+        rc = sn_errf(err, SNUG_ERR_UNSUPPORTED, "kvloop: %d sequences in one cache need an attention op that takes "
+                     "each sequence's length (GroupQueryAttention's seqlens_k); this model masks keys by "
+                     "attention_mask and runs one sequence per cache", n_slots);
+        goto fail;
+    }
     size_t per = 0;
     if (n_layers && (!sn_mul_ok((size_t)l->info.kv_heads * (size_t)l->info.head_dim, (size_t)cap, &per) ||
                      !sn_mul_ok(per, l->kv_esize, &per))) {
@@ -355,22 +385,29 @@ int sn_kvloop_new_chunked(sn_session *s, int64_t max_ctx, int64_t max_step, sn_k
     l->shared = l->bucket == 1 && n_layers > 0;
     for (int k = 0; k < 2 * n_layers && l->shared; k++)
         l->shared = sn_exec_state_shareable(s->exec, l->i_past[k], l->o_present[k]);
+    if (n_slots > 1 && !l->shared) {
+        rc = sn_errf(err, SNUG_ERR_UNSUPPORTED, "kvloop: %d sequences in one cache need the attention op to write "
+                     "into its past buffer (GroupQueryAttention, past the only reader)", n_slots);
+        goto fail;
+    }
+    l->slot_bytes = per;
     for (int k = 0; k < 2 * n_layers; k++) {
         sn_tensor bound;
-        set_tensor(&bound, l->kv_dtype, 4, (int64_t[]){1, l->info.kv_heads, cap, l->info.head_dim}, NULL);
+        set_tensor(&bound, l->kv_dtype, 4, (int64_t[]){n_slots, l->info.kv_heads, cap, l->info.head_dim}, NULL);
         if ((rc = sn_exec_add_state(s->exec, l->i_past[k], l->shared ? l->o_present[k] : -1, &bound, err)) !=
             SNUG_OK)
             goto fail;
         l->kv[k] = sn_exec_state_data(s->exec, l->i_past[k]);
     }
-    l->info.kv_bytes = per * 2 * (size_t)n_layers;
+    l->info.kv_bytes = per * 2 * (size_t)n_layers * (size_t)n_slots;
+    l->info.slots = n_slots;
     l->info.shared_kv = l->shared;
     l->info.has_position_ids = l->i_pos >= 0;
     if ((rc = plan_at_bounds(l, cap, err)) != SNUG_OK)
         goto fail;
-    l->ids = sn_malloc((size_t)max_ctx * sizeof(int64_t));
-    l->mask = sn_malloc((size_t)l->mask_cap * sizeof(int64_t));
-    l->pos = sn_malloc((size_t)max_ctx * sizeof(int64_t));
+    l->ids = sn_malloc((size_t)(max_ctx > n_slots ? max_ctx : n_slots) * sizeof(int64_t));
+    l->mask = sn_malloc((size_t)l->mask_cap * (size_t)n_slots * sizeof(int64_t));
+    l->pos = sn_malloc((size_t)(max_ctx > n_slots ? max_ctx : n_slots) * sizeof(int64_t));
     if (!l->ids || !l->mask || !l->pos) {
         rc = sn_errf(err, SNUG_ERR_OOM, "out of memory");
         goto fail;
@@ -397,10 +434,14 @@ void sn_kvloop_free(sn_kvloop *l) {
     sn_free(l->ids);
     sn_free(l->mask);
     sn_free(l->pos);
+    sn_free(l->slot_past);
     sn_free(l);
 }
 
-void sn_kvloop_reset(sn_kvloop *l) { l->past = l->pad = 0; }
+void sn_kvloop_reset(sn_kvloop *l) {
+    l->past = l->pad = 0;
+    l->slot_past[0] = 0;
+}
 
 static void kv_restride(sn_kvloop *l, int k, int64_t n, int64_t from, int64_t to);
 
@@ -412,7 +453,7 @@ int sn_kvloop_rewind(sn_kvloop *l, int64_t pos, sn_err *err) {
     for (int k = 0; k < 2 * l->info.n_layers && !l->shared; k++) /* the kept rows at the new stride */
         if (P2 != l->pad)
             kv_restride(l, k, pos, l->pad, P2);
-    l->past = pos;
+    l->past = l->slot_past[0] = pos;
     l->pad = P2;
     return SNUG_OK;
 }
@@ -431,17 +472,71 @@ static void kv_restride(sn_kvloop *l, int k, int64_t n, int64_t from, int64_t to
             memmove(b + (size_t)(h * to) * row, b + (size_t)(h * from) * row, (size_t)n * row);
 }
 
-static int kvloop_step(sn_kvloop *l, const int64_t *ids, int64_t n, const float **logits, sn_err *err) {
+/* Windows the KV buffers to slot `slot` (-1: the whole buffers, batch rows
+ * from slot 0 on). */
+static int set_window(sn_kvloop *l, int slot, sn_err *err) {
+    if (l->window == slot || (slot <= 0 && l->window <= 0)) {
+        l->window = slot;
+        return SNUG_OK;
+    }
+    size_t off = slot > 0 ? (size_t)slot * l->slot_bytes : 0;
+    for (int k = 0; k < 2 * l->info.n_layers; k++)
+        SN_TRY(sn_exec_state_window(l->s->exec, l->i_past[k], off, err));
+    l->window = slot;
+    return SNUG_OK;
+}
+
+/* Runs the inputs bound in l->in (B rows of n tokens; present expected
+ * [B, kv_heads, plen, head_dim]) and checks the outputs: logits of `rows`
+ * positions in all. past..past+n-1 name the positions in errors. */
+static int run_step(sn_kvloop *l, int64_t B, int64_t rows, int64_t plen, int64_t past, int64_t n, sn_err *err) {
     const sn_graph *g = l->s->graph;
+    int rc = l->per_step ? sn_exec_replan_for(l->s->exec, l->in, SN_REPLAN_AUTO, err) : SNUG_OK;
+    if (rc == SNUG_OK)
+        rc = sn_exec_run(l->s->exec, l->in, l->out, err);
+    if (rc == SNUG_ERR_RANGE) { /* most often a position table (rotary cache) shorter than the context */
+        char m[sizeof err->msg];
+        snprintf(m, sizeof m, "%s", err->msg);
+        return sn_errf(err, rc, "%s (step at positions %lld..%lld: is the context longer than the model supports?)",
+                       m, (long long)past, (long long)(past + n - 1));
+    }
+    if (rc != SNUG_OK)
+        return rc;
+    const sn_tensor *lt = &l->out[l->o_logits];
+    int64_t numel = sn_tensor_numel(lt);
+    int64_t vocab = lt->rank >= 1 ? lt->dims[lt->rank - 1] : 0;
+    if (lt->kind != SN_KIND_TENSOR || lt->dtype != SN_F32 || vocab < 1 || numel != rows * vocab) {
+        char b[128];
+        return sn_errf(err, SNUG_ERR_UNSUPPORTED, "kvloop: logits are %s %s, expected float32 [%lld, %lld, vocab]",
+                       sn_dtype_name(lt->dtype), sn_shape_str(lt, b, sizeof b), (long long)B, (long long)(rows / B));
+    }
+    for (int k = 0; k < 2 * l->info.n_layers; k++) {
+        const sn_tensor *p = &l->out[l->o_present[k]];
+        if (p->kind != SN_KIND_TENSOR || p->dtype != l->kv_dtype || p->rank != 4 || p->dims[0] != B ||
+            p->dims[1] != l->info.kv_heads || p->dims[2] != plen || p->dims[3] != l->info.head_dim) {
+            char b[128];
+            return sn_errf(err, SNUG_ERR_SHAPE, "kvloop: output '%s' is %s %s, expected [%lld, %lld, %lld, %lld]",
+                           g->values[g->outputs[l->o_present[k]]].name, sn_dtype_name(p->dtype),
+                           sn_shape_str(p, b, sizeof b), (long long)B, (long long)l->info.kv_heads,
+                           (long long)plen, (long long)l->info.head_dim);
+        }
+    }
+    l->info.vocab = vocab;
+    return SNUG_OK;
+}
+
+static int kvloop_step(sn_kvloop *l, int slot, const int64_t *ids, int64_t n, const float **logits, sn_err *err) {
     if (n < 1)
         return sn_errf(err, SNUG_ERR_INVALID_ARG, "kvloop: a step needs at least one token");
-    if (n > l->info.max_ctx - l->past)
-        return sn_errf(err, SNUG_ERR_RANGE, "kvloop: %lld + %lld tokens exceed the context of %lld", (long long)l->past,
+    int64_t past = l->slot_past[slot];
+    if (n > l->info.max_ctx - past)
+        return sn_errf(err, SNUG_ERR_RANGE, "kvloop: %lld + %lld tokens exceed the context of %lld", (long long)past,
                        (long long)n, (long long)l->info.max_ctx);
     if (n > l->max_step)
         return sn_errf(err, SNUG_ERR_RANGE, "kvloop: a step of %lld tokens is longer than the %lld planned for",
                        (long long)n, (long long)l->max_step);
-    int64_t past = l->past, P = l->pad, total = past + n;
+    SN_TRY(set_window(l, slot, err));
+    int64_t P = slot ? past : l->pad, total = past + n;
     for (int64_t i = 0; i < n; i++) {
         store_index(l->ids_dtype, l->ids, i, ids[i]);
         if (l->i_pos >= 0)
@@ -459,42 +554,7 @@ static int kvloop_step(sn_kvloop *l, const int64_t *ids, int64_t n, const float 
     int64_t kvdims[4] = {1, l->info.kv_heads, l->shared ? cap : P, l->info.head_dim};
     for (int k = 0; k < 2 * l->info.n_layers; k++)
         set_tensor(&l->in[l->i_past[k]], l->kv_dtype, 4, kvdims, l->kv[k]);
-
-    int rc = l->per_step ? sn_exec_replan_for(l->s->exec, l->in, SN_REPLAN_AUTO, err) : SNUG_OK;
-    if (rc == SNUG_OK)
-        rc = sn_exec_run(l->s->exec, l->in, l->out, err);
-    if (rc == SNUG_ERR_RANGE) { /* most often a position table (rotary cache) shorter than the context */
-        char m[sizeof err->msg];
-        snprintf(m, sizeof m, "%s", err->msg);
-        return sn_errf(err, rc, "%s (step at positions %lld..%lld: is the context longer than the model supports?)",
-                       m, (long long)past, (long long)(total - 1));
-    }
-    if (rc != SNUG_OK)
-        return rc;
-
-    const sn_tensor *lt = &l->out[l->o_logits];
-    int64_t numel = sn_tensor_numel(lt);
-    int64_t vocab = lt->rank >= 1 ? lt->dims[lt->rank - 1] : 0;
-    int64_t rows = l->info.last_logits ? 1 : n; /* snug.last_logits: the last position's only */
-    if (lt->kind != SN_KIND_TENSOR || lt->dtype != SN_F32 || vocab < 1 || numel != rows * vocab) {
-        char b[128];
-        return sn_errf(err, SNUG_ERR_UNSUPPORTED, "kvloop: logits are %s %s, expected float32 [1, %lld, vocab]",
-                       sn_dtype_name(lt->dtype), sn_shape_str(lt, b, sizeof b), (long long)rows);
-    }
-    for (int k = 0; k < 2 * l->info.n_layers; k++) {
-        const sn_tensor *p = &l->out[l->o_present[k]];
-        if (p->kind != SN_KIND_TENSOR || p->dtype != l->kv_dtype || p->rank != 4 || p->dims[0] != 1 ||
-            p->dims[1] != l->info.kv_heads || p->dims[2] != (l->shared ? cap : P + n) ||
-            p->dims[3] != l->info.head_dim) {
-            char b[128];
-            return sn_errf(err, SNUG_ERR_SHAPE, "kvloop: output '%s' is %s %s, expected [1, %lld, %lld, %lld]",
-                           g->values[g->outputs[l->o_present[k]]].name, sn_dtype_name(p->dtype),
-                           sn_shape_str(p, b, sizeof b), (long long)l->info.kv_heads,
-                           (long long)(l->shared ? cap : P + n),
-                           (long long)l->info.head_dim);
-        }
-    }
-    l->info.vocab = vocab;
+    SN_TRY(run_step(l, 1, l->info.last_logits ? 1 : n, l->shared ? cap : P + n, past, n, err));
     /* The next step's padded length, and the new rows into their slots. */
     int64_t P2 = (total + l->bucket - 1) / l->bucket * l->bucket;
     size_t row = (size_t)l->info.head_dim * l->kv_esize;
@@ -510,19 +570,115 @@ static int kvloop_step(sn_kvloop *l, const int64_t *ids, int64_t n, const float 
         for (int64_t h = 0; h < l->info.kv_heads; h++)
             memcpy(dst + (size_t)(h * P2 + past) * row, src + (size_t)(h * (P + n) + P) * row, (size_t)n * row);
     }
-    l->past = total;
-    l->pad = P2;
+    l->slot_past[slot] = total;
+    if (!slot) {
+        l->past = total;
+        l->pad = P2;
+    }
     if (logits)
-        *logits = lt->data;
+        *logits = l->out[l->o_logits].data;
     return SNUG_OK;
 }
 
 int sn_kvloop_prefill(sn_kvloop *l, const int64_t *ids, int64_t n, const float **logits, sn_err *err) {
-    return kvloop_step(l, ids, n, logits, err);
+    return kvloop_step(l, 0, ids, n, logits, err);
 }
 
 int sn_kvloop_decode(sn_kvloop *l, int64_t id, const float **logits, sn_err *err) {
-    return kvloop_step(l, &id, 1, logits, err);
+    return kvloop_step(l, 0, &id, 1, logits, err);
+}
+
+static int check_slot(const sn_kvloop *l, int slot, sn_err *err) {
+    if (slot < 0 || slot >= l->n_slots)
+        return sn_errf(err, SNUG_ERR_RANGE, "kvloop: slot %d: not within 0..%d", slot, l->n_slots - 1);
+    return SNUG_OK;
+}
+
+int sn_kvloop_slot_prefill(sn_kvloop *l, int slot, const int64_t *ids, int64_t n, const float **logits, sn_err *err) {
+    SN_TRY(check_slot(l, slot, err));
+    return kvloop_step(l, slot, ids, n, logits, err);
+}
+
+/* One decode step of several slots in one run: rows 0..B-1 are slots
+ * 0..B-1, B one past the highest slot given. A row whose slot is not given
+ * runs a stand-in token at its next position (GroupQueryAttention writes it
+ * there, past what the slot holds: its cache is untouched); a full slot
+ * that is not given loses its last token to it. */
+int sn_kvloop_decode_slots(sn_kvloop *l, int n, const int *slots, const int64_t *ids, const float **logits,
+                           sn_err *err) {
+    if (n < 1)
+        return sn_errf(err, SNUG_ERR_INVALID_ARG, "kvloop: a decode step needs at least one slot");
+    if (l->n_slots == 1) {
+        SN_TRY(check_slot(l, slots[0], err));
+        return kvloop_step(l, 0, ids, 1, logits, err);
+    }
+    int B = 0;
+    for (int k = 0; k < n; k++) {
+        SN_TRY(check_slot(l, slots[k], err));
+        if (l->slot_past[slots[k]] >= l->info.max_ctx)
+            return sn_errf(err, SNUG_ERR_RANGE, "kvloop: slot %d holds %lld tokens, the whole context", slots[k],
+                           (long long)l->info.max_ctx);
+        if (slots[k] + 1 > B)
+            B = slots[k] + 1;
+    }
+    int64_t W = 0; /* the mask's width: the longest row */
+    for (int r = 0; r < B; r++) {
+        store_index(l->ids_dtype, l->ids, r, 0);
+        if (l->slot_past[r] >= l->info.max_ctx)
+            l->slot_past[r] = l->info.max_ctx - 1; /* an idle full slot: its last row takes the stand-in */
+        if (l->slot_past[r] + 1 > W)
+            W = l->slot_past[r] + 1;
+    }
+    for (int k = 0; k < n; k++) {
+        for (int j = 0; j < k; j++)
+            if (slots[j] == slots[k])
+                return sn_errf(err, SNUG_ERR_INVALID_ARG, "kvloop: slot %d given twice in one step", slots[k]);
+        store_index(l->ids_dtype, l->ids, slots[k], ids[k]);
+    }
+    for (int r = 0; r < B; r++) {
+        for (int64_t i = 0; i < W; i++)
+            store_index(l->mask_dtype, l->mask, (int64_t)r * W + i, i <= l->slot_past[r]);
+        if (l->i_pos >= 0)
+            store_index(l->pos_dtype, l->pos, r, l->slot_past[r]);
+    }
+    SN_TRY(set_window(l, -1, err));
+    if (l->i_pos >= 0)
+        set_tensor(&l->in[l->i_pos], l->pos_dtype, 2, (int64_t[]){B, 1}, l->pos);
+    set_tensor(&l->in[l->i_ids], l->ids_dtype, 2, (int64_t[]){B, 1}, l->ids);
+    set_tensor(&l->in[l->i_mask], l->mask_dtype, 2, (int64_t[]){B, W}, l->mask);
+    int64_t kvdims[4] = {B, l->info.kv_heads, l->cap, l->info.head_dim};
+    for (int k = 0; k < 2 * l->info.n_layers; k++)
+        set_tensor(&l->in[l->i_past[k]], l->kv_dtype, 4, kvdims, l->kv[k]);
+    SN_TRY(run_step(l, B, B, l->cap, 0, W, err));
+    for (int k = 0; k < n; k++)
+        l->slot_past[slots[k]]++;
+    l->past = l->slot_past[0];
+    l->pad = l->past;
+    if (logits)
+        *logits = l->out[l->o_logits].data;
+    return SNUG_OK;
+}
+
+void sn_kvloop_slot_reset(sn_kvloop *l, int slot) {
+    if (slot == 0)
+        sn_kvloop_reset(l);
+    else if (slot > 0 && slot < l->n_slots)
+        l->slot_past[slot] = 0;
+}
+
+int sn_kvloop_slot_rewind(sn_kvloop *l, int slot, int64_t pos, sn_err *err) {
+    SN_TRY(check_slot(l, slot, err));
+    if (slot == 0)
+        return sn_kvloop_rewind(l, pos, err);
+    if (pos < 0 || pos > l->slot_past[slot])
+        return sn_errf(err, SNUG_ERR_RANGE, "kvloop: cannot rewind slot %d to position %lld of %lld cached", slot,
+                       (long long)pos, (long long)l->slot_past[slot]);
+    l->slot_past[slot] = pos; /* shared buffers: nothing moves */
+    return SNUG_OK;
+}
+
+int64_t sn_kvloop_slot_pos(const sn_kvloop *l, int slot) {
+    return slot >= 0 && slot < l->n_slots ? l->slot_past[slot] : -1;
 }
 
 static int cmp_range(const void *a, const void *b) {
@@ -614,7 +770,7 @@ void sn_kvloop_memory(const sn_kvloop *l, sn_kvloop_mem *m) {
     m->lower_bound = xs->lower_bound;
     m->kv = xs->persistent_bytes;
     m->folded = xs->folded_bytes;
-    m->driver = (uint64_t)(2 * l->info.max_ctx + l->mask_cap) * sizeof(int64_t);
+    m->driver = driver_bytes(l);
     m->packed = xs->kernel_state_bytes;
     m->staging = sn_exec_stream_plan(l->s->exec)->staging_bytes;
     uint64_t listed = m->weights_copied + m->packed + m->staging + m->arena + m->kv + m->folded + m->driver;

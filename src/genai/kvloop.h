@@ -36,7 +36,11 @@ typedef struct sn_kvloop_info {
     bool shared_kv;       /* present is computed into the past buffers: no copy per step */
     bool last_logits;     /* the session computes the last position's logits only (snug.last_logits):
                            * a step's *logits is [1, vocab] */
+    int slots;            /* sequences the cache holds (sn_kvloop_new_slots) */
 } sn_kvloop_info;
+
+/* The most sequences one cache holds. */
+#define SN_KVLOOP_MAX_SLOTS 256
 
 /* s is borrowed and must outlive the loop; the loop runs s->exec. Fails with
  * a message naming the input when the model is not an LLM of a known
@@ -47,6 +51,17 @@ int sn_kvloop_new(sn_session *s, int64_t max_ctx, sn_kvloop **out, sn_err *err);
  * chunks of it), so the activation arena is sized for the chunk and not for
  * the whole context. A longer step is an error. */
 int sn_kvloop_new_chunked(sn_session *s, int64_t max_ctx, int64_t max_step, sn_kvloop **out, sn_err *err);
+/* The same for n_slots sequences in one cache, each with its own max_ctx
+ * tokens, so that one decode step advances all of them in one model run
+ * (batch rows; every weight read once for all): planned at the bounds of a
+ * decode step of n_slots rows and of a prompt chunk of max_step tokens on
+ * one slot. The activation arena is sized for n_slots x max_step tokens,
+ * so a caller keeps max_step small. Needs an attention op that takes every
+ * row's length and writes into its past buffer (GroupQueryAttention:
+ * seqlens_k from each row's attention_mask); other models are an error
+ * that says so (n_slots 1 serves them). */
+int sn_kvloop_new_slots(sn_session *s, int64_t max_ctx, int64_t max_step, int n_slots, sn_kvloop **out,
+                        sn_err *err);
 void sn_kvloop_free(sn_kvloop *l); /* accepts NULL */
 
 /* Runs the n prompt tokens ids[0..n) after what is already in the cache.
@@ -58,6 +73,20 @@ int sn_kvloop_prefill(sn_kvloop *l, const int64_t *ids, int64_t n, const float *
 /* One decode step: feeds id, *logits (may be NULL) receives [vocab] floats
  * with the same lifetime as above. */
 int sn_kvloop_decode(sn_kvloop *l, int64_t id, const float **logits, sn_err *err);
+
+/* Slots (sn_kvloop_new_slots): a prompt chunk of n tokens on one slot, as
+ * sn_kvloop_prefill (slot 0 is the slot those functions run), and one decode
+ * step of n slots, slots[k] fed ids[k], in one model run. *logits is
+ * [B, vocab] with B one past the highest slot given: the row of slot s is s
+ * (rows of slots not given are stand-ins, to be ignored); valid until the
+ * next step. A slot not given keeps its cache (a full one but its last
+ * token). */
+int sn_kvloop_slot_prefill(sn_kvloop *l, int slot, const int64_t *ids, int64_t n, const float **logits, sn_err *err);
+int sn_kvloop_decode_slots(sn_kvloop *l, int n, const int *slots, const int64_t *ids, const float **logits,
+                           sn_err *err);
+void sn_kvloop_slot_reset(sn_kvloop *l, int slot);
+int sn_kvloop_slot_rewind(sn_kvloop *l, int slot, int64_t pos, sn_err *err);
+int64_t sn_kvloop_slot_pos(const sn_kvloop *l, int slot); /* tokens in its cache; -1: no such slot */
 
 /* Forgets the cached tokens (the buffers stay). */
 void sn_kvloop_reset(sn_kvloop *l);

@@ -15,6 +15,9 @@
    the middle of a stream (its slot is freed: the cancellation shows in
    /metrics and the slot answers the next request); meanwhile and afterwards
    good requests are answered.
+   Continuous batching: five requests at once on two slots decoded together,
+   each answer snug generate's; an Optimum export (no GroupQueryAttention)
+   gets a generator per slot instead, and says so.
 4. Seeded sampling repeats; "cache_prompt" reuses a slot's cache. A full queue answers 429 with Retry-After; SIGTERM lets the running request
    finish, refuses new ones, and the server exits with status 0 (under ASan a
    leak would make that status nonzero).
@@ -179,6 +182,33 @@ def openai_part(snug, model, srv):
                                        max_tokens=n, stop=[" is "])
         check(r.choices[0].message.content == want.split(" is ")[0] and r.choices[0].finish_reason == "stop",
               f"stop string: {r.choices[0].message.content!r} from {want!r}")
+    # continuous batching: answers under way together (two slots decoding in one run, the
+    # others waiting, a prompt joining while another answer decodes) are each snug generate's
+    check("decoded together" in srv.tail(), f"--parallel 2 on a genai model is not batched:\n{srv.tail()}")
+    jobs = [(q, True) for q in chats] + [("The capital of France is", False), ("def fibonacci(n):\n", False)]
+    wants = [generate(snug, model, q, n, chat=c) for q, c in jobs]
+    gots = [None] * len(jobs)
+
+    def one(i):
+        q, c = jobs[i]
+        try:
+            if c:
+                r = cl.chat.completions.create(model="snug", messages=[{"role": "user", "content": q}],
+                                               temperature=0, max_tokens=n)
+                gots[i] = r.choices[0].message.content
+            else:
+                gots[i] = cl.completions.create(model="snug", prompt=q, temperature=0, max_tokens=n).choices[0].text
+        except Exception as e:  # noqa: BLE001 - reported as a failed check
+            gots[i] = f"error: {e}"
+
+    ts = [threading.Thread(target=one, args=(i,)) for i in range(len(jobs))]
+    for i, t in enumerate(ts):
+        t.start()
+        time.sleep(0.05 * i)  # arrivals spread out: some join a batch under way
+    for t in ts:
+        t.join()
+    for (q, _), got, want in zip(jobs, gots, wants):
+        check(got == want, f"concurrent {q!r}: {got!r}, snug generate {want!r}")
     # errors through the client
     try:
         cl.chat.completions.create(model="snug", messages=[{"role": "user", "content": "x"}], n=2)
@@ -367,6 +397,26 @@ def queue_and_drain(snug, model):
         srv.stop(signal.SIGKILL, 10)
 
 
+def unbatched(snug, model):
+    """A model whose attention masks keys by attention_mask (Optimum's export) gets a generator per
+    slot, said at start, and still answers as snug generate does."""
+    opt = os.path.join(os.path.dirname(model.rstrip("/")), "optimum")
+    if not os.path.isdir(opt):
+        check(False, f"{opt} missing")
+        return
+    srv = Server(snug, opt, "--parallel", "2", "--threads", "1", "--ctx", "256")
+    try:
+        check("a generator per slot" in srv.tail(), f"optimum --parallel 2: no word of its slots:\n{srv.tail()}")
+        want = generate(snug, opt, "The capital of France is", 8, chat=False)
+        st, _, b = srv.request("POST", "/v1/completions", {"prompt": "The capital of France is", "max_tokens": 8,
+                                                           "temperature": 0})
+        got = json.loads(b)["choices"][0]["text"] if st == 200 else f"status {st}"
+        check(got == want, f"optimum completion: {got!r}, snug generate {want!r}")
+        check(srv.stop() == 0, f"optimum server's exit status\n{srv.tail()}")
+    finally:
+        srv.stop(signal.SIGKILL, 10)
+
+
 def no_template(snug, model):
     """A folder without a chat template: chat requests are a 400 that says so, raw text still works."""
     with tempfile.TemporaryDirectory() as d:
@@ -417,6 +467,7 @@ def main():
     finally:
         srv.stop(signal.SIGKILL, 10)
     queue_and_drain(a.snug, a.model)
+    unbatched(a.snug, a.model)
     no_template(a.snug, a.model)
     print(f"snug serve: {CHECKED[0]} checks, {len(FAILS)} failed")
     if FAILS:

@@ -668,6 +668,177 @@ done:
     }
 }
 
+/* Several sequences in one cache (sn_kvloop_new_slots): three prompts of
+ * different lengths join a batch at different steps, each prefilled on its
+ * slot in chunks while the others decode, and every decode step advances
+ * all the slots under way in one run. Each slot's logits must be those of
+ * the same sequence alone in a one-slot loop: bit for bit where every
+ * kernel's rows do not depend on the batch (fp32 MatMul; MatMulNBits with
+ * int8 activations on VNNI), else within the tolerance. Greedy ids are fed
+ * (the single loop's), so the two runs see the same tokens. A model that
+ * masks keys by attention_mask is refused with a message that says why. */
+static void check_slots(const char *root, const char *preset, const char *style, bool exact) {
+    char path[2048];
+    if (snprintf(path, sizeof path, "%s/%s/%s/model.onnx", root, preset, style) >= (int)sizeof path)
+        return;
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        printf("SKIP slots %s/%s: %s missing\n", preset, style, path);
+        g_missing++;
+        return;
+    }
+    enum { NS = 3, GEN = 10, CTX = 64, STEP = 8 };
+    static const int plen[NS] = {11, 5, 19};
+    static const int join[NS] = {0, 4, 2}; /* the batch step at which each prompt arrives */
+    sn_session *s[2] = {NULL, NULL};
+    sn_kvloop *one = NULL, *many = NULL;
+    float *ref = NULL;
+    sn_err err = {0};
+    for (int k = 0; k < 2; k++) {
+        snug_options *opts = snug_options_new();
+        snug_options_set(opts, "snug.threads", "2");
+        snug_options_set(opts, "snug.last_logits", "1");
+        int rc = sn_session_open(path, opts, &s[k], &err);
+        snug_options_free(opts);
+        if (rc == SNUG_OK)
+            rc = k ? sn_kvloop_new_slots(s[k], CTX, STEP, NS, &many, &err)
+                   : sn_kvloop_new_chunked(s[k], CTX, STEP, &one, &err);
+        CHECK(rc == SNUG_OK, "slots %s/%s: %s", preset, style, err.msg);
+        if (rc != SNUG_OK)
+            goto done;
+    }
+    CHECK(sn_kvloop_get_info(many)->slots == NS &&
+              sn_kvloop_get_info(many)->kv_bytes == NS * sn_kvloop_get_info(one)->kv_bytes,
+          "slots %s/%s: %d slots, KV %zu bytes (one: %zu)", preset, style, sn_kvloop_get_info(many)->slots,
+          sn_kvloop_get_info(many)->kv_bytes, sn_kvloop_get_info(one)->kv_bytes);
+    /* the references: each sequence alone, its prompt then GEN greedy steps */
+    int64_t ids[NS][CTX];
+    int64_t V = 0;
+    for (int q = 0; q < NS; q++) {
+        for (int i = 0; i < plen[q]; i++)
+            ids[q][i] = 3 + (i * 41 + q * 97) % 600;
+        sn_kvloop_reset(one);
+        const float *lg = NULL;
+        for (int at = 0; at < plen[q]; at += STEP) {
+            int n = plen[q] - at < STEP ? plen[q] - at : STEP;
+            int rc = sn_kvloop_prefill(one, ids[q] + at, n, &lg, &err);
+            CHECK(rc == SNUG_OK, "slots %s/%s: reference prefill: %s", preset, style, err.msg);
+            if (rc != SNUG_OK)
+                goto done;
+        }
+        V = sn_kvloop_get_info(one)->vocab;
+        if (!ref && !(ref = malloc(sizeof *ref * (size_t)(NS * (GEN + 1) * V))))
+            goto done;
+        for (int t = 0;; t++) {
+            memcpy(ref + (size_t)((q * (GEN + 1) + t) * V), lg, sizeof *ref * (size_t)V);
+            ids[q][plen[q] + t] = sn_argmax_f32(lg, V);
+            if (t == GEN)
+                break;
+            int rc = sn_kvloop_decode(one, ids[q][plen[q] + t], &lg, &err);
+            CHECK(rc == SNUG_OK, "slots %s/%s: reference decode: %s", preset, style, err.msg);
+            if (rc != SNUG_OK)
+                goto done;
+        }
+    }
+    /* the batch: a prompt chunk of one slot, then a decode step of all decoding */
+    int at[NS] = {0}, got[NS] = {0}, mism = 0, checked = 0;
+    double worst = 0;
+    for (int step = 0; step < 64; step++) {
+        int pf = -1;
+        for (int q = 0; q < NS && pf < 0; q++)
+            if (step >= join[q] && at[q] < plen[q])
+                pf = q;
+        if (pf >= 0) {
+            int n = plen[pf] - at[pf] < STEP ? plen[pf] - at[pf] : STEP;
+            const float *lg = NULL;
+            int rc = sn_kvloop_slot_prefill(many, pf, ids[pf] + at[pf], n, &lg, &err);
+            CHECK(rc == SNUG_OK, "slots %s/%s: slot %d prefill: %s", preset, style, pf, err.msg);
+            if (rc != SNUG_OK)
+                goto done;
+            at[pf] += n;
+            if (at[pf] == plen[pf]) { /* its first token's logits */
+                const float *want = ref + (size_t)(pf * (GEN + 1) * V);
+                if (exact)
+                    mism += memcmp(lg, want, sizeof *lg * (size_t)V) != 0;
+                else
+                    g_fail += compare("slots: a prompt's last position", lg, want, V) != 0;
+                checked++;
+            }
+        }
+        int sl[NS], n = 0;
+        int64_t in[NS];
+        for (int q = NS - 1; q >= 0; q--) /* in no particular order */
+            if (at[q] == plen[q] && got[q] < GEN && !(q == pf && step % 2)) {
+                sl[n] = q;
+                in[n++] = ids[q][plen[q] + got[q]];
+            }
+        if (!n) {
+            if (pf < 0 && got[0] == GEN && got[1] == GEN && got[2] == GEN)
+                break;
+            continue;
+        }
+        const float *lg = NULL;
+        int rc = sn_kvloop_decode_slots(many, n, sl, in, &lg, &err);
+        CHECK(rc == SNUG_OK, "slots %s/%s: decode of %d slots: %s", preset, style, n, err.msg);
+        if (rc != SNUG_OK)
+            goto done;
+        for (int k = 0; k < n; k++) {
+            int q = sl[k];
+            got[q]++;
+            const float *row = lg + (size_t)q * (size_t)V, *want = ref + (size_t)((q * (GEN + 1) + got[q]) * V);
+            for (int64_t v = 0; v < V; v++)
+                worst = fmax(worst, fabs((double)row[v] - want[v]));
+            if (exact)
+                mism += memcmp(row, want, sizeof *row * (size_t)V) != 0;
+            else
+                g_fail += compare("slots: a decode row", row, want, V) != 0;
+            checked++;
+            CHECK(sn_kvloop_slot_pos(many, q) == plen[q] + got[q], "slots %s/%s: slot %d holds %lld, want %d",
+                  preset, style, q, (long long)sn_kvloop_slot_pos(many, q), plen[q] + got[q]);
+        }
+    }
+    CHECK(got[0] == GEN && got[1] == GEN && got[2] == GEN, "slots %s/%s: decoded %d %d %d of %d", preset, style,
+          got[0], got[1], got[2], GEN);
+    CHECK(mism == 0, "slots %s/%s: %d of %d rows differ from the sequence alone (max |d| %g)", preset, style, mism,
+          checked, worst);
+    {
+        int bad[2] = {0, 3};
+        int64_t x[2] = {1, 1};
+        CHECK(sn_kvloop_decode_slots(many, 2, bad, x, NULL, &err) == SNUG_ERR_RANGE, "slots: slot 3 of 3 accepted");
+        bad[1] = 0;
+        CHECK(sn_kvloop_decode_slots(many, 2, bad, x, NULL, &err) == SNUG_ERR_INVALID_ARG, "slots: one slot twice");
+    }
+    printf("slots %s/%s: 3 sequences joining at steps 0, 2, 4: %d rows %s the sequence alone (max |d| %g)\n", preset,
+           style, checked, exact ? "bit for bit" : "within tolerance of", worst);
+done:
+    free(ref);
+    sn_kvloop_free(one);
+    sn_kvloop_free(many);
+    for (int k = 0; k < 2; k++)
+        sn_session_close(s[k]);
+}
+
+/* Slots on a model whose attention masks keys by attention_mask: refused. */
+static void check_slots_refused(const char *root) {
+    char path[2048];
+    snprintf(path, sizeof path, "%s/tiny/optimum/model.onnx", root);
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        g_missing++;
+        return;
+    }
+    sn_session *s = NULL;
+    sn_kvloop *l = NULL;
+    sn_err err = {0};
+    if (sn_session_open(path, NULL, &s, &err) == SNUG_OK) {
+        int rc = sn_kvloop_new_slots(s, 64, 8, 2, &l, &err);
+        CHECK(rc == SNUG_ERR_UNSUPPORTED && strstr(err.msg, "seqlens_k"), "slots on tiny/optimum: rc %d '%s'", rc,
+              err.msg);
+    }
+    sn_kvloop_free(l);
+    sn_session_close(s);
+}
+
 int main(void) {
     const char *env = getenv("SNUG_MODELS");
     char root[1024];
@@ -700,6 +871,10 @@ int main(void) {
     check_last_logits(root, "smollm2-135m", "genai-q41", true); /* the 8-bit head */
     check_last_logits(root, "smollm2-135m", "optimum", true);   /* tied embedding as lm_head */
     check_last_logits(root, "smollm2-135m", "genai", q4_exact); /* the int4 head, int8 activations */
+    check_slots(root, "tiny", "genai-fp32", true);
+    check_slots(root, "tiny", "genai", q4_exact);
+    check_slots(root, "smollm2-135m", "genai", q4_exact);
+    check_slots_refused(root);
     check_chunked_rewind(root, "tiny", "optimum");    /* padded past, copied rows */
     check_chunked_rewind(root, "tiny", "genai-fp32"); /* exact shapes, past and present shared */
     check_stories();
