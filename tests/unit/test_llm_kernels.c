@@ -848,7 +848,8 @@ static void test_mnb8(void) {
  * each row of the many-row kernel's result the same bits as the one-row
  * kernel's on that row alone (a prefill's last row, a batch of decode
  * steps). Block counts around its steps of four and its chunks of 96
- * blocks, with and without zero points and bias, columns in two ranges. */
+ * blocks, with and without zero points and bias, columns in two ranges,
+ * 3, 6 and 13 rows (the few-row form up to 8, the many-row one beyond). */
 static void test_mnb4_fast1(void) {
     /* without VNNI the scalar form of both is what is checked */
     /* 3100, 6200: the many-row kernel's chunks of 96 blocks */
@@ -860,7 +861,9 @@ static void test_mnb4_fast1(void) {
             for (int variant = 0; variant < 4; variant++) {
                 int64_t K = Ks[ki], N = Ns[ni], kb = (K + 31) / 32, zs = (kb + 1) / 2;
                 int zpon = variant & 1, biason = variant >> 1;
-                int64_t M = 3;
+                /* rows: a tile of the few-row form and a short one, a tile and a half, and the
+                 * many-row form past FASTR's eight (each M over a third of the cases) */
+                int64_t M = (int64_t[]){3, 6, 13}[(ki + ni + (size_t)variant) % 3];
                 float *a = malloc(sizeof(float) * (size_t)(M * K)), *sb = malloc(sizeof(float) * (size_t)(N * kb));
                 float *bias = malloc(sizeof(float) * (size_t)N), *y = malloc(sizeof(float) * (size_t)(M * N));
                 float *y1 = malloc(sizeof(float) * (size_t)N);
