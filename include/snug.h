@@ -554,6 +554,7 @@ typedef struct snug_decoder_info {
     size_t kv_bytes;      /* the KV cache */
     int shared_kv;        /* present is computed into the past buffers: no copy per step */
     int last_logits;      /* steps give the last position's logits only (snug.last_logits) */
+    int slots;            /* sequences in the cache (snug_decoder_new_slots; 1 otherwise) */
 } snug_decoder_info;
 void snug_decoder_get_info(const snug_decoder *d, snug_decoder_info *out);
 
@@ -569,6 +570,22 @@ void snug_decoder_reset(snug_decoder *d);
  * prefix prefills only what differs). */
 int snug_decoder_rewind(snug_decoder *d, int64_t pos);
 int64_t snug_decoder_pos(const snug_decoder *d); /* tokens cached */
+
+/* A decoder of `slots` sequences in one cache (each max_ctx tokens), so a
+ * decode step advances several in one model run, every weight read once for
+ * all (GroupQueryAttention models; others are SNUG_ERR_UNSUPPORTED, saying
+ * why). The plan holds slots x max_step tokens of activations: keep max_step
+ * small. Slot 0 is the one the calls above run. */
+int snug_decoder_new_slots(snug_session *s, int64_t max_ctx, int64_t max_step, int slots, snug_decoder **out);
+/* n prompt tokens on one slot, as snug_decoder_prefill. */
+int snug_decoder_slot_prefill(snug_decoder *d, int slot, const int64_t *ids, int64_t n, const float **logits);
+/* One decode step of n slots, slots[k] fed ids[k]: *logits is [B, vocab]
+ * with B one past the highest slot given, the row of slot s at s (the rows
+ * of slots not given are stand-ins: ignore them; those slots keep their
+ * cache, a full one but its last token). */
+int snug_decoder_decode_slots(snug_decoder *d, int n, const int *slots, const int64_t *ids, const float **logits);
+void snug_decoder_slot_reset(snug_decoder *d, int slot);
+int64_t snug_decoder_slot_pos(const snug_decoder *d, int slot); /* tokens cached; -1: no such slot */
 
 /* What a decoder holds resident at its peak, in bytes (docs/executor.md). */
 typedef struct snug_memory {

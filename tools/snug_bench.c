@@ -79,6 +79,13 @@ static const char k_bench_help[] =
     "  --nodes N       also time every node and list the N slowest, by name and\n"
     "                  operator type, per prefill step and per decode token (in\n"
     "                  --json: \"nodes\"); with --ops, both tables\n"
+    "  --slots N       batched decode instead: N sequences in one KV cache, each\n"
+    "                  prefilled with its own --prompt ids (in chunks of 32), then\n"
+    "                  --gen decode steps that advance all N in one model run;\n"
+    "                  beside it the same steps with one sequence in the same\n"
+    "                  cache. Reports ms per step and generated tok/s for 1 and N,\n"
+    "                  and their ratio (GroupQueryAttention models, docs/serve.md;\n"
+    "                  --ctx is per sequence)\n"
     "  --bandwidth     measure memory read bandwidth instead: T threads sum a\n"
     "                  256 MiB float array (STREAM-style, best of 10 passes);\n"
     "                  takes no MODEL\n"
@@ -458,12 +465,114 @@ static int op_rows(const snug_model *m, const double *t, long rounds, long gen, 
     return n;
 }
 
+/* --slots: decode steps of one sequence and of `slots` in one cache,
+ * alternating round by round, medians of ms per step. */
+static int bench_slots(const char *path, snug_options *opts, int slots, long prompt, long gen, long rounds,
+                       long warmup, long ctx, uint64_t seed, long threads, bool json) {
+    char err[1024];
+    snug_session *s = NULL;
+    snug_decoder *d = NULL;
+    int64_t *ids = NULL, *in = NULL;
+    int *sl = NULL;
+    double *t1 = NULL, *tn = NULL;
+    int status = 1;
+    int rc = snug_session_create(path, opts, &s, err, sizeof err);
+    snug_options_free(opts);
+    if (rc != SNUG_OK) {
+        cli_model_error("bench", path, err);
+        return 1;
+    }
+    long chunk = prompt < 32 ? prompt : 32;
+    if (snug_decoder_new_slots(s, ctx, chunk, slots, &d) != SNUG_OK) {
+        cli_model_error("bench", path, snug_session_error(s));
+        goto done;
+    }
+    snug_decoder_info info;
+    snug_decoder_get_info(d, &info);
+    int64_t zero = 0;
+    if (info.vocab < 1 && snug_decoder_prefill(d, &zero, 1, NULL) != SNUG_OK) {
+        cli_model_error("bench", path, snug_session_error(s));
+        goto done;
+    }
+    snug_decoder_get_info(d, &info);
+    size_t per = (size_t)(prompt + gen);
+    ids = malloc(sizeof *ids * per * (size_t)slots);
+    in = malloc(sizeof *in * (size_t)slots);
+    sl = malloc(sizeof *sl * (size_t)slots);
+    t1 = calloc((size_t)rounds, sizeof *t1);
+    tn = calloc((size_t)rounds, sizeof *tn);
+    if (!ids || !in || !sl || !t1 || !tn) {
+        fprintf(stderr, "snug bench: out of memory\n");
+        goto done;
+    }
+    uint64_t st = 0x9E3779B97F4A7C15ull ^ seed;
+    for (size_t i = 0; i < per * (size_t)slots; i++)
+        ids[i] = (int64_t)((xorshift64(&st) >> 11) % (uint64_t)info.vocab);
+    for (long r = -warmup; r < rounds; r++) {
+        for (int pass = 0; pass < 2; pass++) { /* one sequence, then all of them */
+            int n = pass ? slots : 1;
+            for (int k = 0; k < slots; k++)
+                snug_decoder_slot_reset(d, k);
+            for (int k = 0; k < n; k++)
+                for (long at = 0; at < prompt; at += chunk) {
+                    long c = prompt - at < chunk ? prompt - at : chunk;
+                    if (snug_decoder_slot_prefill(d, k, ids + (size_t)k * per + at, c, NULL) != SNUG_OK) {
+                        fprintf(stderr, "snug bench: %s: prefill of slot %d: %s\n", path, k, snug_session_error(s));
+                        goto done;
+                    }
+                }
+            double t0 = now_s();
+            for (long g = 0; g < gen; g++) {
+                for (int k = 0; k < n; k++) {
+                    sl[k] = k;
+                    in[k] = ids[(size_t)k * per + (size_t)(prompt + g)];
+                }
+                if (snug_decoder_decode_slots(d, n, sl, in, NULL) != SNUG_OK) {
+                    fprintf(stderr, "snug bench: %s: decode step of %d: %s\n", path, n, snug_session_error(s));
+                    goto done;
+                }
+            }
+            double dt = now_s() - t0;
+            if (r >= 0)
+                (pass ? tn : t1)[r] = gen ? dt * 1e3 / (double)gen : 0;
+        }
+    }
+    stat3 a = stats_of(t1, (int)rounds), b = stats_of(tn, (int)rounds);
+    double tok1 = a.med > 0 ? 1e3 / a.med : 0, tokn = b.med > 0 ? 1e3 * slots / b.med : 0;
+    if (json) {
+        printf("{\"model\": \"%s\", \"threads\": %ld, \"slots\": %d, \"prompt\": %ld, \"gen\": %ld, "
+               "\"rounds\": %ld, \"ctx\": %ld, \"kv_bytes\": %zu, \"one\": {\"ms_per_step\": %.4f, \"tok_s\": %.3f}, "
+               "\"batched\": {\"ms_per_step\": %.4f, \"tok_s\": %.3f}, \"ratio\": %.4f}\n",
+               path, threads, slots, prompt, gen, rounds, ctx, info.kv_bytes, a.med, tok1, b.med, tokn,
+               tok1 > 0 ? tokn / tok1 : 0);
+    } else {
+        printf("model         %s\n", path);
+        printf("setup         %d sequences of %ld prompt ids (chunks of %ld), %ld decode steps, %ld thread%s, "
+               "%ld rounds; KV cache %.1f MiB (%ld tokens a sequence)\n", slots, prompt, chunk, gen, threads,
+               threads == 1 ? "" : "s", rounds, (double)info.kv_bytes / (1 << 20), ctx);
+        printf("                 ms/step (min..max)           tok/s\n");
+        printf("one sequence   %8.3f (%.3f..%.3f)   %10.1f\n", a.med, a.min, a.max, tok1);
+        printf("%3d sequences  %8.3f (%.3f..%.3f)   %10.1f\n", slots, b.med, b.min, b.max, tokn);
+        printf("batched / one  %.2fx the tokens per second\n", tok1 > 0 ? tokn / tok1 : 0);
+    }
+    status = 0;
+done:
+    free(ids);
+    free(in);
+    free(sl);
+    free(t1);
+    free(tn);
+    snug_decoder_free(d);
+    snug_session_free(s);
+    return status;
+}
+
 int cmd_bench(int argc, char **argv) {
     const char *path = NULL;
     long prompt = 128, gen = 32, threads = 0, rounds = 3, warmup = 1, ctx = 0;
     uint64_t seed = 1;
     bool json = false, bandwidth = false, ops = false;
-    long top_nodes = 0;
+    long top_nodes = 0, slots = 0;
     const char *weights = NULL;
     const char *cfg[64][2];
     int n_cfg = 0;
@@ -509,6 +618,8 @@ int cmd_bench(int argc, char **argv) {
             top_nodes = parse_count(a, val, 1, 1 << 20), i++;
         } else if (!strcmp(a, "--bandwidth")) {
             bandwidth = true;
+        } else if (!strcmp(a, "--slots")) {
+            slots = parse_count(a, val, 1, 256), i++;
         } else if (a[0] == '-') {
             char m[300];
             snprintf(m, sizeof m, "unknown option '%s'", a);
@@ -552,6 +663,14 @@ int cmd_bench(int argc, char **argv) {
             snug_options_free(opts);
             return 1;
         }
+    }
+    if (slots) {
+        if (snug_options_set(opts, "snug.last_logits", "1") != SNUG_OK) { /* what a generator runs */
+            fprintf(stderr, "snug bench: out of memory\n");
+            snug_options_free(opts);
+            return 1;
+        }
+        return bench_slots(path, opts, (int)slots, prompt, gen, rounds, warmup, ctx, seed, threads, json);
     }
     char err[1024];
     snug_session *s = NULL;

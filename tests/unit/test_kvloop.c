@@ -818,6 +818,73 @@ done:
         sn_session_close(s[k]);
 }
 
+/* The public decoder's slots (snug_decoder_new_slots) against one
+ * sequence alone through the same API: two slots, one prefilled while the
+ * other decodes, the same logits bit for bit (tiny genai-fp32). */
+static void check_slots_api(const char *root) {
+    char path[2048];
+    snprintf(path, sizeof path, "%s/tiny/genai-fp32/model.onnx", root);
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        g_missing++;
+        return;
+    }
+    snug_session *s[2] = {NULL, NULL};
+    snug_decoder *d[2] = {NULL, NULL};
+    char err[1024];
+    for (int k = 0; k < 2; k++) {
+        CHECK(snug_session_create(path, NULL, &s[k], err, sizeof err) == SNUG_OK, "%s", err);
+        if (!s[k])
+            goto done;
+        int rc = k ? snug_decoder_new_slots(s[k], 32, 8, 2, &d[k]) : snug_decoder_new(s[k], 32, 8, &d[k]);
+        CHECK(rc == SNUG_OK, "slots api: %s", snug_session_error(s[k]));
+        if (rc != SNUG_OK)
+            goto done;
+    }
+    snug_decoder_info i0, i1;
+    snug_decoder_get_info(d[0], &i0);
+    snug_decoder_get_info(d[1], &i1);
+    CHECK(i0.slots == 1 && i1.slots == 2 && i1.kv_bytes == 2 * i0.kv_bytes, "slots api: info %d %d", i0.slots,
+          i1.slots);
+    int64_t p0[6] = {3, 9, 27, 81, 243, 100}, p1[3] = {7, 49, 343};
+    const float *a = NULL, *b = NULL;
+    int64_t V = i0.vocab;
+    /* slot 1 alone first (the reference: p1 then two greedy steps on decoder 0) */
+    static float ref[3][4096];
+    CHECK(V > 0 && V <= 4096, "slots api: vocab %lld", (long long)V);
+    if (V <= 0 || V > 4096)
+        goto done;
+    int64_t nx[3];
+    CHECK(snug_decoder_prefill(d[0], p1, 3, &a) == SNUG_OK, "%s", snug_session_error(s[0]));
+    for (int t = 0; t < 3 && a; t++) {
+        memcpy(ref[t], a + (i0.last_logits ? 0 : 2 * V * (t == 0)), sizeof(float) * (size_t)V);
+        nx[t] = sn_argmax_f32(ref[t], V);
+        if (t < 2)
+            CHECK(snug_decoder_decode(d[0], nx[t], &a) == SNUG_OK, "%s", snug_session_error(s[0]));
+    }
+    /* slot 1 prefilled and decoding while slot 0 gets its prompt */
+    CHECK(snug_decoder_slot_prefill(d[1], 1, p1, 3, &b) == SNUG_OK, "%s", snug_session_error(s[1]));
+    CHECK(b && !memcmp(b + (i1.last_logits ? 0 : 2 * V), ref[0], sizeof(float) * (size_t)V),
+          "slots api: slot 1's prompt logits");
+    int one = 1, both[2] = {1, 0};
+    CHECK(snug_decoder_decode_slots(d[1], 1, &one, &nx[0], &b) == SNUG_OK && b &&
+              !memcmp(b + V, ref[1], sizeof(float) * (size_t)V), "slots api: slot 1's first step");
+    CHECK(snug_decoder_slot_prefill(d[1], 0, p0, 6, NULL) == SNUG_OK, "%s", snug_session_error(s[1]));
+    int64_t ids2[2] = {nx[1], 5};
+    CHECK(snug_decoder_decode_slots(d[1], 2, both, ids2, &b) == SNUG_OK && b &&
+              !memcmp(b + V, ref[2], sizeof(float) * (size_t)V), "slots api: slot 1's second step, beside slot 0");
+    CHECK(snug_decoder_slot_pos(d[1], 0) == 7 && snug_decoder_slot_pos(d[1], 1) == 5 &&
+              snug_decoder_slot_pos(d[1], 2) == -1, "slots api: positions %lld %lld",
+          (long long)snug_decoder_slot_pos(d[1], 0), (long long)snug_decoder_slot_pos(d[1], 1));
+    CHECK(snug_decoder_decode_slots(d[1], 0, NULL, NULL, NULL) != SNUG_OK, "slots api: an empty step");
+    printf("slots api tiny/genai-fp32: slot 1's logits bit for bit as alone, beside slot 0's prompt and steps\n");
+done:
+    for (int k = 0; k < 2; k++) {
+        snug_decoder_free(d[k]);
+        snug_session_free(s[k]);
+    }
+}
+
 /* Slots on a model whose attention masks keys by attention_mask: refused. */
 static void check_slots_refused(const char *root) {
     char path[2048];
@@ -875,6 +942,7 @@ int main(void) {
     check_slots(root, "tiny", "genai", q4_exact);
     check_slots(root, "smollm2-135m", "genai", q4_exact);
     check_slots_refused(root);
+    check_slots_api(root);
     check_chunked_rewind(root, "tiny", "optimum");    /* padded past, copied rows */
     check_chunked_rewind(root, "tiny", "genai-fp32"); /* exact shapes, past and present shared */
     check_stories();
