@@ -1146,6 +1146,7 @@ VNNI_INLINE void fastm_decode(const uint8_t *col, const float *sb, const uint8_t
     for (int64_t b = 0; b < kb; b += 4, d += FASTM_GROUP) {
         int rb = (int)sn_imin(4, kb - b);
         __mmask64 kb64 = rb == 4 ? ~(__mmask64)0 : (((__mmask64)1 << (16 * rb)) - 1);
+        _mm_prefetch((const char *)col + 16 * b + FAST1_PF, FAST1_HINT); /* B streams from memory */
         __m512i v = _mm512_maskz_loadu_epi8(kb64, col + 16 * b);
         _mm512_store_si512(d, _mm512_and_si512(v, m0f));
         _mm512_store_si512(d + 64, _mm512_and_si512(_mm512_srli_epi16(v, 4), m0f));
