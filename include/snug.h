@@ -573,8 +573,8 @@ int64_t snug_decoder_pos(const snug_decoder *d); /* tokens cached */
 
 /* A decoder of `slots` sequences in one cache (each max_ctx tokens), so a
  * decode step advances several in one model run, every weight read once for
- * all (GroupQueryAttention models; others are SNUG_ERR_UNSUPPORTED, saying
- * why). The plan holds slots x max_step tokens of activations: keep max_step
+ * all (models with an attention_mask input; others are SNUG_ERR_UNSUPPORTED,
+ * saying why). The plan holds slots x max_step tokens of activations: keep max_step
  * small. Slot 0 is the one the calls above run. */
 int snug_decoder_new_slots(snug_session *s, int64_t max_ctx, int64_t max_step, int slots, snug_decoder **out);
 /* n prompt tokens on one slot, as snug_decoder_prefill. */
@@ -661,9 +661,10 @@ typedef struct snug_generator_config {
     int prefetch_layers; /* snug.prefetch_layers: staging slots for streamed layers; 0: 2 */
     int slots;           /* answers under way at once, each with its own ctx tokens of KV cache and all
                           * decoded in one model run per token (snug_generator_step); 0 or 1: one.
-                          * More needs GroupQueryAttention (onnxruntime-genai exports): other models
-                          * fail to open with SNUG_ERR_UNSUPPORTED, saying so. With batch 0 a prompt
-                          * goes in chunks of max(32, 512 / slots) tokens */
+                          * More needs an attention_mask input (GroupQueryAttention's lengths, or
+                          * keys masked in a padded cache as Optimum exports do, docs/serve.md):
+                          * other models fail to open with SNUG_ERR_UNSUPPORTED, saying so. With
+                          * batch 0 a prompt goes in chunks of max(32, 512 / slots) tokens */
 } snug_generator_config;
 
 /* cfg may be NULL (defaults). On failure *out is NULL and err (if not NULL)

@@ -84,7 +84,7 @@ static const char k_bench_help[] =
     "                  --gen decode steps that advance all N in one model run;\n"
     "                  beside it the same steps with one sequence in the same\n"
     "                  cache. Reports ms per step and generated tok/s for 1 and N,\n"
-    "                  and their ratio (GroupQueryAttention models, docs/serve.md;\n"
+    "                  and their ratio (models with an attention_mask, docs/serve.md;\n"
     "                  --ctx is per sequence)\n"
     "  --bandwidth     measure memory read bandwidth instead: T threads sum a\n"
     "                  256 MiB float array (STREAM-style, best of 10 passes);\n"

@@ -5,9 +5,10 @@
  * each with its own KV cache (the weights are the model file's pages,
  * mapped once and shared by all). With --cache-prompt a slot keeps its last conversation in its
  * cache, so a client that sends the conversation again with a new turn, and
- * lands on the same slot, prefills the new turn only. Where the model's
- * attention takes a length per sequence (GroupQueryAttention) the slots are
- * one generator's (engine_main): a decode step runs every slot under way in
+ * lands on the same slot, prefills the new turn only. Where the model
+ * takes a length per sequence (attention_mask: GroupQueryAttention's
+ * seqlens_k, or keys masked in a padded cache) the slots are one
+ * generator's (engine_main): a decode step runs every slot under way in
  * one model run, reading the weights once for all, and a prompt goes in
  * chunks between those steps. Other models get a generator per slot, each
  * on a thread of its own (worker_main).
@@ -52,10 +53,11 @@ static const char k_serve_help[] =
     "                      every interface)\n"
     "  --port N            TCP port (default 8080)\n"
     "  --parallel N        slots: requests answered at once (default 1); each has\n"
-    "                      its own KV cache of --ctx tokens. With GroupQueryAttention\n"
-    "                      (onnxruntime-genai exports) the slots decode together, one\n"
-    "                      model run per token for all of them (continuous batching);\n"
-    "                      other models get a generator per slot\n"
+    "                      its own KV cache of --ctx tokens. The slots decode\n"
+    "                      together, one model run per token for all of them\n"
+    "                      (continuous batching), where the model takes a length\n"
+    "                      per sequence (attention_mask); others get a generator\n"
+    "                      per slot\n"
     "  --no-batch          a generator per slot even where they could decode together\n"
     "  --ctx N             context of each slot in tokens (default: 4096 / parallel,\n"
     "                      at least 512)\n"
@@ -1100,7 +1102,7 @@ int cmd_serve(int argc, char **argv) {
             g_srv.batched = true;
             made = 1;
         } else if (rc == SNUG_ERR_UNSUPPORTED) {
-            fprintf(stderr, "snug serve: no batched decode for this model (%s): a generator per slot\n", err);
+            fprintf(stderr, "snug serve: no batched decode for this model (%s)\n", err);
         } else {
             fprintf(stderr, "snug serve: %s\n", err);
             status = 1;
@@ -1166,9 +1168,9 @@ int cmd_serve(int argc, char **argv) {
                     "thread%s, queue %ld)\n", name, host, port, parallel, (long long)ctx, threads,
                     threads == 1 ? "" : "s", queue);
         else
-            fprintf(stderr, "snug serve: %s on http://%s:%ld/v1 (%ld slot%s of %lld tokens, %ld thread%s each, queue "
-                    "%ld)\n", name, host, port, parallel, parallel == 1 ? "" : "s", (long long)ctx, threads,
-                    threads == 1 ? "" : "s", queue);
+            fprintf(stderr, "snug serve: %s on http://%s:%ld/v1 (%ld slot%s of %lld tokens%s, %ld thread%s each, "
+                    "queue %ld)\n", name, host, port, parallel, parallel == 1 ? "" : "s", (long long)ctx,
+                    parallel > 1 ? ", a generator per slot" : "", threads, threads == 1 ? "" : "s", queue);
         while (!g_signals)
             pause();
         /* drain: no new requests; the queued and running ones finish (a second signal cancels them) */

@@ -43,7 +43,7 @@ struct sn_kvloop {
     int n_slots;            /* sequences the cache holds (batch rows of a decode step) */
     int64_t *slot_past;     /* owned [n_slots]: tokens in each slot's cache; [0] mirrors past */
     size_t slot_bytes;      /* bytes of one slot in each KV buffer: [kv_heads, cap, head_dim] */
-    int window;             /* the slot the state buffers are windowed to (-1: the whole buffers) */
+    size_t win_off;         /* the byte offset the state buffers are windowed to (0: whole) */
     int64_t max_step;       /* the most tokens one step takes (the plan's bound on input_ids) */
     int64_t pad;            /* P: the past length fed to the model (>= past), the row stride of kv */
     int64_t bucket;         /* P is a multiple of this (1: exact shapes) */
@@ -241,7 +241,6 @@ int sn_kvloop_new_slots(sn_session *s, int64_t max_ctx, int64_t max_step, int n_
         return sn_errf(err, SNUG_ERR_OOM, "out of memory");
     l->s = s;
     l->n_slots = n_slots;
-    l->window = -1;
     if (!(l->slot_past = sn_calloc((size_t)n_slots, sizeof *l->slot_past))) {
         sn_free(l);
         return sn_errf(err, SNUG_ERR_OOM, "out of memory");
@@ -366,10 +365,10 @@ int sn_kvloop_new_slots(sn_session *s, int64_t max_ctx, int64_t max_step, int n_
     l->info.bucket = l->bucket;
     int64_t cap = l->cap = (max_ctx + l->bucket - 1) / l->bucket * l->bucket; /* largest P */
     l->mask_cap = l->bucket > 1 ? cap + max_step : max_ctx; /* P + n, or past + n */
-    if (n_slots > 1 && (l->bucket > 1 || !n_layers || l->i_mask < 0)) {
-        rc = sn_errf(err, SNUG_ERR_UNSUPPORTED, "kvloop: %d sequences in one cache need an attention op that takes "
-                     "each sequence's length (GroupQueryAttention's seqlens_k); this model masks keys by "
-                     "attention_mask and runs one sequence per cache", n_slots);
+    if (n_slots > 1 && (!n_layers || l->i_mask < 0)) {
+        rc = sn_errf(err, SNUG_ERR_UNSUPPORTED, "kvloop: %d sequences in one cache need an attention_mask input "
+                     "(each row's length) and a KV cache; this model has %s", n_slots,
+                     !n_layers ? "no past_key_values inputs" : "no attention_mask");
         goto fail;
     }
     size_t per = 0;
@@ -385,9 +384,10 @@ int sn_kvloop_new_slots(sn_session *s, int64_t max_ctx, int64_t max_step, int n_
     l->shared = l->bucket == 1 && n_layers > 0;
     for (int k = 0; k < 2 * n_layers && l->shared; k++)
         l->shared = sn_exec_state_shareable(s->exec, l->i_past[k], l->o_present[k]);
-    if (n_slots > 1 && !l->shared) {
-        rc = sn_errf(err, SNUG_ERR_UNSUPPORTED, "kvloop: %d sequences in one cache need the attention op to write "
-                     "into its past buffer (GroupQueryAttention, past the only reader)", n_slots);
+    if (n_slots > 1 && !l->shared && l->bucket == 1) {
+        rc = sn_errf(err, SNUG_ERR_UNSUPPORTED, "kvloop: %d sequences in one cache need either an attention op "
+                     "that takes each sequence's length (GroupQueryAttention's seqlens_k) or keys masked by "
+                     "attention_mask with position_ids (Optimum's exports); this model has neither", n_slots);
         goto fail;
     }
     l->slot_bytes = per;
@@ -438,9 +438,13 @@ void sn_kvloop_free(sn_kvloop *l) {
     sn_free(l);
 }
 
+/* Several slots in padded buffers: [slots, kv_heads, P, head_dim], one P for all (slots_step). */
+static bool padded_slots(const sn_kvloop *l) { return l->n_slots > 1 && !l->shared; }
+
 void sn_kvloop_reset(sn_kvloop *l) {
-    l->past = l->pad = 0;
-    l->slot_past[0] = 0;
+    l->past = l->slot_past[0] = 0;
+    if (!padded_slots(l)) /* the others' rows stay at their stride */
+        l->pad = 0;
 }
 
 static void kv_restride(sn_kvloop *l, int k, int64_t n, int64_t from, int64_t to);
@@ -449,6 +453,10 @@ int sn_kvloop_rewind(sn_kvloop *l, int64_t pos, sn_err *err) {
     if (pos < 0 || pos > l->past)
         return sn_errf(err, SNUG_ERR_RANGE, "kvloop: cannot rewind to position %lld of %lld cached", (long long)pos,
                        (long long)l->past);
+    if (padded_slots(l)) { /* the stride is every slot's: the rows beyond pos are masked from now on */
+        l->past = l->slot_past[0] = pos;
+        return SNUG_OK;
+    }
     int64_t P2 = (pos + l->bucket - 1) / l->bucket * l->bucket;
     for (int k = 0; k < 2 * l->info.n_layers && !l->shared; k++) /* the kept rows at the new stride */
         if (P2 != l->pad)
@@ -474,16 +482,17 @@ static void kv_restride(sn_kvloop *l, int k, int64_t n, int64_t from, int64_t to
 
 /* Windows the KV buffers to slot `slot` (-1: the whole buffers, batch rows
  * from slot 0 on). */
-static int set_window(sn_kvloop *l, int slot, sn_err *err) {
-    if (l->window == slot || (slot <= 0 && l->window <= 0)) {
-        l->window = slot;
+static int set_window_at(sn_kvloop *l, size_t off, sn_err *err) {
+    if (off == l->win_off)
         return SNUG_OK;
-    }
-    size_t off = slot > 0 ? (size_t)slot * l->slot_bytes : 0;
     for (int k = 0; k < 2 * l->info.n_layers; k++)
         SN_TRY(sn_exec_state_window(l->s->exec, l->i_past[k], off, err));
-    l->window = slot;
+    l->win_off = off;
     return SNUG_OK;
+}
+
+static int set_window(sn_kvloop *l, int slot, sn_err *err) {
+    return set_window_at(l, slot > 0 ? (size_t)slot * l->slot_bytes : 0, err);
 }
 
 /* Runs the inputs bound in l->in (B rows of n tokens; present expected
@@ -525,9 +534,21 @@ static int run_step(sn_kvloop *l, int64_t B, int64_t rows, int64_t plen, int64_t
     return SNUG_OK;
 }
 
+static int slots_step(sn_kvloop *l, int n, const int *slots, const int64_t *ids, int64_t S, const float **logits,
+                      sn_err *err);
+
 static int kvloop_step(sn_kvloop *l, int slot, const int64_t *ids, int64_t n, const float **logits, sn_err *err) {
     if (n < 1)
         return sn_errf(err, SNUG_ERR_INVALID_ARG, "kvloop: a step needs at least one token");
+    if (padded_slots(l)) {
+        if (n > l->info.max_ctx - l->slot_past[slot])
+            return sn_errf(err, SNUG_ERR_RANGE, "kvloop: %lld + %lld tokens exceed the context of %lld",
+                           (long long)l->slot_past[slot], (long long)n, (long long)l->info.max_ctx);
+        if (n > l->max_step)
+            return sn_errf(err, SNUG_ERR_RANGE, "kvloop: a step of %lld tokens is longer than the %lld planned for",
+                           (long long)n, (long long)l->max_step);
+        return slots_step(l, 1, &slot, ids, n, logits, err);
+    }
     int64_t past = l->slot_past[slot];
     if (n > l->info.max_ctx - past)
         return sn_errf(err, SNUG_ERR_RANGE, "kvloop: %lld + %lld tokens exceed the context of %lld", (long long)past,
@@ -618,9 +639,14 @@ int sn_kvloop_decode_slots(sn_kvloop *l, int n, const int *slots, const int64_t 
         if (l->slot_past[slots[k]] >= l->info.max_ctx)
             return sn_errf(err, SNUG_ERR_RANGE, "kvloop: slot %d holds %lld tokens, the whole context", slots[k],
                            (long long)l->info.max_ctx);
+        for (int j = 0; j < k; j++)
+            if (slots[j] == slots[k])
+                return sn_errf(err, SNUG_ERR_INVALID_ARG, "kvloop: slot %d given twice in one step", slots[k]);
         if (slots[k] + 1 > B)
             B = slots[k] + 1;
     }
+    if (padded_slots(l))
+        return slots_step(l, n, slots, ids, 1, logits, err);
     int64_t W = 0; /* the mask's width: the longest row */
     for (int r = 0; r < B; r++) {
         store_index(l->ids_dtype, l->ids, r, 0);
@@ -629,12 +655,8 @@ int sn_kvloop_decode_slots(sn_kvloop *l, int n, const int *slots, const int64_t 
         if (l->slot_past[r] + 1 > W)
             W = l->slot_past[r] + 1;
     }
-    for (int k = 0; k < n; k++) {
-        for (int j = 0; j < k; j++)
-            if (slots[j] == slots[k])
-                return sn_errf(err, SNUG_ERR_INVALID_ARG, "kvloop: slot %d given twice in one step", slots[k]);
+    for (int k = 0; k < n; k++)
         store_index(l->ids_dtype, l->ids, slots[k], ids[k]);
-    }
     for (int r = 0; r < B; r++) {
         for (int64_t i = 0; i < W; i++)
             store_index(l->mask_dtype, l->mask, (int64_t)r * W + i, i <= l->slot_past[r]);
@@ -659,6 +681,97 @@ int sn_kvloop_decode_slots(sn_kvloop *l, int n, const int *slots, const int64_t 
     return SNUG_OK;
 }
 
+/* Padded slots (Optimum's exports: keys masked by attention_mask, present
+ * = past ++ new). The buffers hold [slots, kv_heads, P, head_dim] with one
+ * P, a multiple of the bucket, for all slots: slot s's rows at stride P from
+ * s x kv_heads x P rows on. A step feeds rows 0..B-1 at that P: each row's
+ * mask is ones over its slot's tokens, zeros over the padding, ones over
+ * its new tokens; position_ids go on from its length. The new rows come out
+ * of present (after the P padded ones) into their slots. Moves every slot's
+ * rows to a new P when the longest sequence crosses a bucket (both ways). */
+static void slots_restride(sn_kvloop *l, int64_t P2) {
+    int64_t P = l->pad, H = l->info.kv_heads;
+    if (P2 == P)
+        return;
+    size_t row = (size_t)l->info.head_dim * l->kv_esize;
+    for (int k = 0; k < 2 * l->info.n_layers; k++) {
+        uint8_t *b = l->kv[k];
+        if (P2 > P) /* up: from the last slot's last head down */
+            for (int64_t sh = (int64_t)l->n_slots * H - 1; sh >= 0; sh--)
+                memmove(b + (size_t)(sh * P2) * row, b + (size_t)(sh * P) * row,
+                        (size_t)sn_imin(l->slot_past[sh / H], P) * row);
+        else
+            for (int64_t sh = 1; sh < (int64_t)l->n_slots * H; sh++)
+                memmove(b + (size_t)(sh * P2) * row, b + (size_t)(sh * P) * row,
+                        (size_t)sn_imin(l->slot_past[sh / H], P2) * row);
+    }
+    l->pad = P2;
+}
+
+/* One step of n slots (slots[k] fed S ids from ids + k S): a prompt chunk of
+ * one slot (S tokens, batch 1, the buffers windowed to it), or a decode
+ * step (S = 1) of rows 0..B-1. */
+static int slots_step(sn_kvloop *l, int n, const int *slots, const int64_t *ids, int64_t S, const float **logits,
+                      sn_err *err) {
+    int B = n == 1 && S > 1 ? 1 : 0;
+    int64_t need = 0;
+    for (int s = 0; s < l->n_slots; s++)
+        need = sn_imax(need, l->slot_past[s]);
+    for (int k = 0; k < n; k++) {
+        need = sn_imax(need, l->slot_past[slots[k]] + S);
+        if (S == 1)
+            B = sn_imax(B, slots[k] + 1);
+    }
+    int64_t P = (need + l->bucket - 1) / l->bucket * l->bucket;
+    if (P > l->cap)
+        return sn_errf(err, SNUG_ERR_RANGE, "kvloop: %lld tokens do not fit the cache of %lld", (long long)need,
+                       (long long)l->cap);
+    slots_restride(l, P);
+    bool chunk = S > 1; /* one slot's prompt alone, windowed (a one-token chunk runs as a decode step) */
+    int first = chunk ? slots[0] : 0;
+    int rows = chunk ? 1 : B;
+    for (int r = 0; r < rows; r++) { /* stand-ins: token 0 at the slot's next position, nothing kept */
+        int s = first + r;
+        for (int64_t i = 0; i < S; i++) {
+            store_index(l->ids_dtype, l->ids, r * S + i, 0);
+            store_index(l->pos_dtype, l->pos, r * S + i, l->slot_past[s] + i);
+        }
+        for (int64_t i = 0; i < P + S; i++)
+            store_index(l->mask_dtype, l->mask, r * (P + S) + i, i < l->slot_past[s] || i >= P);
+    }
+    for (int k = 0; k < n; k++)
+        for (int64_t i = 0; i < S; i++)
+            store_index(l->ids_dtype, l->ids, (slots[k] - first) * S + i, ids[k * S + i]);
+    /* a chunk's slot from its rows on, at the stride P */
+    SN_TRY(set_window_at(l, (size_t)first * (size_t)(l->info.kv_heads * P * l->info.head_dim) * l->kv_esize, err));
+    set_tensor(&l->in[l->i_ids], l->ids_dtype, 2, (int64_t[]){rows, S}, l->ids);
+    set_tensor(&l->in[l->i_mask], l->mask_dtype, 2, (int64_t[]){rows, P + S}, l->mask);
+    set_tensor(&l->in[l->i_pos], l->pos_dtype, 2, (int64_t[]){rows, S}, l->pos);
+    int64_t kvdims[4] = {rows, l->info.kv_heads, P, l->info.head_dim};
+    for (int k = 0; k < 2 * l->info.n_layers; k++)
+        set_tensor(&l->in[l->i_past[k]], l->kv_dtype, 4, kvdims, l->kv[k]);
+    int64_t at = l->slot_past[slots[0]];
+    SN_TRY(run_step(l, rows, l->info.last_logits ? rows : rows * S, P + S, at, S, err));
+    size_t row = (size_t)l->info.head_dim * l->kv_esize;
+    int64_t H = l->info.kv_heads;
+    for (int k = 0; k < 2 * l->info.n_layers; k++) {
+        const uint8_t *src = l->out[l->o_present[k]].data;
+        uint8_t *dst = l->kv[k];
+        for (int j = 0; j < n; j++) {
+            int s = slots[j], r = s - first;
+            for (int64_t h = 0; h < H; h++)
+                memcpy(dst + (size_t)((s * H + h) * P + l->slot_past[s]) * row,
+                       src + (size_t)((r * H + h) * (P + S) + P) * row, (size_t)S * row);
+        }
+    }
+    for (int j = 0; j < n; j++)
+        l->slot_past[slots[j]] += S;
+    l->past = l->slot_past[0];
+    if (logits)
+        *logits = l->out[l->o_logits].data;
+    return SNUG_OK;
+}
+
 void sn_kvloop_slot_reset(sn_kvloop *l, int slot) {
     if (slot == 0)
         sn_kvloop_reset(l);
@@ -673,7 +786,7 @@ int sn_kvloop_slot_rewind(sn_kvloop *l, int slot, int64_t pos, sn_err *err) {
     if (pos < 0 || pos > l->slot_past[slot])
         return sn_errf(err, SNUG_ERR_RANGE, "kvloop: cannot rewind slot %d to position %lld of %lld cached", slot,
                        (long long)pos, (long long)l->slot_past[slot]);
-    l->slot_past[slot] = pos; /* shared buffers: nothing moves */
+    l->slot_past[slot] = pos; /* nothing moves: rows beyond pos are overwritten or masked */
     return SNUG_OK;
 }
 

@@ -56,10 +56,17 @@ int sn_kvloop_new_chunked(sn_session *s, int64_t max_ctx, int64_t max_step, sn_k
  * (batch rows; every weight read once for all): planned at the bounds of a
  * decode step of n_slots rows and of a prompt chunk of max_step tokens on
  * one slot. The activation arena is sized for n_slots x max_step tokens,
- * so a caller keeps max_step small. Needs an attention op that takes every
- * row's length and writes into its past buffer (GroupQueryAttention:
- * seqlens_k from each row's attention_mask); other models are an error
- * that says so (n_slots 1 serves them). */
+ * so a caller keeps max_step small. Two kinds of cache:
+ * - GroupQueryAttention (seqlens_k from each row's attention_mask): one
+ *   buffer [n_slots, kv_heads, max_ctx, head_dim] past and present, each row
+ *   attends over its own length; rows are batch-invariant bit for bit;
+ * - keys masked by attention_mask with position_ids (Optimum's exports):
+ *   [n_slots, kv_heads, P, head_dim] with one padded P for all slots (the
+ *   longest, to a multiple of 32; every slot's rows move when it changes),
+ *   each row masked over its own tokens, its new rows copied out of
+ *   present. A row so sums its attention over more (zero) terms than alone:
+ *   equal to float rounding, not bit for bit.
+ * Other models are an error that says so (n_slots 1 serves them). */
 int sn_kvloop_new_slots(sn_session *s, int64_t max_ctx, int64_t max_step, int n_slots, sn_kvloop **out,
                         sn_err *err);
 void sn_kvloop_free(sn_kvloop *l); /* accepts NULL */

@@ -17,7 +17,7 @@
    good requests are answered.
    Continuous batching: five requests at once on two slots decoded together,
    each answer snug generate's; an Optimum export (no GroupQueryAttention)
-   gets a generator per slot instead, and says so.
+   batched in a padded cache, and with --no-batch a generator per slot.
 4. Seeded sampling repeats; "cache_prompt" reuses a slot's cache. A full queue answers 429 with Retry-After; SIGTERM lets the running request
    finish, refuses new ones, and the server exits with status 0 (under ASan a
    leak would make that status nonzero).
@@ -397,24 +397,26 @@ def queue_and_drain(snug, model):
         srv.stop(signal.SIGKILL, 10)
 
 
-def unbatched(snug, model):
-    """A model whose attention masks keys by attention_mask (Optimum's export) gets a generator per
-    slot, said at start, and still answers as snug generate does."""
+def optimum(snug, model):
+    """An Optimum export (attention masked by attention_mask, no GroupQueryAttention): its slots decode
+    together in a padded cache, and with --no-batch get a generator each; both answer as snug generate
+    does (one request at a time: no other row pads this one's)."""
     opt = os.path.join(os.path.dirname(model.rstrip("/")), "optimum")
     if not os.path.isdir(opt):
         check(False, f"{opt} missing")
         return
-    srv = Server(snug, opt, "--parallel", "2", "--threads", "1", "--ctx", "256")
-    try:
-        check("a generator per slot" in srv.tail(), f"optimum --parallel 2: no word of its slots:\n{srv.tail()}")
-        want = generate(snug, opt, "The capital of France is", 8, chat=False)
-        st, _, b = srv.request("POST", "/v1/completions", {"prompt": "The capital of France is", "max_tokens": 8,
-                                                           "temperature": 0})
-        got = json.loads(b)["choices"][0]["text"] if st == 200 else f"status {st}"
-        check(got == want, f"optimum completion: {got!r}, snug generate {want!r}")
-        check(srv.stop() == 0, f"optimum server's exit status\n{srv.tail()}")
-    finally:
-        srv.stop(signal.SIGKILL, 10)
+    prompt = "The capital of France is"
+    want = generate(snug, opt, prompt, 8, chat=False)
+    for extra, said in (((), "decoded together"), (("--no-batch",), "a generator per slot")):
+        srv = Server(snug, opt, "--parallel", "2", "--threads", "1", "--ctx", "256", *extra)
+        try:
+            check(said in srv.tail(), f"optimum --parallel 2 {extra}: no '{said}':\n{srv.tail()}")
+            st, _, b = srv.request("POST", "/v1/completions", {"prompt": prompt, "max_tokens": 8, "temperature": 0})
+            got = json.loads(b)["choices"][0]["text"] if st == 200 else f"status {st}"
+            check(got == want, f"optimum completion {extra}: {got!r}, snug generate {want!r}")
+            check(srv.stop() == 0, f"optimum server's exit status {extra}\n{srv.tail()}")
+        finally:
+            srv.stop(signal.SIGKILL, 10)
 
 
 def no_template(snug, model):
@@ -467,7 +469,7 @@ def main():
     finally:
         srv.stop(signal.SIGKILL, 10)
     queue_and_drain(a.snug, a.model)
-    unbatched(a.snug, a.model)
+    optimum(a.snug, a.model)
     no_template(a.snug, a.model)
     print(f"snug serve: {CHECKED[0]} checks, {len(FAILS)} failed")
     if FAILS:
