@@ -26,11 +26,39 @@ void serve_job_free(job *j) {
     free(j);
 }
 
+/* Makes s valid UTF-8 in place: a byte that starts no well-formed sequence
+ * becomes '?', a sequence cut at the end (a message cut at its buffer) goes.
+ * Messages quote what a client sent (a path, a method), and JSON must be
+ * UTF-8 (cJSON prints bytes as they are). */
+static void utf8_clean(char *s) {
+    unsigned char *p = (unsigned char *)s;
+    while (*p) {
+        int n = *p < 0x80 ? 1 : (*p & 0xE0) == 0xC0 && *p >= 0xC2 ? 2 : (*p & 0xF0) == 0xE0 ? 3
+              : (*p & 0xF8) == 0xF0 && *p <= 0xF4 ? 4 : 0;
+        int k = 1;
+        while (n > 1 && k < n && (p[k] & 0xC0) == 0x80)
+            k++;
+        bool ok = n >= 1 && k == n;
+        if (ok && n == 3) /* overlong, surrogates */
+            ok = !(p[0] == 0xE0 && p[1] < 0xA0) && !(p[0] == 0xED && p[1] >= 0xA0);
+        if (ok && n == 4)
+            ok = !(p[0] == 0xF0 && p[1] < 0x90) && !(p[0] == 0xF4 && p[1] >= 0x90);
+        if (ok) {
+            p += n;
+        } else if (n > 1 && !p[k]) { /* cut at the end */
+            *p = 0;
+        } else {
+            *p++ = '?';
+        }
+    }
+}
+
 int serve_fail(bad *b, int code, const char *param, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(b->msg, sizeof b->msg, fmt, ap);
     va_end(ap);
+    utf8_clean(b->msg);
     b->code = code;
     b->param = param;
     b->type = code == 401 ? "authentication_error" : code >= 500 ? "server_error" : "invalid_request_error";

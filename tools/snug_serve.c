@@ -131,6 +131,7 @@ typedef struct server {
     bool has_template; /* the model (or --chat-template) gives a chat template snug renders */
     const char *template_why; /* why not, or NULL */
     double timeout_s;
+    double keepalive_s; /* a stream silent this long gets an SSE comment (half of --idle-timeout) */
     size_t max_body;
     const char *api_key;
     int64_t ctx;
@@ -480,10 +481,16 @@ static bool peer_gone(int fd) {
 
 /* Waits until pred holds on j (under j->mu) or the client leaves (then
  * cancels the job). Returns false when the client left. */
-static bool wait_job(conn *c, bool (*pred)(const job *, const conn *)) {
+/* Waits until pred holds (1), the client left (0, the job cancelled), or,
+ * with until > 0, that time passed (2). */
+static int wait_job_until(conn *c, bool (*pred)(const job *, const conn *), double until) {
     job *j = c->j;
     pthread_mutex_lock(&j->mu);
     while (!pred(j, c)) {
+        if (until > 0 && now_s() >= until) {
+            pthread_mutex_unlock(&j->mu);
+            return 2;
+        }
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += 100 * 1000 * 1000;
@@ -493,14 +500,16 @@ static bool wait_job(conn *c, bool (*pred)(const job *, const conn *)) {
         if (!pred(j, c) && peer_gone(c->fd)) {
             j->cancelled = true;
             pthread_mutex_unlock(&j->mu);
-            return false;
+            return 0;
         }
         if (j->state == JOB_QUEUED && now_s() > j->deadline)
             j->timed_out = true; /* the worker skips it */
     }
     pthread_mutex_unlock(&j->mu);
-    return true;
+    return 1;
 }
+
+static bool wait_job(conn *c, bool (*pred)(const job *, const conn *)) { return wait_job_until(c, pred, 0) == 1; }
 
 static bool job_done(const job *j, const conn *c) {
     (void)c;
@@ -580,8 +589,18 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
         if (c->finished)
             return MHD_CONTENT_READER_END_OF_STREAM;
         c->out_len = c->out_at = 0;
-        if (!wait_job(c, job_news))
+        /* libmicrohttpd counts this wait as the connection's idle time: a
+         * stream whose next token is late (a long prompt prefilling in the
+         * batch) sends an SSE comment before --idle-timeout would close it */
+        int w = wait_job_until(c, job_news, now_s() + g_srv.keepalive_s);
+        if (!w)
             return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (w == 2) {
+            static const char ka[] = ": keep-alive\n\n";
+            size_t n = sizeof ka - 1 < max ? sizeof ka - 1 : max;
+            memcpy(buf, ka, n);
+            return (ssize_t)n;
+        }
         pthread_mutex_lock(&c->j->mu);
         sse_fill(c);
         pthread_mutex_unlock(&c->j->mu);
@@ -1072,6 +1091,7 @@ int cmd_serve(int argc, char **argv) {
     g_srv.parallel = (int)parallel;
     g_srv.queue_max = (int)queue;
     g_srv.timeout_s = timeout;
+    g_srv.keepalive_s = (double)idle / 2;
     g_srv.max_body = max_body;
     g_srv.ctx = ctx;
     pthread_mutex_init(&g_srv.mu, NULL);

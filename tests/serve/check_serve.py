@@ -232,6 +232,9 @@ def bad_requests(srv, ctx):
         ("POST", "/v1/completions", {"prompt": "word " * (ctx + 50)}, 400, "a prompt longer than the context"),
         ("GET", "/v1/chat/completions", None, 405, "GET on chat"),
         ("GET", "/v2/nothing", None, 404, "unknown path"),
+        # the path is quoted in the message: still UTF-8 JSON (fuzz_live found these)
+        ("GET", "/%ff%fe", None, 404, "a path of bytes that are no UTF-8"),
+        ("GET", "/" + "%E6%97%A5" * 150, None, 404, "a path whose quote is cut inside a character"),
         ("POST", "/v1/completions", b"x" * (70 << 10), 413, "a body over --max-body"),
     ]
     for method, path, body, want, what in cases:
@@ -419,6 +422,37 @@ def optimum(snug, model):
             srv.stop(signal.SIGKILL, 10)
 
 
+def late_tokens(snug, model):
+    """A stream whose next token comes later than --idle-timeout (a long prompt prefilling between two
+    of its decode steps) is kept open by SSE comments and ends with [DONE] (fuzz_live found it cut)."""
+    srv = Server(snug, model, "--parallel", "2", "--ctx", "2048", "--batch", "512", "--threads", "1",
+                 "--idle-timeout", "1")
+    try:
+        body = json.dumps({"messages": [{"role": "user", "content": "Tell me a long story."}], "max_tokens": 12,
+                           "temperature": 0, "stream": True}).encode()
+        s = socket.create_connection(("127.0.0.1", srv.port), timeout=120)
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        got, started, th = b"", False, None
+        while not got.endswith(b"0\r\n\r\n"):
+            c = s.recv(65536)
+            if not c:
+                break
+            got += c
+            if not started and b"data: " in got:
+                started = True
+                th = threading.Thread(target=srv.request, args=("POST", "/v1/completions",
+                                      {"prompt": "word " * 1800, "max_tokens": 1, "temperature": 0}), daemon=True)
+                th.start()
+        s.close()
+        if th:
+            th.join(120)
+        check(b"data: [DONE]" in got, f"a stream with late tokens was cut: {got[-300:]!r}")
+        check(b": keep-alive" in got, "a stream silent past half --idle-timeout got no SSE comment")
+        check(srv.stop() == 0, f"exit status\n{srv.tail()}")
+    finally:
+        srv.stop(signal.SIGKILL, 10)
+
+
 def no_template(snug, model):
     """A folder without a chat template: chat requests are a 400 that says so, raw text still works."""
     with tempfile.TemporaryDirectory() as d:
@@ -470,6 +504,7 @@ def main():
         srv.stop(signal.SIGKILL, 10)
     queue_and_drain(a.snug, a.model)
     optimum(a.snug, a.model)
+    late_tokens(a.snug, a.model)
     no_template(a.snug, a.model)
     print(f"snug serve: {CHECKED[0]} checks, {len(FAILS)} failed")
     if FAILS:
