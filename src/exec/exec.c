@@ -118,6 +118,34 @@ sn_fpmode ex_fp_enter(const sn_exec *ex) {
 void sn_exec_set_limits(sn_exec *ex, const sn_limits *l) { ex->limits = *l; }
 const sn_limits *sn_exec_limits(const sn_exec *ex) { return &ex->limits; }
 
+int ex_check_resident(const sn_exec *ex, size_t more, size_t arena, const char *what, sn_err *err) {
+    /* Host memory made resident (state zeroed, an arena at bounds touched)
+     * beyond the budget would end in the kernel's OOM killer, not in an
+     * error: refused first. */
+    size_t budget = ex->dry || !ex->limits.mem_budget ? 0 : ex->limits.mem_budget;
+    size_t held = ex->stats.persistent_bytes + arena;
+    char also[64] = "";
+    if (held)
+        snprintf(also, sizeof also, ", with the %.1f MiB already held,", (double)held / (1 << 20));
+    if (budget && (held > budget || more > budget - held))
+        return sn_errf(err, SNUG_ERR_OOM, "%s of %.1f MiB%s is more than the memory budget of %.1f MiB "
+                       "(snug.memory_budget; default: the machine's memory): a shorter context, shorter prompt "
+                       "chunks or fewer sequences", what, (double)more / (1 << 20), also, (double)budget / (1 << 20));
+    /* and what the machine has now (what was made resident before is gone from it) */
+    sn_mem_info mi;
+    sn_err ignored = {0};
+    if (!ex->dry && sn_backend_mem_info(&ex->backends[0], &mi, &ignored) == SNUG_OK && mi.free && more > mi.free)
+        return sn_errf(err, SNUG_ERR_OOM, "%s of %.1f MiB is more than the %.1f MiB of memory available now (with "
+                       "%.1f MiB of KV cache and arena already held): a shorter context, shorter prompt chunks or "
+                       "fewer sequences", what, (double)more / (1 << 20), (double)mi.free / (1 << 20),
+                       (double)held / (1 << 20));
+    return SNUG_OK;
+}
+
+int sn_exec_check_resident(const sn_exec *ex, size_t bytes, const char *what, sn_err *err) {
+    return ex_check_resident(ex, bytes, 0, what, err);
+}
+
 int ex_check_budget(const sn_exec *ex, const sn_node *n, int j, const sn_tensor *t, sn_err *err) {
     char b[160];
     size_t nb = sn_tensor_nbytes(t);
@@ -341,6 +369,8 @@ int sn_exec_add_state(sn_exec *ex, int input, int output, const sn_tensor *bound
         return sn_errf(err, SNUG_ERR_UNSUPPORTED, "output '%s' cannot share a buffer with input '%s': its producer "
                        "must be the input's only reader and write a shared KV cache", g->values[ov].name, in->name);
     size_t cap = sn_tensor_nbytes(bound);
+    /* zeroed now, every page touched */
+    SN_TRY(ex_check_resident(ex, cap, 0, "the KV cache (persistent state)", err));
     sn_exec_state *ns = sn_realloc(ex->states, sizeof *ns * (size_t)(ex->n_states + 1));
     if (!ns)
         return sn_errf(err, SNUG_ERR_OOM, "out of memory");

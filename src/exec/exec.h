@@ -152,6 +152,11 @@ int sn_exec_set_bounds(sn_exec *ex, const sn_tensor *bounds, sn_err *err);
  * SN_OP_KV_SHARE (GroupQueryAttention with past and present in one buffer
  * writes only the new rows). Call before the first plan. */
 int sn_exec_add_state(sn_exec *ex, int input, int output, const sn_tensor *bound, sn_err *err);
+/* Whether `bytes` more host memory made resident now stays within the
+ * memory budget and what the machine has available; SNUG_ERR_OOM naming
+ * `what` if not (a caller about to add states totalling that checks first,
+ * before any is touched). */
+int sn_exec_check_resident(const sn_exec *ex, size_t bytes, const char *what, sn_err *err);
 /* Whether sn_exec_add_state(ex, input, output, ...) may share the buffer. */
 bool sn_exec_state_shareable(const sn_exec *ex, int input, int output);
 /* The state buffer of graph input `input`, or NULL when it is not state. */

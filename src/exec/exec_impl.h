@@ -118,6 +118,10 @@ void ex_bind_args(sn_exec *ex, const sn_node *n, const sn_tensor **in, sn_tensor
 void *ex_dyn_alloc(sn_exec *ex, size_t bytes);
 /* Output j of node n, of shape t, fits the memory budget (and size_t);
  * otherwise an error naming the node, the shape and the bytes. */
+/* Whether `more` host bytes made resident (what: named in the error), with
+ * the state buffers and `arena` bytes of arena already held, stay within
+ * the memory budget; SNUG_ERR_OOM saying so if not. */
+int ex_check_resident(const sn_exec *ex, size_t more, size_t arena, const char *what, sn_err *err);
 int ex_check_budget(const sn_exec *ex, const sn_node *n, int j, const sn_tensor *t, sn_err *err);
 void ex_dyn_release(sn_exec *ex);
 void *ex_folded_alloc(sn_exec *ex, size_t bytes);

@@ -101,11 +101,16 @@ static int zero_buffer(const sn_backend *be, uint8_t *a, size_t n, sn_err *err) 
  * enough), and every planned value and workspace bound into it. */
 static int bind_buffers(sn_exec *ex, sn_err *err) {
     const sn_graph *g = ex->g;
+    size_t host = 0; /* the host arena bytes before buffer b */
     for (int b = 0; b < ex->pl.n_buffers; b++) {
         const sn_plan_buffer *pb = &ex->pl.buffers[b];
         const sn_backend *be = &ex->backends[pb->device];
+        size_t before = host;
+        host += pb->device == 0 ? pb->size : 0;
         if (ex->buf[b] && ex->buf_dev[b] == pb->device && pb->size <= ex->buf_cap[b])
             continue;
+        if (ex->planning_bounds && pb->device == 0) /* made resident below */
+            SN_TRY(ex_check_resident(ex, pb->size, before, "the activation arena planned at the bounds", err));
         /* an empty arena is a buffer too: every planned value points into one */
         uint8_t *a = be->ops->buffer_alloc(be->ctx, pb->size ? pb->size : 64, err);
         if (!a)

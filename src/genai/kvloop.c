@@ -391,6 +391,18 @@ int sn_kvloop_new_slots(sn_session *s, int64_t max_ctx, int64_t max_step, int n_
         goto fail;
     }
     l->slot_bytes = per;
+    {
+        char what[160];
+        snprintf(what, sizeof what, "a KV cache of %d sequence%s x %lld tokens", n_slots, n_slots == 1 ? "" : "s",
+                 (long long)max_ctx);
+        size_t all = 0;
+        if (!sn_mul_ok(per, 2 * (size_t)n_layers * (size_t)n_slots, &all)) {
+            rc = sn_errf(err, SNUG_ERR_RANGE, "kvloop: %s overflows", what);
+            goto fail;
+        }
+        if ((rc = sn_exec_check_resident(s->exec, all, what, err)) != SNUG_OK)
+            goto fail;
+    }
     for (int k = 0; k < 2 * n_layers; k++) {
         sn_tensor bound;
         set_tensor(&bound, l->kv_dtype, 4, (int64_t[]){n_slots, l->info.kv_heads, cap, l->info.head_dim}, NULL);

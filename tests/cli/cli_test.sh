@@ -85,6 +85,8 @@ expect 1 "has no --bound" -- "$snug" run "$fix" --bound sequence_length=16
 expect 0 "decode +[0-9.]+ tok/s" -- "$snug" bench "$fix" --prompt 8 --gen 4 --rounds 1 --warmup 0 --threads 2
 expect 0 "\"decode_tok_s\"" -- "$snug" bench "$fix" --prompt 4 --gen 2 --rounds 1 --warmup 0 --json
 expect 2 "unknown option|usage" -- "$snug" bench "$fix" --bogus
+# memory that would be made resident past the budget is an error before it is touched (not the OOM killer)
+expect 1 "more than the memory budget" -- "$snug" bench "$fix" --config snug.memory_budget=20000 --prompt 4 --gen 2 --rounds 1 --warmup 0
 # batched decode needs a length per row: a model without attention_mask is refused, saying why
 expect 1 "no attention_mask" -- "$snug" bench "$fix" --slots 2 --prompt 4 --gen 2 --rounds 1 --warmup 0
 expect 1 "snug bench: " -- "$snug" bench "$tmp/missing.onnx"

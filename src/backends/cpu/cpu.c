@@ -1,4 +1,5 @@
 /* The CPU backend: host memory, the kernels of src/ops. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/sysinfo.h>
@@ -13,6 +14,19 @@ static int cpu_mem_info(void *ctx, sn_mem_info *out, sn_err *err) {
         return sn_errf(err, SNUG_ERR_IO, "sysinfo failed");
     out->total = (uint64_t)si.totalram * si.mem_unit;
     out->free = ((uint64_t)si.freeram + si.bufferram) * si.mem_unit;
+    /* Linux's own estimate of what can be had without swapping (the page
+     * cache that can be dropped included), where it gives one */
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (f) {
+        char line[128];
+        unsigned long long kib;
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1) {
+                out->free = (uint64_t)kib * 1024;
+                break;
+            }
+        fclose(f);
+    }
     return SNUG_OK;
 }
 
