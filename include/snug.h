@@ -143,8 +143,23 @@ typedef struct snug_session_stats {
     size_t persistent_bytes;   /* state buffers: a KV cache (snug_decoder) */
     size_t kernel_state_bytes; /* what prepared kernels hold (packed weights) */
     size_t released_bytes;     /* constants no run reads, released or freed */
+    size_t device_bytes;       /* what the plan holds on accelerators (snug.device): arenas, weights, KV */
+    size_t copied_bytes;       /* bytes the runs since the plan copied between devices */
 } snug_session_stats;
 void snug_session_get_stats(const snug_session *s, snug_session_stats *out);
+
+/* Device d of the session (0: the host; 1: snug.device's), as its backend
+ * sees it now. */
+typedef struct snug_device_info {
+    const char *name;  /* "cpu", "opencl:0 (pthread-...)" */
+    uint64_t total;    /* bytes of memory (0: unknown) */
+    uint64_t free;     /* what the device says is free, else total minus what snug holds */
+    uint64_t held;     /* what snug's buffers on it hold now, by the backend's own count (0: not counted) */
+    uint64_t peak;     /* the most they held at once */
+    int n_nodes;       /* nodes of the current plan it runs */
+} snug_device_info;
+int snug_session_device_count(const snug_session *s);
+int snug_session_device_info(const snug_session *s, int d, snug_device_info *out);
 
 /* Weight streaming under a host budget (snug.mem.host, docs/streaming.md):
  * what the current plan streams and what the prefetcher did so far. */
@@ -402,12 +417,14 @@ typedef struct snug_plan_node {
     size_t ws_offset;
     size_t state_bytes; /* what its prepared kernel holds (a packed weight) */
     int last_row;       /* reads only the last position of its input 0 (snug.last_logits) */
+    const char *host_because; /* where an accelerator was asked for: why this node runs on the host ("" if not) */
 } snug_plan_node;
 int snug_plan_get_node(const snug_plan *p, int i, snug_plan_node *out);
 
 typedef struct snug_plan_buffer {
     int device;
     size_t size;        /* bytes */
+    int weights;        /* an accelerator's copies of the weights (else an activation arena) */
     size_t lower_bound; /* the largest total of its slots alive at one step */
 } snug_plan_buffer;
 int snug_plan_get_buffer(const snug_plan *p, int b, snug_plan_buffer *out);
@@ -665,6 +682,7 @@ typedef struct snug_generator_config {
                           * keys masked in a padded cache as Optimum exports do, docs/serve.md):
                           * other models fail to open with SNUG_ERR_UNSUPPORTED, saying so. With
                           * batch 0 a prompt goes in chunks of max(32, 512 / slots) tokens */
+    const char *device;  /* snug.device: an accelerator beside the host ("opencl", "opencl:1"), or NULL */
 } snug_generator_config;
 
 /* cfg may be NULL (defaults). On failure *out is NULL and err (if not NULL)

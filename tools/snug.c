@@ -286,6 +286,9 @@ static const char k_run_help[] =
     "                      position_ids counting 0, 1, ... along the last axis\n"
     "  --output-dir DIR    write output i to DIR/output_<i>.pb (created if missing)\n"
     "  --threads N         worker threads (default: all cores)\n"
+    "  --device DEV        run every node an accelerator has a kernel for there:\n"
+    "                      opencl, opencl:N (Nth device), opencl:NAME (config\n"
+    "                      snug.device; the rest on the host; docs/opencl.md)\n"
     "  --bound NAME=VALUE  plan once with the symbolic dim NAME at most VALUE (sets\n"
     "                      session.max_shape_override for every input from the\n"
     "                      declared shapes; give one per symbolic dim)\n"
@@ -392,6 +395,10 @@ static int cmd_run(int argc, char **argv) {
             i++;
         } else if (!strcmp(a, "--threads") && val) {
             threads = val;
+            i++;
+        } else if (!strcmp(a, "--device") && val) {
+            if (n_configs < 64)
+                configs[n_configs++] = (kv){"snug.device", val};
             i++;
         } else if (!strcmp(a, "--seed") && val) {
             seed = strtoull(val, NULL, 10);

@@ -604,6 +604,10 @@ int cmd_bench(int argc, char **argv) {
             snprintf(mem_host, sizeof mem_host, "%llu", cli_mem_budget("bench", val)), i++;
         } else if (!strcmp(a, "--prefetch")) {
             snprintf(prefetch, sizeof prefetch, "%ld", parse_count(a, val, 2, 64)), i++;
+        } else if (!strcmp(a, "--device")) {
+            if (!val || n_cfg == 64)
+                cli_die_usage("bench", "--device takes a device (opencl, opencl:N)");
+            cfg[n_cfg][0] = "snug.device", cfg[n_cfg++][1] = val, i++;
         } else if (!strcmp(a, "--config")) {
             char *eq = val ? strchr(val, '=') : NULL;
             if (!eq || eq == val || n_cfg == 64)
@@ -867,6 +871,16 @@ int cmd_bench(int argc, char **argv) {
                    ss1.depth, (unsigned long long)ss1.staging_bytes, (unsigned long long)ss1.sweep_bytes, s_bytes,
                    s_stall * 1e3, dec_read_s > 0 ? (double)dec_streamed / dec_read_s : 0, probe_bw, io_bound,
                    io_bound > 0 ? sd.med / io_bound : 0);
+        for (int d = 1; d < snug_session_device_count(s); d++) {
+            snug_device_info di;
+            snug_session_device_info(s, d, &di);
+            snug_session_stats st;
+            snug_session_get_stats(s, &st);
+            printf("\"device\": {\"name\": ");
+            snug_json_write_str(stdout, di.name);
+            printf(", \"nodes\": %d, \"planned_bytes\": %zu, \"peak_bytes\": %llu, \"copied_bytes\": %zu}, ",
+                   di.n_nodes, st.device_bytes, (unsigned long long)di.peak, st.copied_bytes);
+        }
         json_mem("accounted", &mem);
         if (has_est)
             json_mem("estimate", &est);
@@ -939,6 +953,21 @@ int cmd_bench(int argc, char **argv) {
                growth ? 100.0 * ((double)mem.total - (double)growth) / (double)growth : 0.0, p3, p6, p7, p4, p5, b4,
                (weights && !strcmp(weights, "load")) || mem_host[0] ? "load" : "map");
         printf("allocations  %llu during the decode steps\n", (unsigned long long)decode_allocs);
+        for (int d = 1; d < snug_session_device_count(s); d++) {
+            snug_device_info di;
+            snug_session_device_info(s, d, &di);
+            snug_session_stats st;
+            snug_session_get_stats(s, &st);
+            char q1[64], q2[64], q3[64];
+            cli_human_bytes((double)st.device_bytes, q1, sizeof q1);
+            cli_human_bytes((double)di.peak, q2, sizeof q2);
+            cli_human_bytes((double)st.copied_bytes, q3, sizeof q3);
+            printf("device       %s: %d nodes; planned %s, peak held %s by its backend's count (%+.2f%%); %s "
+                   "copied between devices by the runs since the plan\n",
+                   di.name, di.n_nodes, q1, q2,
+                   st.device_bytes ? 100.0 * ((double)di.peak - (double)st.device_bytes) / (double)st.device_bytes : 0.0,
+                   q3);
+        }
         if (streams) {
             char q1[64], q2[64], q3[64], q4[64], q5[64];
             cli_human_bytes((double)ss1.budget, q1, sizeof q1);

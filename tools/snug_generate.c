@@ -39,6 +39,8 @@ static const char k_gen_help[] =
     "  --seed S            seed of the sampler (default 0; the same seed, the same text)\n"
     "  --stop TEXT         stop when TEXT appears (repeatable; TEXT is not printed)\n"
     "  --threads N         worker threads (default: all cores)\n"
+    "  --device DEV        run the layers on an accelerator: opencl, opencl:N\n"
+    "                      (what it has no kernel for stays on the host)\n"
     "  --weights MODE      map (default) or load (read into owned memory)\n"
     "  --mem host=SIZE     the most memory the model may hold (weights, KV cache,\n"
     "                      activations): the layers that do not fit stream from\n"
@@ -256,6 +258,10 @@ int cmd_generate(int argc, char **argv) {
             cfg.ctx = cli_parse_long("generate", a, v, 2, 1L << 24);
         } else if (!strcmp(a, "--batch")) {
             cfg.batch = cli_parse_long("generate", a, v, 1, 1L << 20);
+        } else if (!strcmp(a, "--device")) {
+            if (!v)
+                cli_die_usage("generate", "--device takes a device (opencl, opencl:N)");
+            cfg.device = v;
         } else if (!strcmp(a, "--threads")) {
             cfg.threads = (int)cli_parse_long("generate", a, v, 1, 1024);
         } else if (!strcmp(a, "--temp")) {

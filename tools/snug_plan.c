@@ -16,7 +16,7 @@ typedef snug_dim dimbind;
 
 typedef struct popts {
     const char *cmd;
-    const char *path, *stats, *svg, *out, *shape, *threads, *weights;
+    const char *path, *stats, *svg, *out, *shape, *threads, *weights, *device;
     bool json, strict, have_budget, last_logits, stream;
     uint64_t budget;
     int64_t ctx, batch, seq;
@@ -134,6 +134,8 @@ static void parse_opts(popts *o, int argc, char **argv, const char *help) {
             o->out = val;
         } else if (!strcmp(a, "--threads")) {
             o->threads = val;
+        } else if (!strcmp(a, "--device")) {
+            o->device = val;
         } else if (!strcmp(a, "--weights")) {
             if (strcmp(val, "map") && strcmp(val, "load"))
                 cli_die_usage(o->cmd, "--weights takes map or load");
@@ -188,6 +190,58 @@ static void planned_free(planned *p) {
     snug_session_free(p->s);
 }
 
+/* Each accelerator's part of the plan, and why the nodes that stayed on
+ * the host did (one line per op and reason). */
+static void print_devices(const snug_session *s, const snug_plan *pl, const snug_plan_node *nodes, int nn) {
+    snug_plan_info pi;
+    snug_plan_get_info(pl, &pi);
+    snug_session_stats st;
+    snug_session_get_stats(s, &st);
+    for (int d = 1; d < pi.n_devices; d++) {
+        snug_device_info di;
+        snug_session_device_info(s, d, &di);
+        size_t w = 0, act = 0;
+        for (int b = 0; b < pi.n_buffers; b++) {
+            snug_plan_buffer pb;
+            snug_plan_get_buffer(pl, b, &pb);
+            if (pb.device == d)
+                *(pb.weights ? &w : &act) += pb.size;
+        }
+        size_t kv = st.device_bytes > w + act ? st.device_bytes - w - act : 0;
+        int running = 0, host = 0;
+        for (int i = 0; i < nn; i++) {
+            running += nodes[i].mode != SNUG_MODE_FOLDED;
+            host += nodes[i].host_because && nodes[i].host_because[0];
+        }
+        char a[32], b[32], c[32], t[32], f[32];
+        cli_human_bytes((double)w, a, sizeof a);
+        cli_human_bytes((double)act, b, sizeof b);
+        cli_human_bytes((double)kv, c, sizeof c);
+        cli_human_bytes((double)st.device_bytes, t, sizeof t);
+        cli_human_bytes((double)di.free, f, sizeof f);
+        printf("\ndevice %s\n", di.name);
+        printf("  nodes        %14d  of %d that run (%d on the host for a reason below)\n", di.n_nodes, running, host);
+        printf("  weights      %14zu  %s copies uploaded once\n", w, a);
+        printf("  KV cache     %14zu  %s\n", kv, c);
+        printf("  activations  %14zu  %s arena incl. workspace and copies in\n", act, b);
+        printf("  total        %14zu  %s (%s free now)\n", st.device_bytes, t, f);
+        for (int i = 0; i < nn; i++) {
+            const char *why = nodes[i].host_because;
+            if (!why || !why[0])
+                continue;
+            bool seen = false;
+            for (int j = 0; j < i && !seen; j++)
+                seen = nodes[j].host_because && !strcmp(nodes[j].op, nodes[i].op) && !strcmp(nodes[j].host_because, why);
+            if (seen)
+                continue;
+            int count = 0;
+            for (int j = i; j < nn; j++)
+                count += nodes[j].host_because && !strcmp(nodes[j].op, nodes[i].op) && !strcmp(nodes[j].host_because, why);
+            printf("  on the host  %dx %s: %s\n", count, nodes[i].op, why);
+        }
+    }
+}
+
 static int open_and_plan(const popts *o, planned *p) {
     memset(p, 0, sizeof *p);
     char err[1024];
@@ -196,6 +250,8 @@ static int open_and_plan(const popts *o, planned *p) {
         snug_options_set(so, "snug.threads", o->threads);
     if (o->weights)
         snug_options_set(so, "snug.weights", o->weights);
+    if (o->device)
+        snug_options_set(so, "snug.device", o->device);
     if (o->last_logits)
         snug_options_set(so, "snug.last_logits", "1");
     char mh[32];
@@ -482,6 +538,8 @@ static const char k_plan_help[] =
     "  --last-logits       plan the output projection for the last position only, as\n"
     "                      snug generate does (config snug.last_logits)\n"
     "  --threads N         threads the kernels are prepared for\n"
+    "  --device DEV        plan with an accelerator beside the host (opencl,\n"
+    "                      opencl:N): which nodes run there, and why the others not\n"
     "  --weights MODE      map (default: weights read through the file map) or load\n"
     "                      (read into snug's own memory; config snug.weights)\n";
 
@@ -740,7 +798,9 @@ int snug_cmd_plan(int argc, char **argv) {
             hb(total > o.budget ? total - o.budget : o.budget - total, d, sizeof d);
             printf(" of %s budget: %s by %s", e, total <= o.budget ? "fits" : "OVER", d);
         }
-        printf("\n\ncoverage   workspace figures by source: %d estimator, %d profile, %d max(profile, estimator), "
+        printf("\n");
+        print_devices(p.s, pl, nodes, nn);
+        printf("\ncoverage   workspace figures by source: %d estimator, %d profile, %d max(profile, estimator), "
                "%d fallback",
                ei.n_by_source[SNUG_WS_ESTIMATOR], ei.n_by_source[SNUG_WS_PROFILE], ei.n_by_source[SNUG_WS_MAX],
                ei.n_by_source[SNUG_WS_FALLBACK]);

@@ -4,6 +4,7 @@
  * node timing. */
 #include <string.h>
 
+#include "backends/backend.h"
 #include "api/api.h"
 #include "exec/session.h"
 
@@ -33,7 +34,31 @@ void snug_session_get_stats(const snug_session *ps, snug_session_stats *out) {
         .persistent_bytes = st->persistent_bytes,
         .kernel_state_bytes = st->kernel_state_bytes,
         .released_bytes = st->released_bytes,
+        .device_bytes = st->device_bytes,
+        .copied_bytes = st->copied_bytes,
     };
+}
+
+int snug_session_device_count(const snug_session *ps) { return sn_exec_device_count(((const sn_session *)ps)->exec); }
+
+int snug_session_device_info(const snug_session *ps, int d, snug_device_info *out) {
+    const sn_exec *ex = ((const sn_session *)ps)->exec;
+    const sn_backend *b = sn_exec_backend(ex, d);
+    memset(out, 0, sizeof *out);
+    if (!b)
+        return SNUG_ERR_RANGE;
+    sn_mem_info mi = {0};
+    sn_err e = {0};
+    sn_backend_mem_info(b, &mi, &e);
+    out->name = sn_backend_device_name(b);
+    out->total = mi.total;
+    out->free = mi.free;
+    out->held = mi.held;
+    out->peak = mi.peak;
+    const sn_plan *p = sn_exec_plan_ref(ex);
+    for (int i = 0; p && i < p->n_nodes; i++)
+        out->n_nodes += p->nodes[i].device == d && p->nodes[i].mode != SN_MODE_FOLDED;
+    return SNUG_OK;
 }
 
 void snug_session_stream_stats(const snug_session *ps, snug_stream_stats *out) {
@@ -180,6 +205,7 @@ int snug_plan_get_node(const snug_plan *p, int i, snug_plan_node *out) {
         .ws_offset = pn->ws_offset,
         .state_bytes = pn->state_bytes,
         .last_row = pn->last_row,
+        .host_because = pn->note,
     };
     return SNUG_OK;
 }
@@ -190,7 +216,8 @@ int snug_plan_get_buffer(const snug_plan *p, int b, snug_plan_buffer *out) {
         return SNUG_ERR_RANGE;
     }
     const sn_plan_buffer *pb = &p->plan->buffers[b];
-    *out = (snug_plan_buffer){pb->device, pb->size, pb->lower_bound};
+    *out = (snug_plan_buffer){.device = pb->device, .size = pb->size, .lower_bound = pb->lower_bound,
+                              .weights = pb->weights};
     return SNUG_OK;
 }
 

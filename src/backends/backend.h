@@ -20,6 +20,8 @@ typedef enum sn_device_type {
 
 typedef struct sn_mem_info {
     uint64_t total, free; /* bytes */
+    uint64_t held;        /* what this backend's buffers hold now, by its own count (0: not counted) */
+    uint64_t peak;        /* the most they held at once */
 } sn_mem_info;
 
 /* What a device's buffers are, for the planner (what may live where, in
@@ -43,7 +45,9 @@ typedef struct sn_backend_ops {
      * first), into *ctx; ctx_free closes it. NULL: no context (ctx NULL). */
     int (*ctx_new)(const char *dev, void **ctx, sn_err *err);
     void (*ctx_free)(void *ctx);
-    /* Device memory now; NULL: unknown (both 0). */
+    /* The device's name for messages ("opencl:0 (pthread-...)"); NULL: the backend's name. */
+    const char *(*device_name)(void *ctx);
+    /* Device memory now; NULL: unknown (all 0). */
     int (*mem_info)(void *ctx, sn_mem_info *out, sn_err *err);
     /* A buffer of at least n bytes aligned to 64; NULL with err set. */
     void *(*buffer_alloc)(void *ctx, size_t n, sn_err *err);
@@ -93,6 +97,7 @@ void sn_backend_free(sn_backend *b);
 
 /* Convenience wrappers that apply the NULL defaults. */
 int sn_backend_mem_info(const sn_backend *b, sn_mem_info *out, sn_err *err);
+const char *sn_backend_device_name(const sn_backend *b);
 void sn_backend_buffer_type(const sn_backend *b, sn_buffer_type *out);
 int sn_backend_tensor_set(const sn_backend *b, void *buf, size_t offset, const void *src, size_t n, sn_err *err);
 int sn_backend_tensor_get(const sn_backend *b, const void *buf, size_t offset, void *dst, size_t n, sn_err *err);

@@ -54,6 +54,10 @@ int sn_backend_mem_info(const sn_backend *b, sn_mem_info *out, sn_err *err) {
     return b->ops->mem_info ? b->ops->mem_info(b->ctx, out, err) : SNUG_OK;
 }
 
+const char *sn_backend_device_name(const sn_backend *b) {
+    return b->ops->device_name ? b->ops->device_name(b->ctx) : b->ops->name;
+}
+
 const struct sn_kernel *sn_backend_kernel(const sn_backend *b, const struct sn_node *n) {
     return b->ops->kernel && n->op ? b->ops->kernel(b->ctx, n->op, n) : NULL;
 }

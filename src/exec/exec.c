@@ -6,8 +6,9 @@
 
 /* Node n's argument arrays: its input and output values, NULL where absent. */
 void ex_bind_args(sn_exec *ex, const sn_node *n, const sn_tensor **in, sn_tensor **out) {
-    for (int j = 0; j < n->n_in; j++)
-        in[j] = n->in[j] >= 0 ? &ex->vals[n->in[j]] : NULL;
+    const int *mir = ex->arg_copy + ex->arg_base[n->index];
+    for (int j = 0; j < n->n_in; j++) /* a value held by another device: its copy on this one */
+        in[j] = n->in[j] < 0 ? NULL : mir[j] >= 0 ? &ex->mirror[mir[j]] : &ex->vals[n->in[j]];
     for (int j = 0; j < n->n_out; j++)
         out[j] = n->out[j] >= 0 ? &ex->vals[n->out[j]] : NULL;
     if (ex->last_row_node >= 0 && n == &ex->g->nodes[ex->last_row_node] && in[0]) {
@@ -182,8 +183,9 @@ int sn_exec_new(const sn_graph *g, sn_pool *pool, const sn_logger *log, sn_exec 
     if (sn_backend_mem_info(&ex->backends[0], &mi, &ignored) == SNUG_OK && mi.total > 0)
         ex->limits.mem_budget = (size_t)mi.total; /* the default: the machine's memory */
     size_t nv = (size_t)g->n_values + 1, nn = (size_t)g->n_nodes + 1;
-    int n_sub = 0, arg = 1;
+    int n_sub = 0, arg = 1, n_args = 0;
     for (int i = 0; i < g->n_nodes; i++) {
+        n_args += g->nodes[i].n_in;
         n_sub += g->nodes[i].n_sub;
         arg = g->nodes[i].n_in > arg ? g->nodes[i].n_in : arg;
         arg = g->nodes[i].n_out > arg ? g->nodes[i].n_out : arg;
@@ -192,7 +194,7 @@ int sn_exec_new(const sn_graph *g, sn_pool *pool, const sn_logger *log, sn_exec 
     ex->vals = sn_calloc(nv, sizeof *ex->vals);
     ex->pl.values = sn_calloc(nv, sizeof *ex->pl.values);
     ex->pl.nodes = sn_calloc(nn, sizeof *ex->pl.nodes);
-    ex->pl.buffers = sn_calloc(SN_MAX_DEVICES, sizeof *ex->pl.buffers);
+    ex->pl.buffers = sn_calloc(SN_MAX_BUFFERS, sizeof *ex->pl.buffers);
     ex->pl.shapes = sn_calloc((size_t)g->n_inputs + 1, sizeof *ex->pl.shapes);
     ex->pl.n_values = g->n_values;
     ex->pl.n_nodes = g->n_nodes;
@@ -218,7 +220,11 @@ int sn_exec_new(const sn_graph *g, sn_pool *pool, const sn_logger *log, sn_exec 
     ex->stream_for = sn_calloc((size_t)g->n_inputs + 1, sizeof *ex->stream_for);
     ex->stream_wait = sn_malloc(nn * sizeof *ex->stream_wait);
     ex->stream_release = sn_malloc(nn * sizeof *ex->stream_release);
-    if (!ex->vals || !ex->pl.values || !ex->pl.nodes || !ex->pl.buffers || !ex->pl.shapes || !ex->nstate ||
+    ex->arg_copy = sn_malloc(((size_t)n_args + 1) * sizeof *ex->arg_copy);
+    ex->arg_base = sn_malloc(nn * sizeof *ex->arg_base);
+    ex->state_dev = sn_malloc(nv * sizeof *ex->state_dev);
+    if (!ex->arg_copy || !ex->arg_base || !ex->state_dev ||
+        !ex->vals || !ex->pl.values || !ex->pl.nodes || !ex->pl.buffers || !ex->pl.shapes || !ex->nstate ||
         !ex->sub_base || !ex->sub || !ex->argin || !ex->argout || !ex->sig || !ex->init_copy || !ex->vdep ||
         !ex->vcap || !ex->bounds || !ex->copy_dropped || !ex->vstate || !ex->nreplaces || !ex->copy_released ||
         !ex->gin || !ex->gout || !ex->kern || !ex->streamed || !ex->stream_for || !ex->stream_wait || !ex->stream_release) {
@@ -226,7 +232,13 @@ int sn_exec_new(const sn_graph *g, sn_pool *pool, const sn_logger *log, sn_exec 
         return sn_errf(err, SNUG_ERR_OOM, "out of memory");
     }
     for (size_t v = 0; v < nv; v++)
-        ex->vstate[v] = -1;
+        ex->vstate[v] = ex->state_dev[v] = -1;
+    for (int i = 0, b = 0; i < g->n_nodes; i++) {
+        ex->arg_base[i] = b;
+        b += g->nodes[i].n_in;
+    }
+    for (int k = 0; k < n_args; k++)
+        ex->arg_copy[k] = -1;
     for (int i = 0; i < g->n_nodes; i++) /* every node on the host until placement assigns devices */
         if (!(ex->kern[i] = sn_backend_kernel(&ex->backends[0], &g->nodes[i]))) {
             const sn_node *n = &g->nodes[i];
@@ -299,11 +311,16 @@ void sn_exec_free(sn_exec *ex) {
     sn_free(ex->stream_for);
     sn_free(ex->stream_wait);
     sn_free(ex->stream_release);
-    for (int b = 0; b < SN_MAX_DEVICES; b++)
+    sn_free(ex->arg_copy);
+    sn_free(ex->arg_base);
+    sn_free(ex->state_dev);
+    sn_free(ex->mirror);
+    sn_free(ex->pl.copies);
+    for (int b = 0; b < SN_MAX_BUFFERS; b++)
         if (ex->buf[b])
             ex->backends[ex->buf_dev[b]].ops->buffer_free(ex->backends[ex->buf_dev[b]].ctx, ex->buf[b]);
     for (int k = 0; k < ex->n_states; k++)
-        ex->backends[0].ops->buffer_free(ex->backends[0].ctx, ex->states[k].data);
+        ex->backends[ex->states[k].dev].ops->buffer_free(ex->backends[ex->states[k].dev].ctx, ex->states[k].data);
     sn_free(ex->states);
     for (int b = 0; b < ex->n_backends; b++)
         sn_backend_free(&ex->backends[b]);
@@ -382,14 +399,40 @@ int sn_exec_add_state(sn_exec *ex, int input, int output, const sn_tensor *bound
     ex->vstate[iv] = ex->n_states;
     if (ov >= 0)
         ex->vstate[ov] = ex->n_states;
-    ex->states[ex->n_states++] = (sn_exec_state){iv, ov, data, cap, 0};
+    ex->states[ex->n_states++] = (sn_exec_state){iv, ov, data, 0, cap, 0};
     ex->stats.persistent_bytes += cap;
     return SNUG_OK;
 }
 
 void *sn_exec_state_data(const sn_exec *ex, int input) {
     const sn_exec_state *st = input >= 0 && input < ex->g->n_inputs ? ex_state_of(ex, ex->g->inputs[input]) : NULL;
-    return st ? st->data : NULL;
+    return st && st->dev == 0 ? st->data : NULL;
+}
+
+int sn_exec_state_device(const sn_exec *ex, int input) {
+    const sn_exec_state *st = input >= 0 && input < ex->g->n_inputs ? ex_state_of(ex, ex->g->inputs[input]) : NULL;
+    return st ? st->dev : -1;
+}
+
+int sn_exec_add_backend(sn_exec *ex, const char *name, sn_err *err) {
+    if (ex->planned || ex->n_states)
+        return sn_errf(err, SNUG_ERR_INVALID_ARG, "devices must be added before state and the first plan");
+    if (ex->n_backends == SN_MAX_DEVICES)
+        return sn_errf(err, SNUG_ERR_INVALID_ARG, "%s: at most %d devices in one session", name, SN_MAX_DEVICES);
+    sn_backend b;
+    SN_TRY(sn_backend_new(name, &b, err));
+    if (b.ops->type == SN_DEVICE_CPU) { /* the host is device 0 already */
+        sn_backend_free(&b);
+        return SNUG_OK;
+    }
+    ex->backends[ex->n_backends++] = b;
+    return SNUG_OK;
+}
+
+int sn_exec_device_count(const sn_exec *ex) { return ex->n_backends; }
+
+const sn_backend *sn_exec_backend(const sn_exec *ex, int d) {
+    return d >= 0 && d < ex->n_backends ? &ex->backends[d] : NULL;
 }
 
 int sn_exec_state_window(sn_exec *ex, int input, size_t off, sn_err *err) {

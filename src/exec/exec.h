@@ -14,7 +14,9 @@
 typedef struct sn_exec sn_exec;
 
 typedef struct sn_exec_stats {
-    size_t arena_bytes;      /* planned arena */
+    size_t arena_bytes;      /* planned arena on the host */
+    size_t device_bytes;     /* what the plan holds on accelerators: arenas, weights, states */
+    size_t copied_bytes;     /* bytes runs copied between devices since the plan */
     size_t lower_bound;      /* largest total of planned tensors alive at one step */
     size_t folded_bytes;     /* constant-folded values */
     int n_static, n_dynamic, n_folded; /* nodes by mode in the current plan */
@@ -39,6 +41,14 @@ typedef struct sn_exec_estimate {
 
 /* pool and log are borrowed and may be NULL. */
 int sn_exec_new(const sn_graph *g, sn_pool *pool, const sn_logger *log, sn_exec **out, sn_err *err);
+/* Adds device `name` ("opencl", "opencl:1"; sn_backend_new) beside the
+ * host: from the next plan on, nodes its backend has kernels for run there
+ * (sn_plan_assign), values cross between the devices as the plan's copies
+ * say. "cpu" adds nothing (the host is always device 0). Before states and
+ * the first plan. */
+int sn_exec_add_backend(sn_exec *ex, const char *name, sn_err *err);
+int sn_exec_device_count(const sn_exec *ex);
+const struct sn_backend *sn_exec_backend(const sn_exec *ex, int d); /* NULL out of range */
 void sn_exec_free(sn_exec *ex); /* accepts NULL */
 
 /* Runs the current plan: one loop over the nodes, no planning. inputs[i]
@@ -159,8 +169,14 @@ int sn_exec_add_state(sn_exec *ex, int input, int output, const sn_tensor *bound
 int sn_exec_check_resident(const sn_exec *ex, size_t bytes, const char *what, sn_err *err);
 /* Whether sn_exec_add_state(ex, input, output, ...) may share the buffer. */
 bool sn_exec_state_shareable(const sn_exec *ex, int input, int output);
-/* The state buffer of graph input `input`, or NULL when it is not state. */
+/* The state buffer of graph input `input`, or NULL when it is not state
+ * or lives on an accelerator (sn_exec_state_device). */
 void *sn_exec_state_data(const sn_exec *ex, int input);
+/* The device holding that state buffer (0: the host; -1: no state). A
+ * plan moves a state whose readers all run on one accelerator, and which
+ * its reader writes in place (a shared KV cache), to that device, its
+ * bytes with it. */
+int sn_exec_state_device(const sn_exec *ex, int input);
 /* Runs from now on bind input `input` (and its shared output) to its state
  * buffer from byte off on, as if the buffer began there and held cap - off
  * bytes: a batch-1 step on one slot of a cache planned for several

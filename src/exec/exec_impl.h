@@ -32,7 +32,8 @@ typedef struct ex_prefetch ex_prefetch;
 typedef struct sn_exec_state {
     int in_v;    /* the graph input value it feeds */
     int out_v;   /* the graph output value written into it, -1 if none */
-    void *data;  /* owned: from the backend, zeroed when added */
+    void *data;  /* owned: from backend dev's, zeroed when added */
+    int dev;     /* the device holding it: the host's until a plan puts its readers elsewhere */
     size_t cap;  /* bytes */
     size_t off;  /* the window runs read and write: bytes [off, cap) (sn_exec_state_window) */
 } sn_exec_state;
@@ -56,9 +57,16 @@ struct sn_exec {
     sn_backend backends[SN_MAX_DEVICES]; /* owned [n_backends]: the devices a plan may use; 0 is the host
                               * (the CPU), where every node runs until placement assigns devices */
     int n_backends;
-    uint8_t *buf[SN_MAX_DEVICES]; /* owned: the plan's buffers (activation arenas), from their devices' backends */
-    size_t buf_cap[SN_MAX_DEVICES];
-    int buf_dev[SN_MAX_DEVICES];   /* the backend each came from */
+    uint8_t *buf[SN_MAX_BUFFERS]; /* owned: the plan's buffers (activation arenas, accelerators' weights),
+                              * from their devices' backends */
+    size_t buf_cap[SN_MAX_BUFFERS];
+    int buf_dev[SN_MAX_BUFFERS];   /* the backend each came from */
+    /* copies between devices (sn_plan_transfers): */
+    sn_tensor *mirror;       /* owned [pl.n_copies]: each copy's mirror as its readers see it */
+    int *arg_copy;           /* owned [sum of n_in]: node i's input k reads mirror arg_copy[arg_base[i] + k], or -1 */
+    int *arg_base;           /* owned [n_nodes] */
+    int *state_dev;          /* owned [n_values]: the device of a state value's buffer, -1 for others */
+    bool uploaded;           /* the weights buffers hold the current plan's constants */
     void **folded;           /* owned: blocks of folded values */
     int n_folded, cap_folded;
     void **dyn;              /* owned: blocks allocated during the current run */
@@ -134,6 +142,9 @@ void ex_copy_free(sn_exec *ex, int v);
 bool ex_reads_file(const void *ctx, const sn_tensor *t);
 int ex_read_const(const void *ctx, void *dst, const void *src, size_t n, sn_err *err);
 void ex_drop_unread_inputs(sn_exec *ex, const sn_node *n, int i);
+/* Constant v, uploaded to the accelerators that read it, released on the
+ * host when no node there reads it (its file pages, an aligned copy). */
+void ex_release_uploaded(sn_exec *ex, int v);
 void ex_sweep_released(sn_exec *ex);
 void ex_release_cb(void *ctx, const void *p, size_t n);
 

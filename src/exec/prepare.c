@@ -31,6 +31,12 @@ void ex_plan_release(sn_exec *ex) {
     ex->planned = false;
     for (int v = 0; ex->pl.values && v < g->n_values; v++)
         ex->pl.values[v].released = false;
+    /* no mirrors until the next plan's transfers (folding binds the values themselves) */
+    for (int i = 0; ex->arg_copy && ex->pl.copies && i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++)
+            ex->arg_copy[ex->arg_base[i] + k] = -1;
+    ex->pl.n_copies = 0;
+    ex->uploaded = false;
     if (ex->nreplaces)
         memset(ex->nreplaces, 0, sizeof *ex->nreplaces * (size_t)g->n_nodes);
     for (int i = 0; ex->pl.nodes && i < g->n_nodes; i++)
@@ -62,7 +68,22 @@ static int prepare_kernels(sn_exec *ex, sn_err *err) {
                 if (n->in[k] >= 0 && ex->pl.values[n->in[k]].storage == SN_STORE_STREAMED)
                     pc.streamed |= 1u << k;
             ex->prep_node = i;
-            SN_TRY(k->prepare(&pc));
+            int rc = k->prepare(&pc);
+            if (rc == SNUG_ERR_UNSUPPORTED && pn->device != 0) {
+                /* the accelerator's kernel cannot take these dtypes or shapes: the host's can */
+                const char *why = strstr(err->msg, "': "); /* past sn_kfail's "Op node 'name': " */
+                sn_plan_to_host(&ex->pl, i, why ? why + 3 : err->msg);
+                sn_log(ex->log, SNUG_LOG_DEBUG, "%s node '%s' on the host: %s", n->p->op_type, n->p->name, err->msg);
+                *err = (sn_err){0};
+                ex->kern[i] = k = sn_backend_kernel(&ex->backends[0], n);
+                if (!k)
+                    return sn_kfail(err, n, SNUG_ERR_UNSUPPORTED, "no host kernel for this op");
+                if (!k->prepare)
+                    goto prepared;
+                pc.state = NULL, pc.workspace = 0, pc.state_bytes = 0, pc.replaces = 0;
+                rc = k->prepare(&pc);
+            }
+            SN_TRY(rc);
             if (ex->dry) { /* the state it would build is counted, not kept */
                 if (pc.state && k->free_state)
                     k->free_state(pc.state);
@@ -77,6 +98,7 @@ static int prepare_kernels(sn_exec *ex, sn_err *err) {
             if (pc.replaces & pc.streamed)
                 return sn_kfail(err, n, SNUG_ERR_INTERNAL, "its kernel's state replaces a streamed weight");
         }
+    prepared:
         ex_drop_unread_inputs(ex, n, i);
     }
     return sn_plan_check_workspace(&ex->pl, g, ex->strict_ws, ex->log, err);
@@ -97,6 +119,124 @@ static int zero_buffer(const sn_backend *be, uint8_t *a, size_t n, sn_err *err) 
     return SNUG_OK;
 }
 
+/* A buffer of n bytes fits what device be has free (where it says). */
+static int check_device_room(const sn_backend *be, size_t n, const char *what, sn_err *err) {
+    sn_mem_info mi = {0};
+    sn_err ignored = {0};
+    if (sn_backend_mem_info(be, &mi, &ignored) != SNUG_OK || !mi.total || n <= mi.free)
+        return SNUG_OK;
+    return sn_errf(err, SNUG_ERR_OOM, "the plan's %s buffer on %s is %.1f MiB, more than the %.1f MiB it has free",
+                   what, be->ops->name, (double)n / (1 << 20), (double)mi.free / (1 << 20));
+}
+
+/* The device of each state's buffer: an accelerator when every reader of
+ * its input runs there and writes it in place (a shared KV cache, never
+ * crossing to the host), else the host (an accelerator reading it gets a
+ * copy each run). */
+static void place_states(sn_exec *ex) {
+    const sn_graph *g = ex->g;
+    for (int k = 0; k < ex->n_states; k++) {
+        const sn_exec_state *st = &ex->states[k];
+        const sn_value *in = &g->values[st->in_v];
+        int d = -1;
+        for (int c = 0; c < in->n_cons; c++) {
+            int nd = ex->pl.nodes[in->cons[c]].device;
+            d = d < 0 || d == nd ? nd : 0;
+        }
+        if (d < 0 || st->out_v < 0)
+            d = 0;
+        ex->state_dev[st->in_v] = d;
+        if (st->out_v >= 0)
+            ex->state_dev[st->out_v] = d;
+    }
+}
+
+/* The plan's copies between devices, and each reader's input bound to
+ * the mirror on its device. */
+static int plan_transfers(sn_exec *ex, sn_err *err) {
+    const sn_graph *g = ex->g;
+    place_states(ex);
+    SN_TRY(sn_plan_transfers(&ex->pl, g, ex->state_dev, ex->vdep, err));
+    sn_free(ex->mirror);
+    if (!(ex->mirror = sn_calloc((size_t)ex->pl.n_copies + 1, sizeof *ex->mirror)))
+        return sn_errf(err, SNUG_ERR_OOM, "out of memory");
+    for (int c = 0; c < ex->pl.n_copies; c++) {
+        const sn_plan_xfer *cp = &ex->pl.copies[c];
+        const sn_value *val = &g->values[cp->value];
+        ex->mirror[c] = ex->pl.values[cp->value].info;
+        ex->mirror[c].data = NULL;
+        for (int r = 0; r < val->n_cons; r++) {
+            int i = val->cons[r];
+            if (ex->pl.nodes[i].device != cp->to || ex->pl.nodes[i].mode == SN_MODE_FOLDED ||
+                sn_plan_node_is_view(&ex->pl, g, i))
+                continue;
+            for (int k = 0; k < g->nodes[i].n_in; k++)
+                if (g->nodes[i].in[k] == cp->value)
+                    ex->arg_copy[ex->arg_base[i] + k] = c;
+        }
+    }
+    return SNUG_OK;
+}
+
+/* State k's buffer moved to device d, its bytes with it. */
+static int move_state(sn_exec *ex, sn_exec_state *st, int d, sn_err *err) {
+    const sn_backend *from = &ex->backends[st->dev], *to = &ex->backends[d];
+    const char *name = ex->g->values[st->in_v].name;
+    void *data = to->ops->buffer_alloc(to->ctx, st->cap ? st->cap : 1, err);
+    if (!data)
+        return sn_err_prefix(err, "the %zu-byte state buffer of '%s' on %s", st->cap, name, to->ops->name);
+    int rc = SNUG_OK;
+    if (st->dev == 0)
+        rc = sn_backend_tensor_set(to, data, 0, st->data, st->cap, err);
+    else if (d == 0)
+        rc = sn_backend_tensor_get(from, st->data, 0, data, st->cap, err);
+    else
+        rc = sn_errf(err, SNUG_ERR_UNSUPPORTED, "state '%s': no copy from %s to %s", name, from->ops->name,
+                     to->ops->name);
+    if (rc != SNUG_OK) {
+        to->ops->buffer_free(to->ctx, data);
+        return rc;
+    }
+    from->ops->buffer_free(from->ctx, st->data);
+    st->data = data;
+    st->dev = d;
+    return SNUG_OK;
+}
+
+/* Each accelerator's copies of constants uploaded, the mirrors bound to
+ * their slots, the states on the devices the plan put them. */
+static int bind_transfers(sn_exec *ex, sn_err *err) {
+    const sn_graph *g = ex->g;
+    for (int k = 0; k < ex->n_states; k++) {
+        sn_exec_state *st = &ex->states[k];
+        if (ex->state_dev[st->in_v] != st->dev)
+            SN_TRY(move_state(ex, st, ex->state_dev[st->in_v], err));
+    }
+    for (int c = 0; c < ex->pl.n_copies; c++) {
+        const sn_plan_xfer *cp = &ex->pl.copies[c];
+        ex->mirror[c].data = ex->buf[cp->buffer] + cp->offset;
+        if (cp->at >= 0)
+            continue;
+        const sn_tensor *src = &ex->vals[cp->value];
+        size_t n = sn_tensor_nbytes(src);
+        if (n > cp->size || (n && !src->data))
+            return sn_errf(err, SNUG_ERR_INTERNAL, "constant '%s': %zu bytes to upload to %s, %zu planned",
+                           g->values[cp->value].name, n, ex->backends[cp->to].ops->name, cp->size);
+        if (n) {
+            int rc = sn_backend_tensor_set(&ex->backends[cp->to], ex->mirror[c].data, 0, src->data, n, err);
+            if (rc != SNUG_OK)
+                return sn_err_prefix(err, "uploading weight '%s' (%zu bytes)", g->values[cp->value].name, n);
+        }
+        ex->mirror[c] = *src;
+        ex->mirror[c].data = ex->buf[cp->buffer] + cp->offset;
+    }
+    for (int c = 0; c < ex->pl.n_copies; c++)
+        if (ex->pl.copies[c].at < 0)
+            ex_release_uploaded(ex, ex->pl.copies[c].value);
+    ex->uploaded = true;
+    return SNUG_OK;
+}
+
 /* Each buffer of the plan from its device's backend (kept while large
  * enough), and every planned value and workspace bound into it. */
 static int bind_buffers(sn_exec *ex, sn_err *err) {
@@ -111,11 +251,19 @@ static int bind_buffers(sn_exec *ex, sn_err *err) {
             continue;
         if (ex->planning_bounds && pb->device == 0) /* made resident below */
             SN_TRY(ex_check_resident(ex, pb->size, before, "the activation arena planned at the bounds", err));
+        if (ex->buf[b] && ex->buf_dev[b] == pb->device && pb->device > 0) { /* its room counts as free */
+            ex->backends[pb->device].ops->buffer_free(ex->backends[pb->device].ctx, ex->buf[b]);
+            ex->buf[b] = NULL;
+        }
+        if (pb->device > 0)
+            SN_TRY(check_device_room(be, pb->size, pb->weights ? "weights" : "activation arena", err));
         /* an empty arena is a buffer too: every planned value points into one */
         uint8_t *a = be->ops->buffer_alloc(be->ctx, pb->size ? pb->size : 64, err);
         if (!a)
-            return sn_errf(err, SNUG_ERR_OOM, "cannot allocate the %zu-byte activation arena on %s", pb->size,
-                           be->ops->name);
+            return pb->device ? sn_err_prefix(err, "the plan's %zu-byte %s buffer", pb->size,
+                                              pb->weights ? "weights" : "activation arena")
+                              : sn_errf(err, SNUG_ERR_OOM, "cannot allocate the %zu-byte activation arena on %s",
+                                        pb->size, be->ops->name);
         if (ex->buf[b])
             ex->backends[ex->buf_dev[b]].ops->buffer_free(ex->backends[ex->buf_dev[b]].ctx, ex->buf[b]);
         ex->buf[b] = a;
@@ -124,7 +272,7 @@ static int bind_buffers(sn_exec *ex, sn_err *err) {
         /* A plan at input bounds serves many runs: its arena is made
          * resident now (every workspace slot included), so a run never
          * faults in fresh pages and the memory the plan reports is held. */
-        if (ex->planning_bounds)
+        if (ex->planning_bounds && !pb->weights)
             SN_TRY(zero_buffer(be, a, pb->size, err));
     }
     for (int v = 0; v < g->n_values; v++) {
@@ -134,7 +282,7 @@ static int bind_buffers(sn_exec *ex, sn_err *err) {
         ex->vals[v].data = ex->buf[pv->buffer] + pv->offset;
         ex->vcap[v] = pv->size;
     }
-    return SNUG_OK;
+    return bind_transfers(ex, err);
 }
 
 /* A plan for the shapes now in ex->vals (graph inputs and outer values):
@@ -208,6 +356,8 @@ int ex_plan_for(sn_exec *ex, sn_err *err) {
     if (rc == SNUG_OK)
         ex_sweep_released(ex);
     if (rc == SNUG_OK)
+        rc = plan_transfers(ex, err);
+    if (rc == SNUG_OK)
         rc = sn_plan_memory(&ex->pl, g, err);
     if (rc == SNUG_OK && !ex->dry)
         rc = bind_buffers(ex, err);
@@ -219,10 +369,18 @@ int ex_plan_for(sn_exec *ex, sn_err *err) {
     }
     ex->stats.arena_bytes = 0;
     ex->stats.lower_bound = 0;
+    ex->stats.device_bytes = 0;
     for (int b = 0; b < ex->pl.n_buffers; b++) {
+        if (ex->pl.buffers[b].device) {
+            ex->stats.device_bytes += ex->pl.buffers[b].size;
+            continue;
+        }
         ex->stats.arena_bytes += ex->pl.buffers[b].size;
         ex->stats.lower_bound += ex->pl.buffers[b].lower_bound;
     }
+    for (int k = 0; k < ex->n_states; k++)
+        if (ex->state_dev[ex->states[k].in_v] > 0)
+            ex->stats.device_bytes += ex->states[k].cap;
     ex->stats.n_inplace = ex->pl.n_inplace;
     ex->stats.n_grouped = ex->pl.n_grouped;
     ex->pl.n_static = ex->stats.n_static;

@@ -147,7 +147,8 @@ static int reinfer_node(sn_exec *ex, const sn_node *n, sn_err *err) {
                             sn_shape_str(t, b, sizeof b), nb, ex->vcap[n->out[j]]);
         }
     }
-    if (n->op->estimate && ex->pl.nodes[n->index].mode == SN_MODE_STATIC) {
+    /* the estimate is the host kernel's need; an accelerator's kernel declared its own */
+    if (n->op->estimate && ex->pl.nodes[n->index].mode == SN_MODE_STATIC && ex->pl.nodes[n->index].device == 0) {
         size_t need = n->op->estimate(&c);
         if (need > ex->pl.nodes[n->index].workspace)
             return sn_kfail(err, n, SNUG_ERR_RANGE, "needs %zu bytes of workspace, more than the %zu planned", need,
@@ -173,6 +174,40 @@ void sn_exec_time_nodes(sn_exec *ex, double *acc) {
     ex->t_node = -1;
 }
 
+/* Copy c of the plan (sn_plan_xfer): the value's bytes now, from its
+ * device into its mirror on the other. */
+static int run_copy(sn_exec *ex, int c, sn_err *err) {
+    const sn_plan_xfer *cp = &ex->pl.copies[c];
+    const sn_tensor *src = &ex->vals[cp->value];
+    sn_tensor *m = &ex->mirror[c];
+    void *dst = m->data;
+    size_t n = src->kind == SN_KIND_TENSOR ? sn_tensor_nbytes(src) : 0;
+    const char *name = ex->g->values[cp->value].name;
+    if (n > cp->size)
+        return sn_errf(err, SNUG_ERR_RANGE, "value '%s' is %zu bytes, more than the %zu its copy to %s was planned "
+                       "for", name, n, cp->size, ex->backends[cp->to].ops->name);
+    *m = *src;
+    m->data = dst;
+    if (!n)
+        return SNUG_OK;
+    if (!src->data)
+        return sn_errf(err, SNUG_ERR_INTERNAL, "value '%s' has no data to copy to %s", name,
+                       ex->backends[cp->to].ops->name);
+    int rc;
+    if (cp->from == 0)
+        rc = sn_backend_tensor_set(&ex->backends[cp->to], dst, 0, src->data, n, err);
+    else if (cp->to == 0)
+        rc = sn_backend_tensor_get(&ex->backends[cp->from], src->data, 0, dst, n, err);
+    else
+        rc = sn_errf(err, SNUG_ERR_UNSUPPORTED, "no copy from %s to %s", ex->backends[cp->from].ops->name,
+                     ex->backends[cp->to].ops->name);
+    if (rc != SNUG_OK)
+        sn_err_prefix(err, "copying '%s' (%zu bytes) from %s to %s", name, n, ex->backends[cp->from].ops->name,
+                      ex->backends[cp->to].ops->name);
+    ex->stats.copied_bytes += n;
+    return rc;
+}
+
 /* The one run loop: every node of the plan in order. A plan made at input
  * bounds infers each node again for the actual shapes (cheap) and computes
  * into the buffers planned at the bounds; shape computations folded at plan
@@ -181,12 +216,18 @@ void sn_exec_time_nodes(sn_exec *ex, double *acc) {
 int ex_run_loop(sn_exec *ex, sn_err *err) {
     const sn_graph *g = ex->g;
     bool re = ex->bounded;
-    int rc = SNUG_OK;
+    int rc = SNUG_OK, c = 0;
+    while (c < ex->pl.n_copies && ex->pl.copies[c].at < 0) /* constants: uploaded when prepared */
+        c++;
     for (int i = 0; i < g->n_nodes && rc == SNUG_OK; i++) {
         const sn_node *n = &g->nodes[i];
         const sn_plan_node *pn = &ex->pl.nodes[i];
         if (ex->node_time)
             time_mark(ex, i);
+        for (; c < ex->pl.n_copies && ex->pl.copies[c].at == i && rc == SNUG_OK; c++)
+            rc = run_copy(ex, c, err);
+        if (rc != SNUG_OK)
+            break;
         if (ex->pf) { /* streamed layers: done with after the last reader, loaded before the first */
             if (i > 0 && ex->stream_release[i - 1] >= 0)
                 ex_prefetch_release(ex->pf, ex->stream_release[i - 1]);
@@ -223,6 +264,11 @@ int ex_run_loop(sn_exec *ex, sn_err *err) {
             rc = ex_call_kernel(ex, n, ex->nstate[i], ws_of(ex, i), err);
         }
     }
+    for (; c < ex->pl.n_copies && rc == SNUG_OK; c++) /* outputs back to the host */
+        rc = run_copy(ex, c, err);
+    for (int d = 1; d < ex->n_backends && rc == SNUG_OK; d++) /* a device's failure is this run's */
+        if (ex->backends[d].ops->synchronize)
+            rc = ex->backends[d].ops->synchronize(ex->backends[d].ctx, err);
     if (ex->node_time)
         time_mark(ex, -1);
     if (ex->pf)
@@ -344,8 +390,16 @@ static int exec_run(sn_exec *ex, const sn_tensor *inputs, sn_tensor *outputs, sn
     sn_pool_hot(ex->pool, false);
     if (rc != SNUG_OK)
         return rc;
-    for (int i = 0; i < g->n_outputs; i++)
-        outputs[i] = ex->vals[g->outputs[i]];
+    for (int i = 0; i < g->n_outputs; i++) {
+        int v = g->outputs[i];
+        outputs[i] = ex->vals[v];
+        if (ex->pl.values[v].device != 0) { /* computed on an accelerator: its copy on the host */
+            outputs[i].data = NULL; /* a state left on its device (sn_exec_state_device) */
+            for (int c = 0; c < ex->pl.n_copies; c++)
+                if (ex->pl.copies[c].value == v && ex->pl.copies[c].to == 0)
+                    outputs[i] = ex->mirror[c];
+        }
+    }
     return SNUG_OK;
 }
 

@@ -1,7 +1,9 @@
 /* The public session API (include/snug.h) over model, graph and executor. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <ctype.h>
 #include <string.h>
+#include <strings.h>
 
 #include "exec/exec.h"
 #include "exec/session.h"
@@ -91,7 +93,29 @@ static const char *const k_known_keys[] = {"snug.threads", "session.collect_node
                                            "session.intra_op.allow_spinning", "snug.node_groups", "snug.last_logits",
                                            "session.strict_workspace_verification", "snug.memory_budget",
                                            "snug.max_loop_iterations", "session.set_denormal_as_zero",
-                                           "snug.mem.host", "snug.prefetch_layers", NULL};
+                                           "snug.mem.host", "snug.prefetch_layers", "snug.device", NULL};
+
+/* snug.device: an accelerator beside the host ("opencl", "opencl:1",
+ * "opencl:NAME"; ORT's "gpu" and "gpu:N" name the first GPU backend of the
+ * build), whose kernels run every node they can (sn_plan_assign). */
+static int add_device(sn_exec *ex, const char *dev, bool streaming, sn_err *err) {
+    if (!dev || !strcasecmp(dev, "cpu") || !strcasecmp(dev, "host"))
+        return SNUG_OK;
+    char name[128];
+    if (!strncasecmp(dev, "gpu", 3) && (dev[3] == 0 || dev[3] == ':'))
+        snprintf(name, sizeof name, "opencl%s", dev + 3);
+    else
+        snprintf(name, sizeof name, "%s", dev);
+    for (char *p = name; *p && *p != ':'; p++)
+        *p = (char)tolower((unsigned char)*p);
+    if (streaming)
+        return sn_errf(err, SNUG_ERR_UNSUPPORTED, "snug.device=%s with snug.mem.host: weight streaming to an "
+                       "accelerator is not built yet (stream on the host, or give the device the model)", dev);
+    int rc = sn_exec_add_backend(ex, name, err);
+    if (rc != SNUG_OK)
+        sn_err_prefix(err, "snug.device=%s", dev);
+    return rc;
+}
 
 /* A 0/1 key: *on = its value, or def when unset; anything else is an error. */
 static int opt_bool(const snug_options *opts, const char *key, bool def, bool *on, sn_err *err) {
@@ -295,6 +319,8 @@ int sn_session_open(const char *path, const snug_options *opts, sn_session **out
         goto fail;
     sn_pool_set_spinning(s->pool, spin);
     if ((rc = sn_exec_new(s->graph, s->pool, &s->log, &s->exec, err)) != SNUG_OK)
+        goto fail;
+    if ((rc = add_device(s->exec, snug_options_get(opts, "snug.device"), host_budget != 0, err)) != SNUG_OK)
         goto fail;
     /* a budget is exact only when nothing of the files is mapped */
     sn_exec_set_weights_load(s->exec, host_budget || (wm && !strcmp(wm, "load")));

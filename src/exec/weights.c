@@ -125,6 +125,52 @@ static bool node_done_with(const sn_exec *ex, int c, int v) {
  * once even while the plan packs or folds it: an aligned copy is freed, a
  * mapped weight's pages are released, a folded block is freed. The next
  * plan makes copies again (folded values are recomputed anyway). */
+/* Constant v's host bytes handed back: a folded block freed, an aligned
+ * copy freed (the file map stands in again), file pages released; false
+ * when the model owns them (decoded at load). */
+static bool release_const(sn_exec *ex, int v) {
+    const sn_graph *g = ex->g;
+    size_t nb = sn_tensor_nbytes(&ex->vals[v]);
+    if (ex->pl.values[v].storage == SN_STORE_FOLDED) {
+        bool found = false;
+        for (int b = 0; b < ex->n_folded && !found; b++)
+            if ((found = ex->folded[b] == ex->vals[v].data)) {
+                sn_free(ex->folded[b]);
+                ex->folded[b] = NULL;
+                ex->vals[v].data = NULL;
+            }
+        if (found || ex->dry) /* an estimate's stand-ins (fold_stand_in) have no block */
+            ex->stats.folded_bytes -= nb;
+    } else if (ex->dry && ex->init_copy[v]) { /* an estimate frees no copy a plan made */
+    } else if (ex->init_copy[v]) {
+        ex_copy_free(ex, v);
+        ex->copy_dropped[v] = 1;
+        /* Back to the bytes in the file map (never read: every reader is
+         * done with it), so that run-time re-inference still sees a
+         * constant (a kernel's Level-1 estimate may depend on it). */
+        ex->vals[v].data = (void *)g->values[v].init->t.data;
+    } else if (sn_model_maps(g->model, ex->vals[v].data, nb)) {
+        sn_model_release_bytes(g->model, ex->vals[v].data, nb);
+    } else {
+        return false; /* decoded at load: the model owns it */
+    }
+    ex->pl.values[v].released = 1;
+    ex->stats.released_bytes += nb;
+    return true;
+}
+
+void ex_release_uploaded(sn_exec *ex, int v) {
+    const sn_graph *g = ex->g;
+    const sn_value *val = &g->values[v];
+    if (ex->dry || ex->pl.values[v].storage != SN_STORE_CONST || ex->pl.values[v].released ||
+        (val->flags & SN_VAL_OUTPUT) || val->n_cons < 1)
+        return;
+    for (int c = 0; c < val->n_cons; c++)
+        if (ex->pl.nodes[val->cons[c]].device == 0 && ex->pl.nodes[val->cons[c]].mode != SN_MODE_FOLDED)
+            return;
+    release_const(ex, v);
+}
+
 void ex_drop_unread_inputs(sn_exec *ex, const sn_node *n, int i) {
     const sn_graph *g = ex->g;
     for (int k = 0; k < n->n_in; k++) {
@@ -138,32 +184,7 @@ void ex_drop_unread_inputs(sn_exec *ex, const sn_node *n, int i) {
             done = (val->cons[c] <= i || ex->stage == EX_PREPARE) && node_done_with(ex, val->cons[c], v);
         if (!done)
             continue;
-        size_t nb = sn_tensor_nbytes(&ex->vals[v]);
-        if (ex->pl.values[v].storage == SN_STORE_FOLDED) {
-            bool found = false;
-            for (int b = 0; b < ex->n_folded && !found; b++)
-                if ((found = ex->folded[b] == ex->vals[v].data)) {
-                    sn_free(ex->folded[b]);
-                    ex->folded[b] = NULL;
-                    ex->vals[v].data = NULL;
-                }
-            if (found || ex->dry) /* an estimate's stand-ins (fold_stand_in) have no block */
-                ex->stats.folded_bytes -= nb;
-        } else if (ex->dry && ex->init_copy[v]) { /* an estimate frees no copy a plan made */
-        } else if (ex->init_copy[v]) {
-            ex_copy_free(ex, v);
-            ex->copy_dropped[v] = 1;
-            /* Back to the bytes in the file map (never read: every reader is
-             * done with it), so that run-time re-inference still sees a
-             * constant (a kernel's Level-1 estimate may depend on it). */
-            ex->vals[v].data = (void *)g->values[v].init->t.data;
-        } else if (sn_model_maps(g->model, ex->vals[v].data, nb)) {
-            sn_model_release_bytes(g->model, ex->vals[v].data, nb);
-        } else {
-            continue; /* decoded at load: the model owns it */
-        }
-        ex->pl.values[v].released = 1;
-        ex->stats.released_bytes += nb;
+        release_const(ex, v);
     }
 }
 

@@ -276,6 +276,7 @@ int sn_generator_open(const char *dir, const sn_gen_config *cfg, sn_generator **
     snprintf(mh, sizeof mh, "%llu", (unsigned long long)c.mem_host);
     snprintf(pl, sizeof pl, "%d", c.prefetch_layers);
     if ((c.mem_host && snug_options_set(opts, "snug.mem.host", mh) != SNUG_OK) ||
+        (c.device && snug_options_set(opts, "snug.device", c.device) != SNUG_OK) ||
         (c.prefetch_layers && snug_options_set(opts, "snug.prefetch_layers", pl) != SNUG_OK)) {
         rc = sn_errf(err, SNUG_ERR_OOM, "out of memory");
         goto fail;

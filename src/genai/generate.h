@@ -30,6 +30,7 @@ typedef struct sn_gen_config {
     int prefetch_layers; /* snug.prefetch_layers (0: the default) */
     int slots;           /* sequences answered together, each with its own ctx (0, 1: one); more
                           * than one needs GroupQueryAttention (kvloop.h, sn_kvloop_new_slots) */
+    const char *device;  /* snug.device (NULL: the host only) */
 } sn_gen_config;
 
 int sn_generator_open(const char *dir, const sn_gen_config *cfg, sn_generator **out, sn_err *err);

@@ -417,6 +417,8 @@ int sn_kvloop_new_slots(sn_session *s, int64_t max_ctx, int64_t max_step, int n_
     l->info.has_position_ids = l->i_pos >= 0;
     if ((rc = plan_at_bounds(l, cap, err)) != SNUG_OK)
         goto fail;
+    for (int k = 0; k < 2 * n_layers; k++) /* the plan may have moved a shared cache to an accelerator */
+        l->kv[k] = sn_exec_state_data(s->exec, l->i_past[k]);
     l->ids = sn_malloc((size_t)(max_ctx > n_slots ? max_ctx : n_slots) * sizeof(int64_t));
     l->mask = sn_malloc((size_t)l->mask_cap * (size_t)n_slots * sizeof(int64_t));
     l->pos = sn_malloc((size_t)(max_ctx > n_slots ? max_ctx : n_slots) * sizeof(int64_t));

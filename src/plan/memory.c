@@ -57,8 +57,9 @@ int sn_plan_memory(sn_plan *p, const sn_graph *g, sn_err *err) {
     int nv = g->n_values, nn = g->n_nodes, rc = SNUG_OK;
     int *last = sn_malloc(sizeof *last * ((size_t)nv + 1));
     int *share = sn_malloc(sizeof *share * ((size_t)nv + 1));
-    sn_block *blocks = sn_malloc(sizeof *blocks * ((size_t)nv + (size_t)nn + 1));
-    int *bval = sn_malloc(sizeof *bval * ((size_t)nv + (size_t)nn + 1));
+    size_t nblk = (size_t)nv + (size_t)nn + (size_t)p->n_copies + 1;
+    sn_block *blocks = sn_malloc(sizeof *blocks * nblk);
+    int *bval = sn_malloc(sizeof *bval * nblk);
     if (!last || !share || !blocks || !bval) {
         rc = sn_errf(err, SNUG_ERR_OOM, "out of memory");
         goto done;
@@ -98,7 +99,8 @@ int sn_plan_memory(sn_plan *p, const sn_graph *g, sn_err *err) {
             last[r] = last[o];
         p->n_inplace++;
     }
-    /* One buffer per device that holds a slot, placed on its own. */
+    /* One buffer per device that holds a slot, placed on its own: values,
+     * workspaces, and the mirrors of values copied there for a run. */
     p->n_buffers = 0;
     for (int d = 0; d < p->n_devices && d < SN_MAX_DEVICES; d++) {
         int nb = 0;
@@ -117,13 +119,20 @@ int sn_plan_memory(sn_plan *p, const sn_graph *g, sn_err *err) {
             blocks[nb] = (sn_block){p->nodes[i].workspace, p->nodes[i].group, i, 0};
             bval[nb++] = -1 - i;
         }
+        for (int c = 0; c < p->n_copies; c++) {
+            const sn_plan_xfer *cp = &p->copies[c];
+            if (cp->to != d || cp->at < 0)
+                continue;
+            blocks[nb] = (sn_block){cp->size, cp->at, cp->last, 0};
+            bval[nb++] = -1 - nn - c;
+        }
         if (!nb && d > 0)
             continue;
         size_t total, lower;
         if ((rc = sn_memplan_place(blocks, nb, &total, &lower, err)) != SNUG_OK)
             goto done;
         int b = p->n_buffers++;
-        p->buffers[b] = (sn_plan_buffer){d, total, lower};
+        p->buffers[b] = (sn_plan_buffer){.device = d, .size = total, .lower_bound = lower};
         for (int k = 0; k < nb; k++) {
             if (bval[k] >= 0) {
                 sn_plan_value *pv = &p->values[bval[k]];
@@ -131,12 +140,31 @@ int sn_plan_memory(sn_plan *p, const sn_graph *g, sn_err *err) {
                 pv->offset = blocks[k].offset;
                 pv->first = blocks[k].start;
                 pv->last = blocks[k].end;
+            } else if (bval[k] < -nn) {
+                p->copies[-1 - nn - bval[k]].buffer = b;
+                p->copies[-1 - nn - bval[k]].offset = blocks[k].offset;
             } else {
                 sn_plan_node *pn = &p->nodes[-1 - bval[k]];
                 pn->ws_buffer = b;
                 pn->ws_offset = blocks[k].offset;
             }
         }
+    }
+    /* Each accelerator's copies of constants in one buffer, one after
+     * another: uploaded once, read by every run. */
+    for (int d = 1; d < p->n_devices && d < SN_MAX_DEVICES; d++) {
+        size_t at = 0;
+        int b = p->n_buffers;
+        for (int c = 0; c < p->n_copies; c++) {
+            sn_plan_xfer *cp = &p->copies[c];
+            if (cp->to != d || cp->at >= 0)
+                continue;
+            cp->buffer = b;
+            cp->offset = at;
+            at += (cp->size + SN_ARENA_ALIGN - 1) / SN_ARENA_ALIGN * SN_ARENA_ALIGN;
+        }
+        if (at)
+            p->buffers[p->n_buffers++] = (sn_plan_buffer){.device = d, .weights = true, .size = at, .lower_bound = at};
     }
     for (int v = 0; v < nv; v++) {
         sn_plan_value *pv = &p->values[v];

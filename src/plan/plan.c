@@ -33,7 +33,8 @@ int sn_plan_copy(const sn_plan *p, sn_plan **out, sn_err *err) {
     c->nodes = sn_malloc(sizeof *c->nodes * ((size_t)p->n_nodes + 1));
     c->buffers = sn_malloc(sizeof *c->buffers * ((size_t)p->n_buffers + 1));
     c->shapes = sn_malloc(sizeof *c->shapes * ((size_t)p->n_inputs + 1));
-    if (!c->values || !c->nodes || !c->buffers || !c->shapes) {
+    c->copies = sn_malloc(sizeof *c->copies * ((size_t)p->n_copies + 1));
+    if (!c->values || !c->nodes || !c->buffers || !c->shapes || !c->copies) {
         sn_plan_free(c);
         return sn_errf(err, SNUG_ERR_OOM, "out of memory");
     }
@@ -41,6 +42,8 @@ int sn_plan_copy(const sn_plan *p, sn_plan **out, sn_err *err) {
     memcpy(c->nodes, p->nodes, sizeof *c->nodes * (size_t)p->n_nodes);
     memcpy(c->buffers, p->buffers, sizeof *c->buffers * (size_t)p->n_buffers);
     memcpy(c->shapes, p->shapes, sizeof *c->shapes * (size_t)p->n_inputs);
+    if (p->n_copies)
+        memcpy(c->copies, p->copies, sizeof *c->copies * (size_t)p->n_copies);
     c->devices = c->device_names;
     *out = c;
     return SNUG_OK;
@@ -53,6 +56,7 @@ void sn_plan_free(sn_plan *p) {
     sn_free(p->nodes);
     sn_free(p->buffers);
     sn_free(p->shapes);
+    sn_free(p->copies);
     sn_free(p);
 }
 
@@ -83,14 +87,25 @@ void sn_plan_write_json(const sn_plan *p, const struct sn_graph *g, FILE *f) {
     }
     fprintf(f, "],\n \"buffers\": [");
     for (int b = 0; b < p->n_buffers; b++)
-        fprintf(f, "%s{\"device\": %d, \"size\": %zu, \"lower_bound\": %zu}", b ? ", " : "", p->buffers[b].device,
-                p->buffers[b].size, p->buffers[b].lower_bound);
+        fprintf(f, "%s{\"device\": %d, \"kind\": \"%s\", \"size\": %zu, \"lower_bound\": %zu}", b ? ", " : "",
+                p->buffers[b].device, p->buffers[b].weights ? "weights" : "arena", p->buffers[b].size,
+                p->buffers[b].lower_bound);
+    fprintf(f, "],\n \"copy_bytes\": %zu, \"copies\": [", p->copy_bytes);
+    for (int c = 0; c < p->n_copies; c++) {
+        const sn_plan_xfer *cp = &p->copies[c];
+        fprintf(f, "%s\n  {\"value\": ", c ? "," : "");
+        sn_json_write_str(f, g->values[cp->value].name);
+        fprintf(f, ", \"from\": %d, \"to\": %d, \"at\": %d, \"last\": %d, \"size\": %zu, \"buffer\": %d, "
+                   "\"offset\": %zu}", cp->from, cp->to, cp->at, cp->last, cp->size, cp->buffer, cp->offset);
+    }
     fprintf(f, "],\n \"values\": [");
     for (int v = 0; v < p->n_values; v++) {
         const sn_plan_value *pv = &p->values[v];
         fprintf(f, "%s\n  {\"name\": ", v ? "," : "");
         sn_json_write_str(f, g->values[v].name);
         fprintf(f, ", \"storage\": \"%s\", \"size\": %zu", sn_storage_name(pv->storage), pv->size);
+        if (pv->device)
+            fprintf(f, ", \"device\": %d", pv->device);
         if (pv->info.kind == SN_KIND_TENSOR && sn_dtype_valid(pv->info.dtype)) {
             fprintf(f, ", \"dtype\": \"%s\", \"shape\": ", sn_dtype_name(pv->info.dtype));
             json_shape(f, &pv->info);
@@ -127,6 +142,10 @@ void sn_plan_write_json(const sn_plan *p, const struct sn_graph *g, FILE *f) {
             fprintf(f, ", \"state_bytes\": %zu", pn->state_bytes);
         if (pn->last_row)
             fprintf(f, ", \"last_row\": true");
+        if (pn->note[0]) {
+            fprintf(f, ", \"host_because\": ");
+            sn_json_write_str(f, pn->note);
+        }
         fputc('}', f);
     }
     fprintf(f, "],\n \"stream\": {\"first_layer\": %d, \"n_layers\": %d, \"depth\": %d, \"slot_bytes\": %zu, "

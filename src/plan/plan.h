@@ -27,6 +27,9 @@
 
 /* Devices one plan may use: the host and the accelerators beside it. */
 #define SN_MAX_DEVICES 8
+/* Buffers one plan may have: an activation arena per device and a weights
+ * buffer per accelerator. */
+#define SN_MAX_BUFFERS (2 * SN_MAX_DEVICES)
 
 /* How a value is stored. */
 typedef enum sn_storage {
@@ -63,6 +66,8 @@ typedef struct sn_plan_value {
     int first, last; /* SN_STORE_ARENA: steps (node indices) its slot is held, inclusive; a
                       * graph output to n_nodes; an in-place output shares its input's slot */
     bool released;   /* a constant no run reads (folded away or replaced by a packed form) */
+    int device;      /* the device whose memory holds its bytes (transfers: its producer's, a view its
+                      * source's, a state its readers'; constants and inputs the host's) */
     sn_tensor info;  /* kind, dtype, shape at the planning shapes; data only for a constant
                       * (SN_STORE_CONST, SN_STORE_FOLDED): its bytes, borrowed from the model or
                       * the executor that made the plan, valid while that plan stands */
@@ -82,13 +87,32 @@ typedef struct sn_plan_node {
     size_t state_bytes; /* what its prepared kernel holds (a packed weight) */
     bool last_row;      /* reads only the last position of its input 0 (snug.last_logits) */
     int layer;          /* the session's layer map (graph/layers.h): -1 pre, 0..L-1, L post */
+    char note[96];      /* why it runs on the host where an accelerator was asked for ("" if not) */
 } sn_plan_node;
 
 typedef struct sn_plan_buffer {
     int device;
+    bool weights;       /* the device's copies of constants, uploaded once (else an activation arena) */
     size_t size;        /* bytes */
     size_t lower_bound; /* the largest total of its slots alive at one step */
 } sn_plan_buffer;
+
+/* A value copied to another device (sn_plan_transfers): its mirror, a slot
+ * in a buffer of that device, which the nodes reading it there read
+ * instead. A constant's mirror is uploaded once, when the plan is
+ * prepared, into the device's weights buffer; any other is copied before
+ * its first reader there (at) and lives in that device's arena until its
+ * last. A graph output computed on an accelerator comes back to the host
+ * after the last node (at = n_nodes). */
+typedef struct sn_plan_xfer {
+    int value;
+    int from, to;   /* devices */
+    int at;         /* copied before node at (n_nodes: after the last); -1: once, when prepared */
+    int last;       /* the last node reading the mirror (n_nodes: a graph output) */
+    size_t size;    /* bytes at the planning shapes */
+    int buffer;     /* memory: the mirror's buffer and offset */
+    size_t offset;
+} sn_plan_xfer;
 
 /* Weight streaming (sn_plan_residency, docs/streaming.md): the layers
  * whose weights are not resident but read from the model's files into a
@@ -125,6 +149,9 @@ typedef struct sn_plan {
     size_t state_bytes;      /* prepared kernels' state (packed weights) */
     int n_static, n_dynamic, n_folded, n_inplace, n_grouped;
     sn_plan_stream stream;   /* weight streaming; stream.first_layer == stream.n_layers: none */
+    sn_plan_xfer *copies;    /* owned [n_copies]: between devices (sn_plan_transfers), by `at` */
+    int n_copies;
+    size_t copy_bytes;       /* what one run copies between devices at the planning shapes */
 } sn_plan;
 
 void sn_plan_free(sn_plan *p); /* accepts NULL */
@@ -133,11 +160,38 @@ struct sn_graph;
 struct sn_backend;
 
 /* assign: the device of every node that runs (static or dynamic), among
- * the n_devs backends (0 is the host). Today every node goes to the first
- * device whose backend has a kernel for it, which is the host's for every
- * op of the table; this is where the placer (layer rules, budgets) goes.
+ * the n_devs backends (0 is the host). A node goes to the first
+ * accelerator (devs 1..) whose backend has a kernel for it, when it is
+ * static, has no subgraph, reads no streamed weight and no value whose
+ * size only the run knows; otherwise to the host, with a note saying why
+ * when an accelerator was there. A view (a Reshape whose output is its
+ * input's bytes) stays on the host and moves nothing: its bytes are where
+ * its source's are. This is where the placer (layer rules, budgets) goes.
  * An error names a node no device can run. */
 int sn_plan_assign(sn_plan *p, const struct sn_graph *g, const struct sn_backend *devs, int n_devs, sn_err *err);
+
+/* Whether node i's one output is a view of its input 0 (a Reshape,
+ * Squeeze...): it computes nothing and moves nothing. */
+bool sn_plan_node_is_view(const sn_plan *p, const struct sn_graph *g, int i);
+
+/* Node i back on the host (its device kernel refused the node when
+ * prepared), noting why. */
+void sn_plan_to_host(sn_plan *p, int i, const char *why);
+
+/* transfers: every value's device (sn_plan_value.device), and a copy
+ * (sn_plan_xfer) wherever a node reads a value held by another device:
+ * constants once to each accelerator reading them, activations and
+ * inputs before their first reader there (its group's leader), outputs
+ * computed on an accelerator back to the host after the last node.
+ * state_dev[v] is the device of state value v's buffer, -1 for a value
+ * that is no state (NULL: no state); varies[v] marks a folded value a run
+ * may compute again (it depends on input shapes: copied every run). Sets
+ * copies, n_copies and copy_bytes. */
+int sn_plan_transfers(sn_plan *p, const struct sn_graph *g, const int *state_dev, const uint8_t *varies,
+                      sn_err *err);
+/* Whether value v of p is a view (transitively) of a constant: data that
+ * no run changes. */
+bool sn_plan_value_constant(const sn_plan *p, int v);
 
 /* groups: consecutive static nodes of one op reading the same input 0,
  * whose other inputs are constant and whose op's group_ok admits them, up

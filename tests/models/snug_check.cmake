@@ -58,6 +58,18 @@ endforeach()
 # (check_generate.py); weight streaming under --mem host= budgets: ids identical to the
 # unconstrained run, inside a memory cgroup where the machine allows one, the minimum's error
 # (check_stream.py).
+# Whole models on an OpenCL device (PoCL here) against the host: greedy ids, outputs, device
+# memory planned vs the backend's count, plan's notes, device errors (check_device.py; skips
+# without an OpenCL device).
+if(SNUG_HAVE_TOKENIZER AND SNUG_WITH_OPENCL)
+  add_test(NAME models.device
+           COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/py.sh ${CMAKE_CURRENT_LIST_DIR}/check_device.py
+                   --snug $<TARGET_FILE:snug>
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(models.device PROPERTIES LABELS "models;backend" TIMEOUT 900 SKIP_RETURN_CODE 77
+                       FIXTURES_REQUIRED snug_models)
+endif()
+
 if(SNUG_HAVE_TOKENIZER)
   foreach(pair "generate;check_generate.py" "stream;check_stream.py")
     list(GET pair 0 name)

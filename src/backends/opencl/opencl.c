@@ -336,10 +336,14 @@ fail:
 /* CL_DEVICE_GLOBAL_FREE_MEMORY_AMD: free memory in KiB (cl_amd_device_attribute_query). */
 #define SN_CL_FREE_MEMORY_AMD 0x4039
 
+static const char *ocl_device_name(void *ctx) { return ((sn_cl_ctx *)ctx)->name; }
+
 static int ocl_mem_info(void *ctx, sn_mem_info *out, sn_err *err) {
     (void)err;
     sn_cl_ctx *c = ctx;
     out->total = c->total;
+    out->held = c->held;
+    out->peak = c->peak;
     out->free = c->total > c->held ? c->total - c->held : 0;
     size_t kib[2] = {0, 0};
     if (c->amd_free && clGetDeviceInfo(c->device, SN_CL_FREE_MEMORY_AMD, sizeof kib, kib, NULL) == CL_SUCCESS)
@@ -388,7 +392,10 @@ static void *ocl_alloc(void *ctx, size_t n, sn_err *err) {
         sn_errf(err, SNUG_ERR_OOM, "%s: out of memory for the buffer table", c->name);
         return NULL;
     }
-    __atomic_add_fetch(&c->held, (uint64_t)n, __ATOMIC_RELAXED);
+    uint64_t now = __atomic_add_fetch(&c->held, (uint64_t)n, __ATOMIC_RELAXED);
+    uint64_t peak = __atomic_load_n(&c->peak, __ATOMIC_RELAXED);
+    while (now > peak && !__atomic_compare_exchange_n(&c->peak, &peak, now, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
     return base;
 }
 
@@ -508,6 +515,7 @@ const sn_backend_ops sn_backend_opencl_ops = {
     .ctx_new = ocl_ctx_new,
     .ctx_free = ocl_ctx_free,
     .mem_info = ocl_mem_info,
+    .device_name = ocl_device_name,
     .buffer_alloc = ocl_alloc,
     .buffer_free = ocl_free,
     .copy_to_device = ocl_to_device,

@@ -49,6 +49,7 @@ typedef struct sn_cl_ctx {
     char name[256];          /* "opencl:0 (device name)", for messages */
     size_t max_alloc, align, max_wg;
     uint64_t total, held;    /* bytes: the device's global memory, what snug's buffers hold */
+    uint64_t peak;           /* the most they held at once */
     bool amd_free;           /* the device says how much is free (cl_amd_device_attribute_query) */
     bool from_cache;         /* the program came from the binary cache */
 } sn_cl_ctx;
