@@ -157,6 +157,7 @@ typedef struct snug_device_info {
     uint64_t held;     /* what snug's buffers on it hold now, by the backend's own count (0: not counted) */
     uint64_t peak;     /* the most they held at once */
     int n_nodes;       /* nodes of the current plan it runs */
+    uint64_t state_bytes; /* the persistent state (a KV cache) in its memory */
 } snug_device_info;
 int snug_session_device_count(const snug_session *s);
 int snug_session_device_info(const snug_session *s, int d, snug_device_info *out);

@@ -190,6 +190,23 @@ static void planned_free(planned *p) {
     snug_session_free(p->s);
 }
 
+/* Accelerator d's part of the plan: its weights' copies, activation arena
+ * and KV cache (what the plan holds there beyond its buffers). */
+static void device_parts(const snug_session *s, const snug_plan *pl, int d, size_t *w, size_t *act, size_t *kv) {
+    snug_plan_info pi;
+    snug_plan_get_info(pl, &pi);
+    snug_device_info di;
+    snug_session_device_info(s, d, &di);
+    *w = *act = 0;
+    for (int b = 0; b < pi.n_buffers; b++) {
+        snug_plan_buffer pb;
+        snug_plan_get_buffer(pl, b, &pb);
+        if (pb.device == d)
+            *(pb.weights ? w : act) += pb.size;
+    }
+    *kv = di.state_bytes;
+}
+
 /* Each accelerator's part of the plan, and why the nodes that stayed on
  * the host did (one line per op and reason). */
 static void print_devices(const snug_session *s, const snug_plan *pl, const snug_plan_node *nodes, int nn) {
@@ -200,14 +217,8 @@ static void print_devices(const snug_session *s, const snug_plan *pl, const snug
     for (int d = 1; d < pi.n_devices; d++) {
         snug_device_info di;
         snug_session_device_info(s, d, &di);
-        size_t w = 0, act = 0;
-        for (int b = 0; b < pi.n_buffers; b++) {
-            snug_plan_buffer pb;
-            snug_plan_get_buffer(pl, b, &pb);
-            if (pb.device == d)
-                *(pb.weights ? &w : &act) += pb.size;
-        }
-        size_t kv = st.device_bytes > w + act ? st.device_bytes - w - act : 0;
+        size_t w, act, kv;
+        device_parts(s, pl, d, &w, &act, &kv);
         int running = 0, host = 0;
         for (int i = 0; i < nn; i++) {
             running += nodes[i].mode != SNUG_MODE_FOLDED;
@@ -647,6 +658,14 @@ int snug_cmd_plan(int argc, char **argv) {
     snug_plan_buffer arena_buf;
     snug_plan_get_buffer(pl, 0, &arena_buf);
     const size_t arena_bytes = arena_buf.size, lower_bound = arena_buf.lower_bound;
+    snug_plan_info pinfo;
+    snug_plan_get_info(pl, &pinfo);
+    for (int d = 1; d < pinfo.n_devices; d++) { /* what the accelerators hold, the host does not */
+        size_t w, act, kv;
+        device_parts(p.s, pl, d, &w, &act, &kv);
+        ei.weights_total = ei.weights_total > w ? ei.weights_total - w : 0;
+        p.kv_total = p.kv_total > kv ? p.kv_total - kv : 0;
+    }
     uint64_t total = ei.weights_total + p.kv_total + arena_bytes + folded;
     snug_stream_stats ss;
     snug_session_stream_stats(p.s, &ss);
@@ -765,7 +784,8 @@ int snug_cmd_plan(int argc, char **argv) {
         }
         printf("\ndevice host%s\n", o.have_budget ? "" : " (no budget given: --mem host=SIZE)");
         hb(ei.weights_total, a, sizeof a);
-        printf("  weights      %14" PRIu64 "  %s (each initializer once)\n", ei.weights_total, a);
+        printf("  weights      %14" PRIu64 "  %s (each initializer once%s)\n", ei.weights_total, a,
+               snug_session_device_count(p.s) > 1 ? "; not those on the device" : "");
         hb(p.kv_total, a, sizeof a);
         printf("  KV cache     %14" PRIu64 "  %s (%lld tokens x batch %lld)\n", p.kv_total, a, (long long)o.ctx,
                (long long)o.batch);

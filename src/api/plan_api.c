@@ -55,6 +55,7 @@ int snug_session_device_info(const snug_session *ps, int d, snug_device_info *ou
     out->free = mi.free;
     out->held = mi.held;
     out->peak = mi.peak;
+    out->state_bytes = sn_exec_state_bytes_on(ex, d);
     const sn_plan *p = sn_exec_plan_ref(ex);
     for (int i = 0; p && i < p->n_nodes; i++)
         out->n_nodes += p->nodes[i].device == d && p->nodes[i].mode != SN_MODE_FOLDED;

@@ -68,6 +68,10 @@ typedef struct sn_backend_ops {
      * copy (complete on return). The prefetcher streams weights with it. */
     int (*copy_async)(void *ctx, void *dst, const void *src, size_t n, bool to_device, sn_event **ev,
                       sn_err *err);
+    /* n bytes from src to dst, both in this device's buffers, not
+     * overlapping; NULL: memmove (host-visible buffers). In order with the
+     * device's kernels. */
+    int (*copy_device)(void *ctx, void *dst, const void *src, size_t n, sn_err *err);
     /* Waits for ev and frees it. */
     int (*event_wait)(void *ctx, sn_event *ev, sn_err *err);
     /* How this device computes node n of op schema op (resolved by the
@@ -103,6 +107,9 @@ int sn_backend_tensor_set(const sn_backend *b, void *buf, size_t offset, const v
 int sn_backend_tensor_get(const sn_backend *b, const void *buf, size_t offset, void *dst, size_t n, sn_err *err);
 int sn_backend_copy_async(const sn_backend *b, void *dst, const void *src, size_t n, bool to_device, sn_event **ev,
                           sn_err *err);
+/* n bytes between two places of b's buffers; they may overlap (copied in
+ * pieces that do not, where the device needs that). */
+int sn_backend_copy_device(const sn_backend *b, void *dst, const void *src, size_t n, sn_err *err);
 /* ev may be NULL (a copy complete on return): nothing to wait for. */
 int sn_backend_event_wait(const sn_backend *b, sn_event *ev, sn_err *err);
 /* b's kernel for node n (of schema n->op), or NULL. */

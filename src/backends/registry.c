@@ -54,6 +54,27 @@ int sn_backend_mem_info(const sn_backend *b, sn_mem_info *out, sn_err *err) {
     return b->ops->mem_info ? b->ops->mem_info(b->ctx, out, err) : SNUG_OK;
 }
 
+int sn_backend_copy_device(const sn_backend *b, void *dst, const void *src, size_t n, sn_err *err) {
+    if (!b->ops->copy_device || !n || dst == src) {
+        if (n && dst != src)
+            memmove(dst, src, n);
+        return SNUG_OK;
+    }
+    uint8_t *d = dst;
+    const uint8_t *s = src;
+    size_t gap = d > s ? (size_t)(d - s) : (size_t)(s - d);
+    if (gap >= n)
+        return b->ops->copy_device(b->ctx, dst, src, n, err);
+    /* overlapping: pieces of at most the gap, from the end when moving up */
+    for (size_t done = 0; done < n;) {
+        size_t c = n - done < gap ? n - done : gap;
+        size_t at = d > s ? n - done - c : done;
+        SN_TRY(b->ops->copy_device(b->ctx, d + at, s + at, c, err));
+        done += c;
+    }
+    return SNUG_OK;
+}
+
 const char *sn_backend_device_name(const sn_backend *b) {
     return b->ops->device_name ? b->ops->device_name(b->ctx) : b->ops->name;
 }

@@ -223,7 +223,8 @@ int sn_exec_new(const sn_graph *g, sn_pool *pool, const sn_logger *log, sn_exec 
     ex->arg_copy = sn_malloc(((size_t)n_args + 1) * sizeof *ex->arg_copy);
     ex->arg_base = sn_malloc(nn * sizeof *ex->arg_base);
     ex->state_dev = sn_malloc(nv * sizeof *ex->state_dev);
-    if (!ex->arg_copy || !ex->arg_base || !ex->state_dev ||
+    ex->keep_out = sn_calloc(nv, 1);
+    if (!ex->keep_out || !ex->arg_copy || !ex->arg_base || !ex->state_dev ||
         !ex->vals || !ex->pl.values || !ex->pl.nodes || !ex->pl.buffers || !ex->pl.shapes || !ex->nstate ||
         !ex->sub_base || !ex->sub || !ex->argin || !ex->argout || !ex->sig || !ex->init_copy || !ex->vdep ||
         !ex->vcap || !ex->bounds || !ex->copy_dropped || !ex->vstate || !ex->nreplaces || !ex->copy_released ||
@@ -314,6 +315,7 @@ void sn_exec_free(sn_exec *ex) {
     sn_free(ex->arg_copy);
     sn_free(ex->arg_base);
     sn_free(ex->state_dev);
+    sn_free(ex->keep_out);
     sn_free(ex->mirror);
     sn_free(ex->pl.copies);
     for (int b = 0; b < SN_MAX_BUFFERS; b++)
@@ -430,6 +432,70 @@ int sn_exec_add_backend(sn_exec *ex, const char *name, sn_err *err) {
 }
 
 int sn_exec_device_count(const sn_exec *ex) { return ex->n_backends; }
+
+size_t sn_exec_state_bytes_on(const sn_exec *ex, int d) {
+    size_t n = 0;
+    for (int k = 0; k < ex->n_states; k++)
+        n += ex->states[k].dev == d ? ex->states[k].cap : 0;
+    return n;
+}
+
+int sn_exec_keep_output(sn_exec *ex, int output, sn_err *err) {
+    if (output < 0 || output >= ex->g->n_outputs)
+        return sn_errf(err, SNUG_ERR_INVALID_ARG, "keep output: no output %d", output);
+    ex->keep_out[ex->g->outputs[output]] = 1;
+    ex->states_anywhere = true;
+    ex_plan_release(ex); /* the next plan leaves it where it is made */
+    return SNUG_OK;
+}
+
+/* n bytes from (device sd, src) to (device dd, dst). */
+static int copy_between(sn_exec *ex, int dd, void *dst, int sd, const void *src, size_t n, sn_err *err) {
+    if (dd == sd)
+        return sn_backend_copy_device(&ex->backends[dd], dst, src, n, err);
+    if (sd == 0)
+        return sn_backend_tensor_set(&ex->backends[dd], dst, 0, src, n, err);
+    if (dd == 0)
+        return sn_backend_tensor_get(&ex->backends[sd], src, 0, dst, n, err);
+    return sn_errf(err, SNUG_ERR_UNSUPPORTED, "no copy from %s to %s", ex->backends[sd].ops->name,
+                   ex->backends[dd].ops->name);
+}
+
+static sn_exec_state *state_at(const sn_exec *ex, int input, sn_err *err) {
+    sn_exec_state *st = input >= 0 && input < ex->g->n_inputs ? ex_state_of(ex, ex->g->inputs[input]) : NULL;
+    if (!st)
+        sn_errf(err, SNUG_ERR_INVALID_ARG, "input %d is not persistent state", input);
+    return st;
+}
+
+int sn_exec_output_to_state(sn_exec *ex, int output, size_t src_off, int input, size_t dst_off, size_t n,
+                            sn_err *err) {
+    sn_exec_state *st = state_at(ex, input, err);
+    if (!st)
+        return err->code;
+    if (output < 0 || output >= ex->g->n_outputs)
+        return sn_errf(err, SNUG_ERR_INVALID_ARG, "no output %d", output);
+    int v = ex->g->outputs[output];
+    const sn_tensor *t = &ex->vals[v];
+    size_t have = t->kind == SN_KIND_TENSOR ? sn_tensor_nbytes(t) : 0;
+    if (!t->data || src_off > have || n > have - src_off || dst_off > st->cap || n > st->cap - dst_off)
+        return sn_errf(err, SNUG_ERR_RANGE, "output '%s' bytes [%zu, +%zu) into state '%s' at %zu: out of their %zu "
+                       "and %zu bytes", ex->g->values[v].name, src_off, n, ex->g->values[st->in_v].name, dst_off, have,
+                       st->cap);
+    return copy_between(ex, st->dev, (uint8_t *)st->data + dst_off, ex->pl.values[v].device,
+                        (const uint8_t *)t->data + src_off, n, err);
+}
+
+int sn_exec_state_move(sn_exec *ex, int input, size_t dst_off, size_t src_off, size_t n, sn_err *err) {
+    sn_exec_state *st = state_at(ex, input, err);
+    if (!st)
+        return err->code;
+    if (dst_off > st->cap || src_off > st->cap || n > st->cap - dst_off || n > st->cap - src_off)
+        return sn_errf(err, SNUG_ERR_RANGE, "state '%s': a move of %zu bytes from %zu to %zu is out of its %zu",
+                       ex->g->values[st->in_v].name, n, src_off, dst_off, st->cap);
+    uint8_t *b = st->data;
+    return sn_backend_copy_device(&ex->backends[st->dev], b + dst_off, b + src_off, n, err);
+}
 
 const sn_backend *sn_exec_backend(const sn_exec *ex, int d) {
     return d >= 0 && d < ex->n_backends ? &ex->backends[d] : NULL;

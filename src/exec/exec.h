@@ -48,6 +48,21 @@ int sn_exec_new(const sn_graph *g, sn_pool *pool, const sn_logger *log, sn_exec 
  * the first plan. */
 int sn_exec_add_backend(sn_exec *ex, const char *name, sn_err *err);
 int sn_exec_device_count(const sn_exec *ex);
+/* Bytes of the state buffers device d holds. */
+size_t sn_exec_state_bytes_on(const sn_exec *ex, int d);
+/* Graph output `output` stays where it is computed: a run copies it to no
+ * other device, and on an accelerator its outputs[] entry has no data.
+ * The caller moves its bytes with sn_exec_output_to_state, and from then
+ * on moves state bytes only through that and sn_exec_state_move, so a
+ * state whose readers all run on one accelerator lives there. */
+int sn_exec_keep_output(sn_exec *ex, int output, sn_err *err);
+/* n bytes of graph output `output` from byte src_off, as the last run left
+ * them, into the buffer of state `input` at byte dst_off (a KV cache's new
+ * rows), on whichever devices the two live. */
+int sn_exec_output_to_state(sn_exec *ex, int output, size_t src_off, int input, size_t dst_off, size_t n,
+                            sn_err *err);
+/* memmove of n bytes inside state `input`'s buffer, on its device. */
+int sn_exec_state_move(sn_exec *ex, int input, size_t dst_off, size_t src_off, size_t n, sn_err *err);
 const struct sn_backend *sn_exec_backend(const sn_exec *ex, int d); /* NULL out of range */
 void sn_exec_free(sn_exec *ex); /* accepts NULL */
 

@@ -67,6 +67,9 @@ struct sn_exec {
     int *arg_base;           /* owned [n_nodes] */
     int *state_dev;          /* owned [n_values]: the device of a state value's buffer, -1 for others */
     bool uploaded;           /* the weights buffers hold the current plan's constants */
+    uint8_t *keep_out;       /* owned [n_values]: a graph output left on its device (sn_exec_keep_output) */
+    bool states_anywhere;    /* the caller moves state bytes only through sn_exec_output_to_state and
+                              * sn_exec_state_move: any state may live on an accelerator */
     void **folded;           /* owned: blocks of folded values */
     int n_folded, cap_folded;
     void **dyn;              /* owned: blocks allocated during the current run */

@@ -130,9 +130,10 @@ static int check_device_room(const sn_backend *be, size_t n, const char *what, s
 }
 
 /* The device of each state's buffer: an accelerator when every reader of
- * its input runs there and writes it in place (a shared KV cache, never
- * crossing to the host), else the host (an accelerator reading it gets a
- * copy each run). */
+ * its input runs there and either writes it in place (a shared KV cache)
+ * or its caller moves its bytes only through the executor
+ * (states_anywhere), so that it never crosses to the host; else the host
+ * (an accelerator reading it gets a copy each run). */
 static void place_states(sn_exec *ex) {
     const sn_graph *g = ex->g;
     for (int k = 0; k < ex->n_states; k++) {
@@ -140,10 +141,13 @@ static void place_states(sn_exec *ex) {
         const sn_value *in = &g->values[st->in_v];
         int d = -1;
         for (int c = 0; c < in->n_cons; c++) {
-            int nd = ex->pl.nodes[in->cons[c]].device;
+            const sn_node *r = &g->nodes[in->cons[c]];
+            if (ex->pl.nodes[r->index].mode == SN_MODE_FOLDED || (r->op->flags & SN_OP_SHAPE_ONLY))
+                continue; /* reads its shape, not its bytes */
+            int nd = ex->pl.nodes[r->index].device;
             d = d < 0 || d == nd ? nd : 0;
         }
-        if (d < 0 || st->out_v < 0)
+        if (d < 0 || (st->out_v < 0 && !ex->states_anywhere))
             d = 0;
         ex->state_dev[st->in_v] = d;
         if (st->out_v >= 0)
@@ -156,7 +160,7 @@ static void place_states(sn_exec *ex) {
 static int plan_transfers(sn_exec *ex, sn_err *err) {
     const sn_graph *g = ex->g;
     place_states(ex);
-    SN_TRY(sn_plan_transfers(&ex->pl, g, ex->state_dev, ex->vdep, err));
+    SN_TRY(sn_plan_transfers(&ex->pl, g, ex->state_dev, ex->vdep, ex->keep_out, err));
     sn_free(ex->mirror);
     if (!(ex->mirror = sn_calloc((size_t)ex->pl.n_copies + 1, sizeof *ex->mirror)))
         return sn_errf(err, SNUG_ERR_OOM, "out of memory");
@@ -168,7 +172,7 @@ static int plan_transfers(sn_exec *ex, sn_err *err) {
         for (int r = 0; r < val->n_cons; r++) {
             int i = val->cons[r];
             if (ex->pl.nodes[i].device != cp->to || ex->pl.nodes[i].mode == SN_MODE_FOLDED ||
-                sn_plan_node_is_view(&ex->pl, g, i))
+                sn_plan_node_is_view(&ex->pl, g, i) || (g->nodes[i].op->flags & SN_OP_SHAPE_ONLY))
                 continue;
             for (int k = 0; k < g->nodes[i].n_in; k++)
                 if (g->nodes[i].in[k] == cp->value)

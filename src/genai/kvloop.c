@@ -409,7 +409,9 @@ int sn_kvloop_new_slots(sn_session *s, int64_t max_ctx, int64_t max_step, int n_
         if ((rc = sn_exec_add_state(s->exec, l->i_past[k], l->shared ? l->o_present[k] : -1, &bound, err)) !=
             SNUG_OK)
             goto fail;
-        l->kv[k] = sn_exec_state_data(s->exec, l->i_past[k]);
+        /* a cache not shared with present: the new rows move on the cache's device */
+        if (!l->shared && (rc = sn_exec_keep_output(s->exec, l->o_present[k], err)) != SNUG_OK)
+            goto fail;
     }
     l->info.kv_bytes = per * 2 * (size_t)n_layers * (size_t)n_slots;
     l->info.slots = n_slots;
@@ -461,7 +463,7 @@ void sn_kvloop_reset(sn_kvloop *l) {
         l->pad = 0;
 }
 
-static void kv_restride(sn_kvloop *l, int k, int64_t n, int64_t from, int64_t to);
+static int kv_restride(sn_kvloop *l, int k, int64_t n, int64_t from, int64_t to, sn_err *err);
 
 int sn_kvloop_rewind(sn_kvloop *l, int64_t pos, sn_err *err) {
     if (pos < 0 || pos > l->past)
@@ -474,7 +476,7 @@ int sn_kvloop_rewind(sn_kvloop *l, int64_t pos, sn_err *err) {
     int64_t P2 = (pos + l->bucket - 1) / l->bucket * l->bucket;
     for (int k = 0; k < 2 * l->info.n_layers && !l->shared; k++) /* the kept rows at the new stride */
         if (P2 != l->pad)
-            kv_restride(l, k, pos, l->pad, P2);
+            SN_TRY(kv_restride(l, k, pos, l->pad, P2, err));
     l->past = l->slot_past[0] = pos;
     l->pad = P2;
     return SNUG_OK;
@@ -482,16 +484,20 @@ int sn_kvloop_rewind(sn_kvloop *l, int64_t pos, sn_err *err) {
 int64_t sn_kvloop_pos(const sn_kvloop *l) { return l->past; }
 const sn_kvloop_info *sn_kvloop_get_info(const sn_kvloop *l) { return &l->info; }
 
-/* Moves every head's rows [0, n) of buffer k from row stride `from` to `to`. */
-static void kv_restride(sn_kvloop *l, int k, int64_t n, int64_t from, int64_t to) {
+/* Moves every head's rows [0, n) of buffer k from row stride `from` to
+ * `to`, on the buffer's device (sn_exec_state_move). */
+static int kv_restride(sn_kvloop *l, int k, int64_t n, int64_t from, int64_t to, sn_err *err) {
     size_t row = (size_t)l->info.head_dim * l->kv_esize;
-    uint8_t *b = l->kv[k];
+    sn_exec *ex = l->s->exec;
     if (to > from) /* heads move up: last head first */
         for (int64_t h = l->info.kv_heads - 1; h > 0; h--)
-            memmove(b + (size_t)(h * to) * row, b + (size_t)(h * from) * row, (size_t)n * row);
+            SN_TRY(sn_exec_state_move(ex, l->i_past[k], (size_t)(h * to) * row, (size_t)(h * from) * row,
+                                      (size_t)n * row, err));
     else
         for (int64_t h = 1; h < l->info.kv_heads; h++)
-            memmove(b + (size_t)(h * to) * row, b + (size_t)(h * from) * row, (size_t)n * row);
+            SN_TRY(sn_exec_state_move(ex, l->i_past[k], (size_t)(h * to) * row, (size_t)(h * from) * row,
+                                      (size_t)n * row, err));
+    return SNUG_OK;
 }
 
 /* Windows the KV buffers to slot `slot` (-1: the whole buffers, batch rows
@@ -593,17 +599,18 @@ static int kvloop_step(sn_kvloop *l, int slot, const int64_t *ids, int64_t n, co
     /* The next step's padded length, and the new rows into their slots. */
     int64_t P2 = (total + l->bucket - 1) / l->bucket * l->bucket;
     size_t row = (size_t)l->info.head_dim * l->kv_esize;
-    for (int k = 0; k < 2 * l->info.n_layers && !l->shared; k++) {
-        const uint8_t *src = l->out[l->o_present[k]].data;
-        uint8_t *dst = l->kv[k];
+    sn_exec *ex = l->s->exec;
+    for (int k = 0; k < 2 * l->info.n_layers && !l->shared; k++) { /* on the cache's device */
         if (l->bucket == 1) { /* exact: present [1, kv_heads, total, head_dim] is the next past */
-            memcpy(dst, src, row * (size_t)(l->info.kv_heads * total));
+            SN_TRY(sn_exec_output_to_state(ex, l->o_present[k], 0, l->i_past[k], 0,
+                                           row * (size_t)(l->info.kv_heads * total), err));
             continue;
         }
         if (P2 != P)
-            kv_restride(l, k, past, P, P2);
+            SN_TRY(kv_restride(l, k, past, P, P2, err));
         for (int64_t h = 0; h < l->info.kv_heads; h++)
-            memcpy(dst + (size_t)(h * P2 + past) * row, src + (size_t)(h * (P + n) + P) * row, (size_t)n * row);
+            SN_TRY(sn_exec_output_to_state(ex, l->o_present[k], (size_t)(h * (P + n) + P) * row, l->i_past[k],
+                                           (size_t)(h * P2 + past) * row, (size_t)n * row, err));
     }
     l->slot_past[slot] = total;
     if (!slot) {
@@ -703,23 +710,25 @@ int sn_kvloop_decode_slots(sn_kvloop *l, int n, const int *slots, const int64_t 
  * its new tokens; position_ids go on from its length. The new rows come out
  * of present (after the P padded ones) into their slots. Moves every slot's
  * rows to a new P when the longest sequence crosses a bucket (both ways). */
-static void slots_restride(sn_kvloop *l, int64_t P2) {
+static int slots_restride(sn_kvloop *l, int64_t P2, sn_err *err) {
     int64_t P = l->pad, H = l->info.kv_heads;
     if (P2 == P)
-        return;
+        return SNUG_OK;
     size_t row = (size_t)l->info.head_dim * l->kv_esize;
+    sn_exec *ex = l->s->exec;
     for (int k = 0; k < 2 * l->info.n_layers; k++) {
-        uint8_t *b = l->kv[k];
+        int in = l->i_past[k];
         if (P2 > P) /* up: from the last slot's last head down */
             for (int64_t sh = (int64_t)l->n_slots * H - 1; sh >= 0; sh--)
-                memmove(b + (size_t)(sh * P2) * row, b + (size_t)(sh * P) * row,
-                        (size_t)sn_imin(l->slot_past[sh / H], P) * row);
+                SN_TRY(sn_exec_state_move(ex, in, (size_t)(sh * P2) * row, (size_t)(sh * P) * row,
+                                          (size_t)sn_imin(l->slot_past[sh / H], P) * row, err));
         else
             for (int64_t sh = 1; sh < (int64_t)l->n_slots * H; sh++)
-                memmove(b + (size_t)(sh * P2) * row, b + (size_t)(sh * P) * row,
-                        (size_t)sn_imin(l->slot_past[sh / H], P2) * row);
+                SN_TRY(sn_exec_state_move(ex, in, (size_t)(sh * P2) * row, (size_t)(sh * P) * row,
+                                          (size_t)sn_imin(l->slot_past[sh / H], P2) * row, err));
     }
     l->pad = P2;
+    return SNUG_OK;
 }
 
 /* One step of n slots (slots[k] fed S ids from ids + k S): a prompt chunk of
@@ -740,7 +749,7 @@ static int slots_step(sn_kvloop *l, int n, const int *slots, const int64_t *ids,
     if (P > l->cap)
         return sn_errf(err, SNUG_ERR_RANGE, "kvloop: %lld tokens do not fit the cache of %lld", (long long)need,
                        (long long)l->cap);
-    slots_restride(l, P);
+    SN_TRY(slots_restride(l, P, err));
     bool chunk = S > 1; /* one slot's prompt alone, windowed (a one-token chunk runs as a decode step) */
     int first = chunk ? slots[0] : 0;
     int rows = chunk ? 1 : B;
@@ -769,13 +778,12 @@ static int slots_step(sn_kvloop *l, int n, const int *slots, const int64_t *ids,
     size_t row = (size_t)l->info.head_dim * l->kv_esize;
     int64_t H = l->info.kv_heads;
     for (int k = 0; k < 2 * l->info.n_layers; k++) {
-        const uint8_t *src = l->out[l->o_present[k]].data;
-        uint8_t *dst = l->kv[k];
         for (int j = 0; j < n; j++) {
             int s = slots[j], r = s - first;
             for (int64_t h = 0; h < H; h++)
-                memcpy(dst + (size_t)((s * H + h) * P + l->slot_past[s]) * row,
-                       src + (size_t)((r * H + h) * (P + S) + P) * row, (size_t)S * row);
+                SN_TRY(sn_exec_output_to_state(l->s->exec, l->o_present[k], (size_t)((r * H + h) * (P + S) + P) * row,
+                                               l->i_past[k], (size_t)((s * H + h) * P + l->slot_past[s]) * row,
+                                               (size_t)S * row, err));
         }
     }
     for (int j = 0; j < n; j++)

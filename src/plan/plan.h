@@ -185,10 +185,11 @@ void sn_plan_to_host(sn_plan *p, int i, const char *why);
  * computed on an accelerator back to the host after the last node.
  * state_dev[v] is the device of state value v's buffer, -1 for a value
  * that is no state (NULL: no state); varies[v] marks a folded value a run
- * may compute again (it depends on input shapes: copied every run). Sets
- * copies, n_copies and copy_bytes. */
+ * may compute again (it depends on input shapes: copied every run);
+ * stay[v] (NULL: none) a graph output left where it is computed (its
+ * caller moves it on the device). Sets copies, n_copies and copy_bytes. */
 int sn_plan_transfers(sn_plan *p, const struct sn_graph *g, const int *state_dev, const uint8_t *varies,
-                      sn_err *err);
+                      const uint8_t *stay, sn_err *err);
 /* Whether value v of p is a view (transitively) of a constant: data that
  * no run changes. */
 bool sn_plan_value_constant(const sn_plan *p, int v);

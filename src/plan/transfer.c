@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "graph/graph.h"
+#include "ops/op.h"
 #include "plan/plan.h"
 
 bool sn_plan_value_constant(const sn_plan *p, int v) {
@@ -46,7 +47,8 @@ static sn_plan_xfer *copy_of(sn_plan *p, int *cap, int v, int from, int to) {
     return c;
 }
 
-int sn_plan_transfers(sn_plan *p, const sn_graph *g, const int *state_dev, const uint8_t *varies, sn_err *err) {
+int sn_plan_transfers(sn_plan *p, const sn_graph *g, const int *state_dev, const uint8_t *varies,
+                      const uint8_t *stay, sn_err *err) {
     sn_free(p->copies);
     p->copies = NULL;
     p->n_copies = 0;
@@ -59,8 +61,8 @@ int sn_plan_transfers(sn_plan *p, const sn_graph *g, const int *state_dev, const
         const sn_plan_node *pn = &p->nodes[i];
         if (pn->mode == SN_MODE_FOLDED)
             continue;
-        if (sn_plan_node_is_view(p, g, i))
-            continue; /* a view moves nothing: its bytes are its source's */
+        if (sn_plan_node_is_view(p, g, i) || (n->op->flags & SN_OP_SHAPE_ONLY))
+            continue; /* a view moves nothing (its bytes are its source's), Shape reads none */
         for (int k = 0; k < n->n_in; k++) {
             int v = n->in[k];
             if (v < 0 || p->values[v].device == pn->device)
@@ -76,7 +78,7 @@ int sn_plan_transfers(sn_plan *p, const sn_graph *g, const int *state_dev, const
     }
     for (int o = 0; o < g->n_outputs; o++) {
         int v = g->outputs[o];
-        if (p->values[v].device == 0 || p->values[v].storage == SN_STORE_STATE)
+        if (p->values[v].device == 0 || p->values[v].storage == SN_STORE_STATE || (stay && stay[v]))
             continue;
         sn_plan_xfer *c = copy_of(p, &cap, v, p->values[v].device, 0);
         if (!c)

@@ -456,6 +456,21 @@ static int copy(sn_cl_ctx *c, void *dst, const void *src, size_t n, bool to_devi
     return SNUG_OK;
 }
 
+static int ocl_copy_device(void *ctx, void *dst, const void *src, size_t n, sn_err *err) {
+    sn_cl_ctx *c = ctx;
+    cl_mem dm, sm;
+    size_t doff, soff;
+    SN_TRY(find(c, dst, n, &dm, &doff, err));
+    SN_TRY(find(c, src, n, &sm, &soff, err));
+    if (!n)
+        return SNUG_OK;
+    cl_int rc = clEnqueueCopyBuffer(c->queue, sm, dm, soff, doff, n, 0, NULL, NULL);
+    if (rc != CL_SUCCESS)
+        return sn_errf(err, SNUG_ERR_IO, "%s: a copy of %zu bytes on the device failed (%s)", c->name, n,
+                       sn_cl_errstr(rc));
+    return SNUG_OK;
+}
+
 static int ocl_to_device(void *ctx, void *dst, const void *src, size_t n, sn_err *err) {
     return copy(ctx, dst, src, n, true, NULL, err);
 }
@@ -522,6 +537,7 @@ const sn_backend_ops sn_backend_opencl_ops = {
     .copy_to_host = ocl_to_host,
     .buffer_type = ocl_buffer_type,
     .tensor_set = ocl_tensor_set,
+    .copy_device = ocl_copy_device,
     .tensor_get = ocl_tensor_get,
     .copy_async = ocl_copy_async,
     .event_wait = ocl_event_wait,
