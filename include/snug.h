@@ -110,6 +110,8 @@ void snug_options_free(snug_options *o); /* accepts NULL */
  * and snug's own "snug.*" keys; see docs/config.md). Later sets win. */
 int snug_options_set(snug_options *o, const char *key, const char *value);
 const char *snug_options_get(const snug_options *o, const char *key);
+/* Where the session's messages go, up to level (SNUG_LOG_*). The default:
+ * warnings and errors to stderr ("snug: warning: ..."); fn NULL: nowhere. */
 void snug_options_set_logger(snug_options *o, snug_log_fn fn, void *user, int level);
 
 /* Loads and plans a model. On failure *out is NULL and err (if not NULL)
@@ -158,8 +160,24 @@ typedef struct snug_device_info {
     uint64_t peak;     /* the most they held at once */
     int n_nodes;       /* nodes of the current plan it runs */
     uint64_t state_bytes; /* the persistent state (a KV cache) in its memory */
+    int n_layers;      /* layers the placement put there (the output layer counts as one) */
 } snug_device_info;
 int snug_session_device_count(const snug_session *s);
+
+/* A placement rule of the session (session.layer_assignment_settings or
+ * session.name_based_layer_assignment, ranges expanded) and what it matched. */
+typedef struct snug_rule_info {
+    const char *device;   /* as written, lower-cased */
+    const char *pattern;
+    int exact;            /* `=pattern` (annotations) */
+    int entry;            /* the `device(...)` entry it came from, 0-based */
+    int device_index;     /* the session's device it names (0 host, 1 the accelerator), -1: none (skipped) */
+    int n_nodes;          /* nodes it placed */
+    int first_layer, last_layer; /* their layers (-1 pre, n_layers post); -2 when none */
+    int by_name;          /* name-based rules (else layer_ann annotations) */
+} snug_rule_info;
+int snug_session_rule_count(const snug_session *s);
+int snug_session_rule(const snug_session *s, int k, snug_rule_info *out);
 int snug_session_device_info(const snug_session *s, int d, snug_device_info *out);
 
 /* Weight streaming under a host budget (snug.mem.host, docs/streaming.md):
@@ -431,6 +449,10 @@ typedef struct snug_plan_buffer {
 int snug_plan_get_buffer(const snug_plan *p, int b, snug_plan_buffer *out);
 /* Device d's name ("cpu", ...), or NULL. */
 const char *snug_plan_device(const snug_plan *p, int d);
+/* Where layer `layer` (-1 the input layers, n_layers the output layer) was
+ * placed and why ("-ngl 12", "auto: ..."); SNUG_ERR_RANGE when the plan has
+ * no placement (no accelerator) or no such layer. */
+int snug_plan_layer(const snug_plan *p, int layer, int *device, const char **why);
 /* The shape (or bound) graph input i was planned for. */
 int snug_plan_input_shape(const snug_plan *p, int i, snug_tensor *out);
 
@@ -684,6 +706,9 @@ typedef struct snug_generator_config {
                           * other models fail to open with SNUG_ERR_UNSUPPORTED, saying so. With
                           * batch 0 a prompt goes in chunks of max(32, 512 / slots) tokens */
     const char *device;  /* snug.device: an accelerator beside the host ("opencl", "opencl:1"), or NULL */
+    const char *const *config; /* [2 n_config]: more session config entries, key then value (placement:
+                                * snug.n_gpu_layers, snug.mem.gpu, session.name_based_layer_assignment ...) */
+    int n_config;
 } snug_generator_config;
 
 /* cfg may be NULL (defaults). On failure *out is NULL and err (if not NULL)
@@ -747,6 +772,8 @@ void snug_generator_reset(snug_generator *g);
 int64_t snug_generator_answer_ids(const snug_generator *g, const int32_t **ids);
 /* Its session's weight streaming (snug_session_stream_stats). */
 void snug_generator_stream_stats(const snug_generator *g, snug_stream_stats *out);
+/* The session under the generator (devices, plan, stats); valid while g is. */
+const snug_session *snug_generator_session(const snug_generator *g);
 
 /* Continuous batching (config.slots > 1; docs/serve.md). An answer starts on
  * a free slot; each snug_generator_step then runs one prompt chunk of one

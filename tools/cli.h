@@ -2,6 +2,7 @@
 #ifndef SNUG_TOOLS_CLI_H
 #define SNUG_TOOLS_CLI_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Prints "snug CMD: MSG (see 'snug CMD --help')" and exits with status 2. */
@@ -17,6 +18,25 @@ void cli_human_bytes(double bytes, char *buf, size_t cap);
 /* --mem DEVICE=SIZE: the budget in bytes for the host (the only device of
  * this build that takes one: host, or cpu as ONNX Runtime names it); a bad
  * value prints why and exits with status 2. */
-unsigned long long cli_mem_budget(const char *cmd, const char *val);
+/* --mem DEVICE=SIZE: the bytes, *device true for the accelerator (gpu,
+ * opencl, accelerator, cuda), false for the host; exits on a bad value. */
+unsigned long long cli_mem_budget(const char *cmd, const char *val, bool *device);
+
+/* The placement options of run, bench, generate, plan and serve (docs/placement.md). */
+#define CLI_PLACEMENT_HELP                                                              \
+    "  --device DEV        an accelerator beside the host: opencl, opencl:N,\n"         \
+    "                      opencl:NAME (config snug.device); what it has no kernel\n"   \
+    "                      for stays on the host\n"                                     \
+    "  -ngl N|all|auto     layers on it, as llama.cpp counts: the last N repeating\n"   \
+    "                      layers, the output layer as the N+1-th, the input layers\n"  \
+    "                      on the host (default auto: as many as fit --mem gpu=, or\n"  \
+    "                      its free memory less a margin; snug.n_gpu_layers)\n"         \
+    "  --mem gpu=SIZE      the accelerator's budget (snug.mem.gpu): the plan holds\n"   \
+    "                      at most this there, KV cache and activations included\n"     \
+    "  --rules TEXT        placement by node name, ONNX Runtime's\n"                    \
+    "                      session.name_based_layer_assignment, e.g.\n"                 \
+    "                      'gpu(layers.1/); cpu(lm_head)'; a pattern matching no\n"     \
+    "                      node is a warning (an error with\n"                          \
+    "                      --config snug.strict_layer_assignment=1)\n"
 
 #endif

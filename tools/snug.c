@@ -90,13 +90,20 @@ long cli_parse_long(const char *cmd, const char *opt, const char *v, long lo, lo
     return x;
 }
 
-unsigned long long cli_mem_budget(const char *cmd, const char *val) {
+unsigned long long cli_mem_budget(const char *cmd, const char *val, bool *device) {
     const char *eq = val ? strchr(val, '=') : NULL;
     if (!eq)
-        cli_die_usage(cmd, "--mem takes DEVICE=SIZE, e.g. --mem host=2G");
+        cli_die_usage(cmd, "--mem takes DEVICE=SIZE, e.g. --mem host=2G or --mem gpu=4G");
     size_t dl = (size_t)(eq - val);
-    if (!((dl == 4 && !strncasecmp(val, "host", 4)) || (dl == 3 && !strncasecmp(val, "cpu", 3)))) {
-        fprintf(stderr, "snug %s: --mem %s: device '%.*s' is not in this build (devices: host)\n", cmd, val,
+    static const char *const host[] = {"host", "cpu"}, *const acc[] = {"gpu", "opencl", "accelerator", "cuda"};
+    *device = false;
+    bool known = false;
+    for (size_t k = 0; k < 2 && !known; k++)
+        known = strlen(host[k]) == dl && !strncasecmp(val, host[k], dl);
+    for (size_t k = 0; k < 4 && !known; k++)
+        known = *device = strlen(acc[k]) == dl && !strncasecmp(val, acc[k], dl);
+    if (!known) {
+        fprintf(stderr, "snug %s: --mem %s: no device '%.*s' (host, or the accelerator: gpu, opencl)\n", cmd, val,
                 (int)dl, val);
         exit(2);
     }

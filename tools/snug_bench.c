@@ -70,6 +70,7 @@ static const char k_bench_help[] =
     "                  layers read once alone, cold, as the prefetcher reads\n"
     "                  them, and the decode speed that allows (docs/streaming.md)\n"
     "  --prefetch N    staging slots for streamed layers (snug.prefetch_layers)\n"
+    CLI_PLACEMENT_HELP
     "  --config K=V    a session config entry, e.g. session.set_denormal_as_zero=0\n"
     "                  (docs/config.md); may be given more than once\n"
     "  --json          one JSON object on stdout instead of the table\n"
@@ -575,6 +576,7 @@ int cmd_bench(int argc, char **argv) {
     long top_nodes = 0, slots = 0;
     const char *weights = NULL;
     const char *cfg[64][2];
+    char mem_gpu[32] = "";
     int n_cfg = 0;
     char mem_host[32] = "", prefetch[16] = "";
     for (int i = 0; i < argc; i++) {
@@ -601,7 +603,19 @@ int cmd_bench(int argc, char **argv) {
                 cli_die_usage("bench", "--weights takes map or load");
             weights = val, i++;
         } else if (!strcmp(a, "--mem")) {
-            snprintf(mem_host, sizeof mem_host, "%llu", cli_mem_budget("bench", val)), i++;
+            bool dev;
+            unsigned long long b = cli_mem_budget("bench", val, &dev);
+            snprintf(dev ? mem_gpu : mem_host, sizeof mem_host, "%llu", b), i++;
+            if (dev && n_cfg < 64)
+                cfg[n_cfg][0] = "snug.mem.gpu", cfg[n_cfg++][1] = mem_gpu;
+        } else if (!strcmp(a, "-ngl") || !strcmp(a, "--n-gpu-layers")) {
+            if (!val || n_cfg == 64)
+                cli_die_usage("bench", "-ngl takes a layer count, all or auto");
+            cfg[n_cfg][0] = "snug.n_gpu_layers", cfg[n_cfg++][1] = val, i++;
+        } else if (!strcmp(a, "--rules")) {
+            if (!val || n_cfg == 64)
+                cli_die_usage("bench", "--rules takes placement rules, e.g. 'gpu(layers.1/)'");
+            cfg[n_cfg][0] = "session.name_based_layer_assignment", cfg[n_cfg++][1] = val, i++;
         } else if (!strcmp(a, "--prefetch")) {
             snprintf(prefetch, sizeof prefetch, "%ld", parse_count(a, val, 2, 64)), i++;
         } else if (!strcmp(a, "--device")) {
@@ -878,8 +892,9 @@ int cmd_bench(int argc, char **argv) {
             snug_session_get_stats(s, &st);
             printf("\"device\": {\"name\": ");
             snug_json_write_str(stdout, di.name);
-            printf(", \"nodes\": %d, \"planned_bytes\": %zu, \"peak_bytes\": %llu, \"copied_bytes\": %zu}, ",
-                   di.n_nodes, st.device_bytes, (unsigned long long)di.peak, st.copied_bytes);
+            printf(", \"nodes\": %d, \"layers\": %d, \"planned_bytes\": %zu, \"peak_bytes\": %llu, "
+                   "\"copied_bytes\": %zu}, ",
+                   di.n_nodes, di.n_layers, st.device_bytes, (unsigned long long)di.peak, st.copied_bytes);
         }
         json_mem("accounted", &mem);
         if (has_est)

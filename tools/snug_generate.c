@@ -39,8 +39,7 @@ static const char k_gen_help[] =
     "  --seed S            seed of the sampler (default 0; the same seed, the same text)\n"
     "  --stop TEXT         stop when TEXT appears (repeatable; TEXT is not printed)\n"
     "  --threads N         worker threads (default: all cores)\n"
-    "  --device DEV        run the layers on an accelerator: opencl, opencl:N\n"
-    "                      (what it has no kernel for stays on the host)\n"
+    CLI_PLACEMENT_HELP
     "  --weights MODE      map (default) or load (read into owned memory)\n"
     "  --mem host=SIZE     the most memory the model may hold (weights, KV cache,\n"
     "                      activations): the layers that do not fit stream from\n"
@@ -50,6 +49,25 @@ static const char k_gen_help[] =
     "  -q, --quiet         no figures line\n";
 
 static volatile sig_atomic_t g_interrupted;
+
+/* Config entries for the generator's session (--config, -ngl, --mem gpu=, --rules). */
+static const char *g_config[2 * 64];
+static void add_config(snug_generator_config *c, const char *k, const char *v) {
+    if (c->n_config == 64)
+        cli_die_usage("generate", "at most 64 config entries");
+    g_config[2 * c->n_config] = k;
+    g_config[2 * c->n_config + 1] = v;
+    c->n_config++;
+    c->config = g_config;
+}
+
+/* n as decimal text that lives as long as the program. */
+static const char *num_text(unsigned long long n) {
+    static char buf[8][32];
+    static int k;
+    snprintf(buf[k & 7], sizeof buf[0], "%llu", n);
+    return buf[k++ & 7];
+}
 
 static void on_sigint(int sig) {
     (void)sig;
@@ -115,6 +133,22 @@ static void stream_figures(const snug_stream_stats *before, const snug_stream_st
              now->n_layers - 1, a, b, (now->stall_s - before->stall_s) * 1e3);
 }
 
+/* The accelerator's part of the figures line: layers, what the plan holds
+ * there and the most its backend held. */
+static void device_figures(const snug_generator *g, char *buf, size_t cap) {
+    buf[0] = 0;
+    const snug_session *s = snug_generator_session(g);
+    snug_device_info di;
+    if (snug_session_device_count(s) < 2 || snug_session_device_info(s, 1, &di) != SNUG_OK)
+        return;
+    snug_session_stats st;
+    snug_session_get_stats(s, &st);
+    char a[64], b[64];
+    cli_human_bytes((double)st.device_bytes, a, sizeof a);
+    cli_human_bytes((double)di.peak, b, sizeof b);
+    snprintf(buf, cap, " | %s: %d layers, %d nodes, planned %s, peak %s", di.name, di.n_layers, di.n_nodes, a, b);
+}
+
 static void print_figures(const snug_generation *r, const char *extra) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
@@ -136,8 +170,10 @@ static void answer_figures(const snug_generator *g, const snug_stream_stats *bef
                            bool quiet) {
     snug_stream_stats now;
     snug_generator_stream_stats(g, &now);
-    char extra[256];
-    stream_figures(before, &now, extra, sizeof extra);
+    char extra[640], dev[384];
+    stream_figures(before, &now, extra, 256);
+    device_figures(g, dev, sizeof dev);
+    strncat(extra, dev, sizeof extra - strlen(extra) - 1);
     if (!quiet)
         print_figures(r, extra);
     if (g_print_ids) {
@@ -281,7 +317,26 @@ int cmd_generate(int argc, char **argv) {
                 cli_die_usage("generate", "--weights is map or load");
             cfg.weights_load = !strcmp(v, "load");
         } else if (!strcmp(a, "--mem")) {
-            cfg.mem_host = cli_mem_budget("generate", v);
+            bool dev;
+            unsigned long long b = cli_mem_budget("generate", v, &dev);
+            if (dev)
+                add_config(&cfg, "snug.mem.gpu", num_text(b));
+            else
+                cfg.mem_host = b;
+        } else if (!strcmp(a, "-ngl") || !strcmp(a, "--n-gpu-layers")) {
+            if (!v)
+                cli_die_usage("generate", "-ngl takes a layer count, all or auto");
+            add_config(&cfg, "snug.n_gpu_layers", v);
+        } else if (!strcmp(a, "--rules")) {
+            if (!v)
+                cli_die_usage("generate", "--rules takes placement rules, e.g. 'gpu(layers.1/)'");
+            add_config(&cfg, "session.name_based_layer_assignment", v);
+        } else if (!strcmp(a, "--config")) {
+            char *eq = v ? strchr(v, '=') : NULL;
+            if (!eq || eq == v)
+                cli_die_usage("generate", "--config takes KEY=VALUE");
+            *eq = 0;
+            add_config(&cfg, v, eq + 1);
         } else if (!strcmp(a, "--prefetch")) {
             cfg.prefetch_layers = (int)cli_parse_long("generate", a, v, 2, 64);
         } else {

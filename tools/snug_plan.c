@@ -16,7 +16,10 @@ typedef snug_dim dimbind;
 
 typedef struct popts {
     const char *cmd;
-    const char *path, *stats, *svg, *out, *shape, *threads, *weights, *device;
+    const char *path, *stats, *svg, *out, *shape, *threads, *weights, *device, *ngl, *rules;
+    char gpu_budget[32];
+    const char *config[32][2];
+    int n_config;
     bool json, strict, have_budget, last_logits, stream;
     uint64_t budget;
     int64_t ctx, batch, seq;
@@ -116,8 +119,25 @@ static void parse_opts(popts *o, int argc, char **argv, const char *help) {
             snprintf(m, sizeof m, "unknown option or missing value: '%s'", a);
             cli_die_usage(o->cmd, m);
         } else if (!strcmp(a, "--mem")) {
-            o->budget = cli_mem_budget(o->cmd, val);
-            o->have_budget = true;
+            bool dev;
+            unsigned long long b = cli_mem_budget(o->cmd, val, &dev);
+            if (dev) {
+                snprintf(o->gpu_budget, sizeof o->gpu_budget, "%llu", b);
+            } else {
+                o->budget = b;
+                o->have_budget = true;
+            }
+        } else if (!strcmp(a, "-ngl") || !strcmp(a, "--n-gpu-layers")) {
+            o->ngl = val;
+        } else if (!strcmp(a, "--rules")) {
+            o->rules = val;
+        } else if (!strcmp(a, "--config")) {
+            char *eq = strchr(argv[i + 1], '=');
+            if (!eq || eq == argv[i + 1] || o->n_config == 32)
+                cli_die_usage(o->cmd, "--config takes KEY=VALUE (at most 32)");
+            *eq = 0;
+            o->config[o->n_config][0] = argv[i + 1];
+            o->config[o->n_config++][1] = eq + 1;
         } else if (!strcmp(a, "--ctx")) {
             o->ctx = parse_count(o->cmd, a, val, 1);
         } else if (!strcmp(a, "--batch")) {
@@ -188,6 +208,102 @@ static void planned_free(planned *p) {
     free(p->kv_bytes);
     free(p->kv_layer);
     snug_session_free(p->s);
+}
+
+static void layer_name(int l, int L, char *buf, size_t cap);
+static void device_parts(const snug_session *s, const snug_plan *pl, int d, size_t *w, size_t *act, size_t *kv);
+
+/* The accelerators' entries of snug plan --json's "devices" (after the
+ * host's): their figures, the layers placed and why, the rules' coverage. */
+static void json_devices(FILE *f, const snug_session *s, const snug_plan *pl, int L, const char *budget) {
+    snug_session_stats st;
+    snug_session_get_stats(s, &st);
+    for (int d = 1; d < snug_session_device_count(s); d++) {
+        snug_device_info di;
+        snug_session_device_info(s, d, &di);
+        size_t w, act, kv;
+        device_parts(s, pl, d, &w, &act, &kv);
+        fprintf(f, ",\n    {\"name\": ");
+        snug_json_write_str(f, di.name);
+        fprintf(f, ", \"budget\": %s, \"weights\": %zu, \"kv\": %zu, \"activations\": %zu, \"total\": %zu, "
+                   "\"nodes\": %d, \"layers\": %d, \"placement\": [",
+                budget[0] ? budget : "null", w, kv, act, st.device_bytes, di.n_nodes, di.n_layers);
+        for (int l = -1; l <= L; l++) {
+            int dev;
+            const char *why;
+            if (snug_plan_layer(pl, l, &dev, &why) != SNUG_OK)
+                break;
+            fprintf(f, "%s{\"layer\": %d, \"device\": %d, \"why\": ", l > -1 ? ", " : "", l, dev);
+            snug_json_write_str(f, why);
+            fputc('}', f);
+        }
+        fprintf(f, "]}");
+    }
+    int nr = snug_session_rule_count(s);
+    if (!nr)
+        return;
+    fprintf(f, "],\n  \"rules\": [");
+    for (int k = 0; k < nr; k++) {
+        snug_rule_info ri;
+        snug_session_rule(s, k, &ri);
+        fprintf(f, "%s{\"entry\": %d, \"device\": ", k ? ", " : "", ri.entry + 1);
+        snug_json_write_str(f, ri.device);
+        fprintf(f, ", \"pattern\": ");
+        snug_json_write_str(f, ri.pattern);
+        fprintf(f, ", \"exact\": %s, \"device_index\": %d, \"nodes\": %d, \"first_layer\": %d, "
+                   "\"last_layer\": %d}", ri.exact ? "true" : "false", ri.device_index, ri.n_nodes, ri.first_layer,
+                ri.last_layer);
+    }
+}
+
+/* Where the layers went and why (runs of layers with one device and one
+ * reason on one line), and what each placement rule matched. */
+static void print_placement(const snug_session *s, const snug_plan *pl, int L) {
+    int dev0;
+    const char *why0;
+    if (snug_plan_layer(pl, -1, &dev0, &why0) == SNUG_OK) {
+        printf("\nplacement\n");
+        for (int l = -1; l <= L;) {
+            int dev;
+            const char *why;
+            snug_plan_layer(pl, l, &dev, &why);
+            int e = l;
+            for (int d2; e + 1 <= L; e++) {
+                const char *w2;
+                snug_plan_layer(pl, e + 1, &d2, &w2);
+                if (d2 != dev || strcmp(w2, why) || e + 1 == L || l == -1)
+                    break;
+            }
+            char a[16], b[16], span[40];
+            layer_name(l, L, a, sizeof a);
+            layer_name(e, L, b, sizeof b);
+            snprintf(span, sizeof span, e > l ? "layers %s-%s" : l < 0 || l >= L ? "%s" : "layer %s", a, b);
+            printf("  %-14s %-8s %s\n", span, snug_plan_device(pl, dev), why);
+            l = e + 1;
+        }
+    }
+    int nr = snug_session_rule_count(s);
+    if (!nr)
+        return;
+    snug_rule_info ri;
+    snug_session_rule(s, 0, &ri);
+    printf("\nrules      %s, in priority order as written%s\n",
+           ri.by_name ? "session.name_based_layer_assignment (node-name substrings)"
+                      : "session.layer_assignment_settings (layer_ann annotations)",
+           ri.by_name ? " (the longest matching pattern wins)" : " (prefix rules before exact ones)");
+    printf("  %-5s %-12s %7s  %-12s %s\n", "entry", "device", "nodes", "layers", "pattern");
+    for (int k = 0; k < nr; k++) {
+        snug_session_rule(s, k, &ri);
+        char lay[40] = "-", a[16], b[16];
+        if (ri.n_nodes) {
+            layer_name(ri.first_layer, L, a, sizeof a);
+            layer_name(ri.last_layer, L, b, sizeof b);
+            snprintf(lay, sizeof lay, ri.first_layer == ri.last_layer ? "%s" : "%s-%s", a, b);
+        }
+        printf("  %-5d %-12s %7d  %-12s %s%s%s\n", ri.entry + 1, ri.device, ri.n_nodes, lay, ri.exact ? "=" : "",
+               ri.pattern, ri.device_index < 0 ? "   (no such device here: skipped)"
+                           : !ri.n_nodes      ? "   (matched nothing)" : "");
+    }
 }
 
 /* Accelerator d's part of the plan: its weights' copies, activation arena
@@ -263,6 +379,14 @@ static int open_and_plan(const popts *o, planned *p) {
         snug_options_set(so, "snug.weights", o->weights);
     if (o->device)
         snug_options_set(so, "snug.device", o->device);
+    if (o->ngl)
+        snug_options_set(so, "snug.n_gpu_layers", o->ngl);
+    if (o->rules)
+        snug_options_set(so, "session.name_based_layer_assignment", o->rules);
+    if (o->gpu_budget[0])
+        snug_options_set(so, "snug.mem.gpu", o->gpu_budget);
+    for (int k = 0; k < o->n_config; k++)
+        snug_options_set(so, o->config[k][0], o->config[k][1]);
     if (o->last_logits)
         snug_options_set(so, "snug.last_logits", "1");
     char mh[32];
@@ -549,8 +673,9 @@ static const char k_plan_help[] =
     "  --last-logits       plan the output projection for the last position only, as\n"
     "                      snug generate does (config snug.last_logits)\n"
     "  --threads N         threads the kernels are prepared for\n"
-    "  --device DEV        plan with an accelerator beside the host (opencl,\n"
-    "                      opencl:N): which nodes run there, and why the others not\n"
+    CLI_PLACEMENT_HELP
+    "  --config KEY=VALUE  a session config entry (session.layer_assignment_settings,\n"
+    "                      snug.strict_layer_assignment=1, ...; docs/config.md)\n"
     "  --weights MODE      map (default: weights read through the file map) or load\n"
     "                      (read into snug's own memory; config snug.weights)\n";
 
@@ -703,9 +828,11 @@ int snug_cmd_plan(int argc, char **argv) {
         fprintf(f,
                 ", \"weights\": %" PRIu64 ", \"kv\": %" PRIu64 ", \"activations\": %zu, \"lower_bound\": %zu, "
                 "\"workspace_max\": %" PRIu64 ", \"folded\": %" PRIu64 ", \"present_in_arena\": %" PRIu64
-                ", \"total\": %" PRIu64 ", \"fits\": %s}],\n",
+                ", \"total\": %" PRIu64 ", \"fits\": %s}",
                 ei.weights_total, p.kv_total, arena_bytes, lower_bound, ws_max, folded, present, total,
                 !o.have_budget ? "null" : total <= o.budget ? "true" : "false");
+        json_devices(f, p.s, pl, L, o.gpu_budget);
+        fprintf(f, "],\n");
         if (streams)
             fprintf(f,
                     "  \"stream\": {\"first_layer\": %d, \"layers\": %d, \"slots\": %d, \"staging_bytes\": %" PRIu64
@@ -820,6 +947,7 @@ int snug_cmd_plan(int argc, char **argv) {
         }
         printf("\n");
         print_devices(p.s, pl, nodes, nn);
+        print_placement(p.s, pl, L);
         printf("\ncoverage   workspace figures by source: %d estimator, %d profile, %d max(profile, estimator), "
                "%d fallback",
                ei.n_by_source[SNUG_WS_ESTIMATOR], ei.n_by_source[SNUG_WS_PROFILE], ei.n_by_source[SNUG_WS_MAX],

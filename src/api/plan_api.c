@@ -59,6 +59,8 @@ int snug_session_device_info(const snug_session *ps, int d, snug_device_info *ou
     const sn_plan *p = sn_exec_plan_ref(ex);
     for (int i = 0; p && i < p->n_nodes; i++)
         out->n_nodes += p->nodes[i].device == d && p->nodes[i].mode != SN_MODE_FOLDED;
+    for (int r = 1; p && p->layers && r < p->n_layer_rows; r++)
+        out->n_layers += p->layers[r].device == d;
     return SNUG_OK;
 }
 
@@ -219,6 +221,28 @@ int snug_plan_get_buffer(const snug_plan *p, int b, snug_plan_buffer *out) {
     const sn_plan_buffer *pb = &p->plan->buffers[b];
     *out = (snug_plan_buffer){.device = pb->device, .size = pb->size, .lower_bound = pb->lower_bound,
                               .weights = pb->weights};
+    return SNUG_OK;
+}
+
+int snug_plan_layer(const snug_plan *p, int layer, int *device, const char **why) {
+    int r = layer + 1;
+    if (!p->plan->layers || r < 0 || r >= p->plan->n_layer_rows)
+        return SNUG_ERR_RANGE;
+    *device = p->plan->layers[r].device;
+    *why = p->plan->layers[r].why;
+    return SNUG_OK;
+}
+
+int snug_session_rule_count(const snug_session *ps) { return ((const sn_session *)ps)->rules.n; }
+
+int snug_session_rule(const snug_session *ps, int k, snug_rule_info *out) {
+    const sn_session *s = (const sn_session *)ps;
+    memset(out, 0, sizeof *out);
+    if (k < 0 || k >= s->rules.n)
+        return SNUG_ERR_RANGE;
+    const sn_rule *r = &s->rules.r[k];
+    *out = (snug_rule_info){r->device, r->pat, r->exact, r->entry, s->rule_dev[k], s->rule_nodes[k],
+                            s->rule_first[k], s->rule_last[k], s->rules.by_name};
     return SNUG_OK;
 }
 

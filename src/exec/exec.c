@@ -249,6 +249,7 @@ int sn_exec_new(const sn_graph *g, sn_pool *pool, const sn_logger *log, sn_exec 
         }
     ex->last_row_node = -1;
     ex->prefetch_depth = 2;
+    ex->ngl = -1;
     for (int i = 0; i < g->n_nodes; i++)
         ex->stream_wait[i] = ex->stream_release[i] = -1;
     for (int i = 0, b = 0; i < g->n_nodes; i++) {
@@ -316,6 +317,9 @@ void sn_exec_free(sn_exec *ex) {
     sn_free(ex->arg_base);
     sn_free(ex->state_dev);
     sn_free(ex->keep_out);
+    sn_free(ex->rule_dev);
+    sn_free(ex->want);
+    sn_free(ex->rows);
     sn_free(ex->mirror);
     sn_free(ex->pl.copies);
     for (int b = 0; b < SN_MAX_BUFFERS; b++)

@@ -36,6 +36,7 @@ typedef struct sn_exec_estimate {
     size_t lower_bound;  /* largest total of planned tensors alive at one step */
     size_t folded;       /* constants computed at plan time */
     size_t state;        /* prepared kernels' state: packed weights, each replacing its source */
+    size_t device;       /* what the plan would hold on accelerators: arenas, weights, KV */
     int n_static, n_dynamic;
 } sn_exec_estimate;
 
@@ -56,6 +57,14 @@ size_t sn_exec_state_bytes_on(const sn_exec *ex, int d);
  * on moves state bytes only through that and sn_exec_state_move, so a
  * state whose readers all run on one accelerator lives there. */
 int sn_exec_keep_output(sn_exec *ex, int output, sn_err *err);
+/* Placement on the accelerator (device 1), for the next plans: rule_dev
+ * [n_nodes] (NULL: no rules) the device a rule puts each node on (-1 none:
+ * its layer decides); ngl >= 0 the last ngl repeating layers there (the
+ * output layer as the ngl+1-th, llama.cpp's -ngl), -1 auto: a plan at
+ * bounds takes as many layers as keep the device within budget (bytes; 0:
+ * its free memory less a margin), fitted by planning each count dry. A
+ * plan holding more than a given budget there is an error. */
+int sn_exec_set_placement(sn_exec *ex, const int *rule_dev, int ngl, uint64_t budget, sn_err *err);
 /* n bytes of graph output `output` from byte src_off, as the last run left
  * them, into the buffer of state `input` at byte dst_off (a KV cache's new
  * rows), on whichever devices the two live. */

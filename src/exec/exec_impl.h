@@ -68,6 +68,14 @@ struct sn_exec {
     int *state_dev;          /* owned [n_values]: the device of a state value's buffer, -1 for others */
     bool uploaded;           /* the weights buffers hold the current plan's constants */
     uint8_t *keep_out;       /* owned [n_values]: a graph output left on its device (sn_exec_keep_output) */
+    /* placement (place.c): */
+    int *rule_dev;           /* owned [n_nodes] or NULL: the device a rule puts node i on, -1 none */
+    int *want;               /* owned [n_nodes]: the device the placement wants for node i (assign) */
+    sn_plan_layer *rows;     /* owned [n_layers + 2]: each layer's device and why */
+    int ngl;                 /* -ngl: layers on the accelerator from the last one down; -1 auto */
+    uint64_t dev_budget;     /* the accelerator's budget (0: its free memory less a margin) */
+    uint64_t fit_budget;     /* the budget the placement was fitted to (0: none) */
+    bool placed;             /* rows decided (ex_place_decide) */
     bool states_anywhere;    /* the caller moves state bytes only through sn_exec_output_to_state and
                               * sn_exec_state_move: any state may live on an accelerator */
     void **folded;           /* owned: blocks of folded values */
@@ -174,6 +182,12 @@ int ex_prefetch_count(const ex_prefetch *pf);               /* ordinals */
 /* One sweep's reads done as the I/O thread does them, with no run beside:
  * the rate the file gives the streamed layers (sn_exec_stream_probe). */
 int ex_prefetch_probe(ex_prefetch *pf, double *bytes_per_s, sn_err *err);
+
+/* place.c: ex_place_decide fits the layers to the accelerator's budget
+ * for these bounds (dry plans); ex_place_prepare, before assign, makes the
+ * rows when none were decided and each node's want. */
+int ex_place_decide(sn_exec *ex, const sn_tensor *bounds, sn_err *err);
+int ex_place_prepare(sn_exec *ex, sn_err *err);
 
 /* fold.c */
 int ex_infer_fold(sn_exec *ex, sn_err *err);

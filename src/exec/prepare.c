@@ -333,7 +333,19 @@ int ex_plan_for(sn_exec *ex, sn_err *err) {
     uint8_t *groupable = NULL;
     int rc = ex_infer_fold(ex, err);
     if (rc == SNUG_OK)
-        rc = sn_plan_assign(&ex->pl, g, ex->backends, ex->n_backends, err);
+        rc = ex_place_prepare(ex, err);
+    if (rc == SNUG_OK)
+        rc = sn_plan_assign(&ex->pl, g, ex->backends, ex->n_backends, ex->n_backends > 1 ? ex->want : NULL, err);
+    if (rc == SNUG_OK && ex->n_backends > 1) {
+        sn_free(ex->pl.layers);
+        ex->pl.n_layer_rows = 0;
+        if (!(ex->pl.layers = sn_malloc(sizeof *ex->pl.layers * ((size_t)ex->n_layers + 2))))
+            rc = sn_errf(err, SNUG_ERR_OOM, "out of memory");
+        else {
+            memcpy(ex->pl.layers, ex->rows, sizeof *ex->pl.layers * ((size_t)ex->n_layers + 2));
+            ex->pl.n_layer_rows = ex->n_layers + 2;
+        }
+    }
     if (rc == SNUG_OK)
         rc = ex_stream_mark(ex, err);
     if (rc == SNUG_OK && !(groupable = sn_calloc((size_t)g->n_nodes + 1, 1)))
@@ -385,6 +397,13 @@ int ex_plan_for(sn_exec *ex, sn_err *err) {
     for (int k = 0; k < ex->n_states; k++)
         if (ex->state_dev[ex->states[k].in_v] > 0)
             ex->stats.device_bytes += ex->states[k].cap;
+    if (!ex->dry && ex->dev_budget && ex->stats.device_bytes > ex->dev_budget) {
+        int over = sn_errf(err, SNUG_ERR_OOM, "the plan holds %.1f MiB on %s, over its budget of %.1f MiB: fewer "
+                           "layers there (-ngl), or a shorter context", (double)ex->stats.device_bytes / (1 << 20),
+                           sn_backend_device_name(&ex->backends[1]), (double)ex->dev_budget / (1 << 20));
+        ex_plan_release(ex);
+        return over;
+    }
     ex->stats.n_inplace = ex->pl.n_inplace;
     ex->stats.n_grouped = ex->pl.n_grouped;
     ex->pl.n_static = ex->stats.n_static;
@@ -415,17 +434,19 @@ int sn_exec_estimate_bounds(sn_exec *ex, const sn_tensor *bounds, sn_exec_estima
     sn_tensor *in = ex_shapes_only(g, bounds);
     if (!in)
         return sn_errf(err, SNUG_ERR_OOM, "out of memory");
+    bool was_bounds = ex->planning_bounds; /* sn_exec_set_bounds fits placements with estimates */
     ex->dry = true;
     ex->dry_state = 0;
     ex->planning_bounds = true;
     int rc = sn_exec_plan(ex, in, err);
-    ex->planning_bounds = false;
+    ex->planning_bounds = was_bounds;
     ex->dry = false;
     if (rc == SNUG_OK) {
         e->arena = ex->stats.arena_bytes;
         e->lower_bound = ex->stats.lower_bound;
         e->folded = ex->stats.folded_bytes;
         e->state = ex->dry_state;
+        e->device = ex->stats.device_bytes;
         e->n_static = ex->stats.n_static;
         e->n_dynamic = ex->stats.n_dynamic;
         if (gone)
@@ -448,7 +469,9 @@ int sn_exec_set_bounds(sn_exec *ex, const sn_tensor *bounds, sn_err *err) {
     }
     ex->bounded = false;
     ex->planning_bounds = true;
-    int rc = ex_stream_decide(ex, ex->bounds, err);
+    int rc = ex_place_decide(ex, ex->bounds, err);
+    if (rc == SNUG_OK)
+        rc = ex_stream_decide(ex, ex->bounds, err);
     if (rc == SNUG_OK)
         rc = sn_exec_plan(ex, ex->bounds, err);
     ex->planning_bounds = false;

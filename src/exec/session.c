@@ -16,10 +16,19 @@ struct snug_options {
     sn_logger log;
 };
 
+/* The default logger: warnings and errors to stderr, as a tool would say them. */
+static void log_stderr(void *user, int level, const char *msg) {
+    (void)user;
+    fprintf(stderr, "snug: %s: %s\n", level == SNUG_LOG_ERROR ? "error" : level == SNUG_LOG_WARN ? "warning" : "note",
+            msg);
+}
+
 snug_options *snug_options_new(void) {
     snug_options *o = sn_calloc(1, sizeof *o);
-    if (o)
+    if (o) {
         o->log.level = SNUG_LOG_WARN;
+        o->log.fn = log_stderr;
+    }
     return o;
 }
 
@@ -93,7 +102,11 @@ static const char *const k_known_keys[] = {"snug.threads", "session.collect_node
                                            "session.intra_op.allow_spinning", "snug.node_groups", "snug.last_logits",
                                            "session.strict_workspace_verification", "snug.memory_budget",
                                            "snug.max_loop_iterations", "session.set_denormal_as_zero",
-                                           "snug.mem.host", "snug.prefetch_layers", "snug.device", NULL};
+                                           "snug.mem.host", "snug.prefetch_layers", "snug.device",
+                                           "session.layer_assignment_settings", "session.name_based_layer_assignment",
+                                           "snug.strict_layer_assignment", "snug.n_gpu_layers", "snug.mem.gpu",
+                                           "session.resource_partitioning_settings",
+                                           "session.resource_cuda_partitioning_settings", NULL};
 
 /* snug.device: an accelerator beside the host ("opencl", "opencl:1",
  * "opencl:NAME"; ORT's "gpu" and "gpu:N" name the first GPU backend of the
@@ -322,6 +335,9 @@ int sn_session_open(const char *path, const snug_options *opts, sn_session **out
         goto fail;
     if ((rc = add_device(s->exec, snug_options_get(opts, "snug.device"), host_budget != 0, err)) != SNUG_OK)
         goto fail;
+    sn_exec_set_streaming(s->exec, host_budget, (int)depth, s->layers.n_layers); /* the layer count placement needs */
+    if ((rc = sn_session_placement(s, opts, err)) != SNUG_OK)
+        goto fail;
     /* a budget is exact only when nothing of the files is mapped */
     sn_exec_set_weights_load(s->exec, host_budget || (wm && !strcmp(wm, "load")));
     sn_exec_set_streaming(s->exec, host_budget, (int)depth, s->layers.n_layers);
@@ -414,6 +430,12 @@ void sn_session_close(sn_session *s) {
     sn_free(s->api_in);
     sn_free(s->api_out);
     sn_free(s->api_vals);
+    sn_rules_free(&s->rules);
+    sn_free(s->rule_dev);
+    sn_free(s->rule_nodes);
+    sn_free(s->rule_first);
+    sn_free(s->rule_last);
+    sn_free(s->node_rule);
     sn_exec_free(s->exec);
     sn_pool_free(s->pool);
     sn_graph_free(s->graph);

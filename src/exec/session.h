@@ -4,6 +4,7 @@
 
 #include "api/api.h"
 #include "exec/exec.h"
+#include "plan/rules.h"
 #include "graph/graph.h"
 #include "graph/layers.h"
 #include "onnx/model.h"
@@ -24,7 +25,21 @@ typedef struct sn_session {
     struct sn_node_stats *stats_max, *stats_run; /* owned [n_nodes] */
     snug_model api_model;       /* snug_session_model's view of model, graph and layers (borrowed) */
     snug_value *api_vals;       /* owned [n_outputs], or NULL: snug_session_run_values' outputs */
+    /* placement rules (session_place.c) and what each matched: */
+    sn_rules rules;             /* owned */
+    int *rule_dev;              /* owned [rules.n]: the device each names here, -1 none */
+    int *rule_nodes;            /* owned [rules.n]: nodes it matched */
+    int *rule_first, *rule_last; /* owned [rules.n]: the layers of those nodes (-2: none) */
+    int *node_rule;             /* owned [n_nodes]: the rule placing node i, -1 none (NULL: no rules) */
 } sn_session;
+
+/* The session's placement config: session.layer_assignment_settings or
+ * session.name_based_layer_assignment (exclusive), their coverage (a
+ * pattern matching nothing is a warning, an error under
+ * snug.strict_layer_assignment=1; so is a rule's device the session lacks),
+ * snug.n_gpu_layers, the accelerator's budget (snug.mem.gpu,
+ * session.resource_partitioning_settings); to the executor. */
+int sn_session_placement(sn_session *s, const snug_options *opts, sn_err *err);
 
 int sn_session_open(const char *path, const snug_options *opts, sn_session **out, sn_err *err);
 void sn_session_close(sn_session *s);

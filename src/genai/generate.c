@@ -210,6 +210,14 @@ static int load_template(sn_generator *g, const char *override, sn_err *err) {
     return SNUG_OK;
 }
 
+/* Config entries given as key, value pairs. */
+static int set_pairs(snug_options *o, const char *const *kv, int n) {
+    for (int k = 0; k < n; k++)
+        if (snug_options_set(o, kv[2 * k], kv[2 * k + 1]) != SNUG_OK)
+            return SNUG_ERR_OOM;
+    return SNUG_OK;
+}
+
 int sn_generator_open(const char *dir, const sn_gen_config *cfg, sn_generator **out, sn_err *err) {
     *out = NULL;
     sn_gen_config c = cfg ? *cfg : (sn_gen_config){0};
@@ -277,6 +285,7 @@ int sn_generator_open(const char *dir, const sn_gen_config *cfg, sn_generator **
     snprintf(pl, sizeof pl, "%d", c.prefetch_layers);
     if ((c.mem_host && snug_options_set(opts, "snug.mem.host", mh) != SNUG_OK) ||
         (c.device && snug_options_set(opts, "snug.device", c.device) != SNUG_OK) ||
+        set_pairs(opts, c.config, c.n_config) != SNUG_OK ||
         (c.prefetch_layers && snug_options_set(opts, "snug.prefetch_layers", pl) != SNUG_OK)) {
         rc = sn_errf(err, SNUG_ERR_OOM, "out of memory");
         goto fail;

@@ -31,6 +31,8 @@ typedef struct sn_gen_config {
     int slots;           /* sequences answered together, each with its own ctx (0, 1: one); more
                           * than one needs GroupQueryAttention (kvloop.h, sn_kvloop_new_slots) */
     const char *device;  /* snug.device (NULL: the host only) */
+    const char *const *config; /* [2 n_config] session config entries, key then value */
+    int n_config;
 } sn_gen_config;
 
 int sn_generator_open(const char *dir, const sn_gen_config *cfg, sn_generator **out, sn_err *err);

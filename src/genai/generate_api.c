@@ -31,7 +31,7 @@ int snug_generator_create(const char *model_dir, const snug_generator_config *cf
     if (cfg)
         c = (sn_gen_config){cfg->ctx,         cfg->batch,           cfg->threads,
                             cfg->weights_load != 0, cfg->chat_template_path, cfg->mem_host,
-                            cfg->prefetch_layers, cfg->slots, cfg->device};
+                            cfg->prefetch_layers, cfg->slots, cfg->device, cfg->config, cfg->n_config};
     int rc = sn_generator_open(model_dir, &c, &h->g, &e);
     if (rc != SNUG_OK) {
         copy_err(err, err_cap, e.msg);
@@ -57,6 +57,10 @@ int64_t snug_generator_answer_ids(const snug_generator *g, const int32_t **ids) 
 
 void snug_generator_stream_stats(const snug_generator *g, snug_stream_stats *out) {
     snug_session_stream_stats(sn_generator_session(g->g), out);
+}
+
+const snug_session *snug_generator_session(const snug_generator *g) {
+    return (const snug_session *)sn_generator_session(g->g);
 }
 
 int snug_generator_has_chat_template(const snug_generator *g) {

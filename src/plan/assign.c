@@ -50,7 +50,28 @@ void sn_plan_to_host(sn_plan *p, int i, const char *why) {
     snprintf(p->nodes[i].note, sizeof p->nodes[i].note, "%s", why);
 }
 
-int sn_plan_assign(sn_plan *p, const sn_graph *g, const sn_backend *devs, int n_devs, sn_err *err) {
+void sn_plan_layers_ngl(sn_plan_layer *rows, int n_layers, int n, int accel, const char *why_on, const char *why_off) {
+    for (int r = 0; r < n_layers + 2; r++) {
+        /* row r: 0 pre, 1..L the layers, L+1 post; layer l is on when l >= L - n, post when n > L */
+        bool on = r > 0 && (r == n_layers + 1 ? n > n_layers : r - 1 >= n_layers - n);
+        rows[r].device = on ? accel : 0;
+        snprintf(rows[r].why, sizeof rows[r].why, "%s", r == 0 ? "the input layers stay on the host"
+                                                    : on ? why_on : why_off);
+    }
+}
+
+void sn_plan_wants(const sn_graph *g, const sn_plan_layer *rows, const int *rule_dev, int *want) {
+    int L = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        L = g->nodes[i].layer > L ? g->nodes[i].layer : L;
+    for (int i = 0; i < g->n_nodes; i++) {
+        int r = g->nodes[i].layer + 1; /* -1 pre: row 0 */
+        want[i] = rule_dev && rule_dev[i] >= 0 ? rule_dev[i] : rows && r >= 0 ? rows[r].device : -1;
+    }
+}
+
+int sn_plan_assign(sn_plan *p, const sn_graph *g, const sn_backend *devs, int n_devs, const int *want,
+                   sn_err *err) {
     if (n_devs < 1 || n_devs > SN_MAX_DEVICES)
         return sn_errf(err, SNUG_ERR_INVALID_ARG, "assign: %d devices (1 to %d)", n_devs, SN_MAX_DEVICES);
     p->n_devices = n_devs;
@@ -64,17 +85,18 @@ int sn_plan_assign(sn_plan *p, const sn_graph *g, const sn_backend *devs, int n_
         pn->note[0] = 0;
         if (pn->mode == SN_MODE_FOLDED) /* computed on the host at plan time */
             continue;
-        if (n_devs > 1 && !sn_plan_node_is_view(p, g, i)) {
+        int w = want ? want[i] : -1;
+        if (n_devs > 1 && w != 0 && !sn_plan_node_is_view(p, g, i)) {
             const char *why = host_only(p, g, i);
-            int d = 1;
+            int d = w > 0 ? w : 1;
             while (!why && d < n_devs && !has_kernel(&devs[d], n))
-                d++;
+                d = w > 0 ? n_devs : d + 1;
             if (!why && d < n_devs) {
                 pn->device = d;
                 continue;
             }
             if (!why)
-                why = "no accelerator of this session has a kernel for it";
+                why = w > 0 ? "its device has no kernel for it" : "no accelerator of this session has a kernel for it";
             snprintf(pn->note, sizeof pn->note, "%s", why);
         }
         if (!has_kernel(&devs[0], n))

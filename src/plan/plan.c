@@ -34,7 +34,8 @@ int sn_plan_copy(const sn_plan *p, sn_plan **out, sn_err *err) {
     c->buffers = sn_malloc(sizeof *c->buffers * ((size_t)p->n_buffers + 1));
     c->shapes = sn_malloc(sizeof *c->shapes * ((size_t)p->n_inputs + 1));
     c->copies = sn_malloc(sizeof *c->copies * ((size_t)p->n_copies + 1));
-    if (!c->values || !c->nodes || !c->buffers || !c->shapes || !c->copies) {
+    c->layers = sn_malloc(sizeof *c->layers * ((size_t)p->n_layer_rows + 1));
+    if (!c->values || !c->nodes || !c->buffers || !c->shapes || !c->copies || !c->layers) {
         sn_plan_free(c);
         return sn_errf(err, SNUG_ERR_OOM, "out of memory");
     }
@@ -44,6 +45,10 @@ int sn_plan_copy(const sn_plan *p, sn_plan **out, sn_err *err) {
     memcpy(c->shapes, p->shapes, sizeof *c->shapes * (size_t)p->n_inputs);
     if (p->n_copies)
         memcpy(c->copies, p->copies, sizeof *c->copies * (size_t)p->n_copies);
+    if (p->n_layer_rows && p->layers)
+        memcpy(c->layers, p->layers, sizeof *c->layers * (size_t)p->n_layer_rows);
+    else
+        c->n_layer_rows = 0;
     c->devices = c->device_names;
     *out = c;
     return SNUG_OK;
@@ -57,6 +62,7 @@ void sn_plan_free(sn_plan *p) {
     sn_free(p->buffers);
     sn_free(p->shapes);
     sn_free(p->copies);
+    sn_free(p->layers);
     sn_free(p);
 }
 
@@ -90,6 +96,12 @@ void sn_plan_write_json(const sn_plan *p, const struct sn_graph *g, FILE *f) {
         fprintf(f, "%s{\"device\": %d, \"kind\": \"%s\", \"size\": %zu, \"lower_bound\": %zu}", b ? ", " : "",
                 p->buffers[b].device, p->buffers[b].weights ? "weights" : "arena", p->buffers[b].size,
                 p->buffers[b].lower_bound);
+    fprintf(f, "],\n \"layers\": [");
+    for (int r = 0; r < p->n_layer_rows; r++) {
+        fprintf(f, "%s{\"layer\": %d, \"device\": %d, \"why\": ", r ? ", " : "", r - 1, p->layers[r].device);
+        sn_json_write_str(f, p->layers[r].why);
+        fputc('}', f);
+    }
     fprintf(f, "],\n \"copy_bytes\": %zu, \"copies\": [", p->copy_bytes);
     for (int c = 0; c < p->n_copies; c++) {
         const sn_plan_xfer *cp = &p->copies[c];

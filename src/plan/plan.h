@@ -97,6 +97,14 @@ typedef struct sn_plan_buffer {
     size_t lower_bound; /* the largest total of its slots alive at one step */
 } sn_plan_buffer;
 
+/* Where one layer goes (the placement): rows for the input layers (pre,
+ * row 0), the repeating layers 0..L-1 (rows 1..L) and the output layer
+ * (post, row L+1). */
+typedef struct sn_plan_layer {
+    int device;         /* its nodes' device, unless a rule places a node elsewhere */
+    char why[112];      /* "-ngl 12", "auto: fits, 410 MiB of the 512 MiB budget", ... */
+} sn_plan_layer;
+
 /* A value copied to another device (sn_plan_transfers): its mirror, a slot
  * in a buffer of that device, which the nodes reading it there read
  * instead. A constant's mirror is uploaded once, when the plan is
@@ -149,6 +157,8 @@ typedef struct sn_plan {
     size_t state_bytes;      /* prepared kernels' state (packed weights) */
     int n_static, n_dynamic, n_folded, n_inplace, n_grouped;
     sn_plan_stream stream;   /* weight streaming; stream.first_layer == stream.n_layers: none */
+    sn_plan_layer *layers;   /* owned [n_layer_rows]: the placement per layer (NULL: none) */
+    int n_layer_rows;        /* n_layers + 2 */
     sn_plan_xfer *copies;    /* owned [n_copies]: between devices (sn_plan_transfers), by `at` */
     int n_copies;
     size_t copy_bytes;       /* what one run copies between devices at the planning shapes */
@@ -160,15 +170,26 @@ struct sn_graph;
 struct sn_backend;
 
 /* assign: the device of every node that runs (static or dynamic), among
- * the n_devs backends (0 is the host). A node goes to the first
- * accelerator (devs 1..) whose backend has a kernel for it, when it is
+ * the n_devs backends (0 is the host). A node goes to the device want[i]
+ * asks for (0 the host; NULL or -1: the first accelerator, devs 1..)
+ * when that backend has a kernel for it and it is
  * static, has no subgraph, reads no streamed weight and no value whose
  * size only the run knows; otherwise to the host, with a note saying why
  * when an accelerator was there. A view (a Reshape whose output is its
  * input's bytes) stays on the host and moves nothing: its bytes are where
  * its source's are. This is where the placer (layer rules, budgets) goes.
  * An error names a node no device can run. */
-int sn_plan_assign(sn_plan *p, const struct sn_graph *g, const struct sn_backend *devs, int n_devs, sn_err *err);
+int sn_plan_assign(sn_plan *p, const struct sn_graph *g, const struct sn_backend *devs, int n_devs, const int *want,
+                   sn_err *err);
+
+/* The layer rows for `-ngl n` on accelerator accel (n_layers repeating
+ * layers): as llama.cpp counts, the last n repeating layers, the output
+ * layer as the (n+1)-th, the input layers on the host. why_fmt takes the
+ * layer's reason ("-ngl %d" style, n given). */
+void sn_plan_layers_ngl(sn_plan_layer *rows, int n_layers, int n, int accel, const char *why_on, const char *why_off);
+/* Node by node, the device the placement wants (want[i]): the rule's
+ * (rule_dev[i] >= 0; NULL: no rules), else its layer row's. */
+void sn_plan_wants(const struct sn_graph *g, const sn_plan_layer *rows, const int *rule_dev, int *want);
 
 /* Whether node i's one output is a view of its input 0 (a Reshape,
  * Squeeze...): it computes nothing and moves nothing. */

@@ -58,16 +58,22 @@ endforeach()
 # (check_generate.py); weight streaming under --mem host= budgets: ids identical to the
 # unconstrained run, inside a memory cgroup where the machine allows one, the minimum's error
 # (check_stream.py).
-# Whole models on an OpenCL device (PoCL here) against the host: greedy ids, outputs, device
-# memory planned vs the backend's count, plan's notes, device errors (check_device.py; skips
-# without an OpenCL device).
+# On an OpenCL device (PoCL here), both skipped without one: whole models against the host
+# (greedy ids, outputs, device memory planned vs the backend's count, the plan's notes, device
+# errors: check_device.py), and layers across host and device (the 25/50/75/100% budget sweep
+# on SmolLM2 with peaks within the budget, the plan's layers and the host's ids; -ngl; name and
+# annotation rules with their coverage and strict mode: check_placement.py).
 if(SNUG_HAVE_TOKENIZER AND SNUG_WITH_OPENCL)
-  add_test(NAME models.device
-           COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/py.sh ${CMAKE_CURRENT_LIST_DIR}/check_device.py
-                   --snug $<TARGET_FILE:snug>
-           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-  set_tests_properties(models.device PROPERTIES LABELS "models;backend" TIMEOUT 900 SKIP_RETURN_CODE 77
-                       FIXTURES_REQUIRED snug_models)
+  foreach(pair "device;check_device.py" "placement;check_placement.py")
+    list(GET pair 0 name)
+    list(GET pair 1 script)
+    add_test(NAME models.${name}
+             COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/py.sh ${CMAKE_CURRENT_LIST_DIR}/${script}
+                     --snug $<TARGET_FILE:snug>
+             WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+    set_tests_properties(models.${name} PROPERTIES LABELS "models;backend" TIMEOUT 900 SKIP_RETURN_CODE 77
+                         FIXTURES_REQUIRED snug_models)
+  endforeach()
 endif()
 
 if(SNUG_HAVE_TOKENIZER)

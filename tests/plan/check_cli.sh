@@ -55,15 +55,17 @@ grep -q ': 394 rows, 0 match no node, 0 nodes without a row' "$T/plan.txt"
 set +e
 "$SNUG" plan "$M" --ctx 256 --mem host=1M >/dev/null; rc=$?
 "$SNUG" plan "$M" --mem host=12Q >/dev/null 2>"$T/e1"; rc1=$?
-"$SNUG" plan "$M" --mem gpu=1G >/dev/null 2>"$T/e2"; rc2=$?
+"$SNUG" plan "$M" --mem npu=1G >/dev/null 2>"$T/e2"; rc2=$?
+"$SNUG" plan "$M" --mem gpu=1G >/dev/null 2>"$T/e6"; rc6=$?
 "$SNUG" plan "$M" --shape 'input_ids:[1,0]' >/dev/null 2>"$T/e3"; rc3=$?
 "$SNUG" plan "$M" --shape 'nope:[1]' >/dev/null 2>"$T/e4"; rc4=$?
 printf 'x,1,2\n' >"$T/bad.csv"
 "$SNUG" plan "$M" --ctx 8 --stats "$T/bad.csv" >/dev/null 2>"$T/e5"; rc5=$?
 set -e
-[ $rc -eq 3 ] && [ $rc1 -eq 2 ] && [ $rc2 -eq 2 ] && [ $rc3 -eq 2 ] && [ $rc4 -eq 2 ] && [ $rc5 -eq 1 ]
+[ $rc -eq 3 ] && [ $rc1 -eq 2 ] && [ $rc2 -eq 2 ] && [ $rc3 -eq 2 ] && [ $rc4 -eq 2 ] && [ $rc5 -eq 1 ] && [ $rc6 -eq 1 ]
 grep -q "'12Q' is not a size" "$T/e1"
-grep -q "device 'gpu' is not in this build" "$T/e2"
+grep -q "no device 'npu'" "$T/e2"
+grep -q "snug.mem.gpu: this session has no accelerator" "$T/e6"
 grep -q 'dimensions must be positive, got 0' "$T/e3"
 grep -q "no input 'nope'" "$T/e4"
 grep -q 'bad.csv:1: expected 5 comma-separated fields, got 3' "$T/e5"
