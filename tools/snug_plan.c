@@ -595,6 +595,24 @@ static int write_svg(const char *path, const snug_plan *pl, const snug_plan_node
     fprintf(f, "colour = layer, grey = workspace</text>\n");
     fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#888\"/>\n", x0,
             y0, pw, ph);
+    if (pi.n_devices > 1) { /* a band above: each step's device, layer by layer */
+        static const char *const dev_fill[] = {"#4a7ab0", "#e08a1e", "#4caf50", "#9c27b0"};
+        for (int i = 0; i < nn; i++) {
+            if (nodes[i].mode == SNUG_MODE_FOLDED)
+                continue;
+            char lname[16];
+            layer_name(nodes[i].layer, L, lname, sizeof lname);
+            fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"7\" fill=\"%s\"><title>layer %s on %s"
+                       "</title></rect>\n", x0 + sx * i, y0 - 10, sx, dev_fill[nodes[i].device & 3], lname,
+                    snug_plan_device(pl, nodes[i].device));
+        }
+        fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"end\" font-size=\"10\">device</text>\n", x0 - 4,
+                y0 - 3);
+        for (int d = 0; d < pi.n_devices && d < 4; d++)
+            fprintf(f, "<rect x=\"%.0f\" y=\"26\" width=\"10\" height=\"7\" fill=\"%s\"/><text x=\"%.0f\" "
+                       "y=\"33\" font-size=\"10\">%s</text>\n", W - 220 + 100.0 * d, dev_fill[d], W - 206 + 100.0 * d,
+                    snug_plan_device(pl, d));
+    }
     for (int k = 0; k < nb; k++) {
         size_t off = bl[k].offset;
         snug_plan_value pv = {0};

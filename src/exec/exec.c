@@ -322,6 +322,7 @@ void sn_exec_free(sn_exec *ex) {
     sn_free(ex->rows);
     sn_free(ex->mirror);
     sn_free(ex->pl.copies);
+    sn_free(ex->pl.layers);
     for (int b = 0; b < SN_MAX_BUFFERS; b++)
         if (ex->buf[b])
             ex->backends[ex->buf_dev[b]].ops->buffer_free(ex->backends[ex->buf_dev[b]].ctx, ex->buf[b]);

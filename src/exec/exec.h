@@ -63,8 +63,10 @@ int sn_exec_keep_output(sn_exec *ex, int output, sn_err *err);
  * output layer as the ngl+1-th, llama.cpp's -ngl), -1 auto: a plan at
  * bounds takes as many layers as keep the device within budget (bytes; 0:
  * its free memory less a margin), fitted by planning each count dry. A
- * plan holding more than a given budget there is an error. */
-int sn_exec_set_placement(sn_exec *ex, const int *rule_dev, int ngl, uint64_t budget, sn_err *err);
+ * plan holding more than a given budget there is an error. skip: the fit
+ * goes on past a layer that does not fit (one dry plan per layer; else the
+ * layers placed are contiguous, from the last one down). */
+int sn_exec_set_placement(sn_exec *ex, const int *rule_dev, int ngl, uint64_t budget, bool skip, sn_err *err);
 /* n bytes of graph output `output` from byte src_off, as the last run left
  * them, into the buffer of state `input` at byte dst_off (a KV cache's new
  * rows), on whichever devices the two live. */

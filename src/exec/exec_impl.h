@@ -76,6 +76,7 @@ struct sn_exec {
     uint64_t dev_budget;     /* the accelerator's budget (0: its free memory less a margin) */
     uint64_t fit_budget;     /* the budget the placement was fitted to (0: none) */
     bool placed;             /* rows decided (ex_place_decide) */
+    bool overflow_skip;      /* snug.placement_overflow=skip: past a layer that does not fit, try the next */
     bool states_anywhere;    /* the caller moves state bytes only through sn_exec_output_to_state and
                               * sn_exec_state_move: any state may live on an accelerator */
     void **folded;           /* owned: blocks of folded values */

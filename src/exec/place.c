@@ -17,7 +17,7 @@ static uint64_t margin(uint64_t free) {
 
 static double mib(uint64_t b) { return (double)b / (1 << 20); }
 
-int sn_exec_set_placement(sn_exec *ex, const int *rule_dev, int ngl, uint64_t budget, sn_err *err) {
+int sn_exec_set_placement(sn_exec *ex, const int *rule_dev, int ngl, uint64_t budget, bool skip, sn_err *err) {
     const sn_graph *g = ex->g;
     sn_free(ex->rule_dev);
     ex->rule_dev = NULL;
@@ -28,6 +28,7 @@ int sn_exec_set_placement(sn_exec *ex, const int *rule_dev, int ngl, uint64_t bu
     }
     ex->ngl = ngl;
     ex->dev_budget = budget;
+    ex->overflow_skip = skip;
     ex->placed = false;
     ex_plan_release(ex);
     return SNUG_OK;
@@ -71,6 +72,37 @@ int ex_place_prepare(sn_exec *ex, sn_err *err) {
     return SNUG_OK;
 }
 
+/* snug.placement_overflow=skip: layer by layer in -ngl's order (the last
+ * repeating layer first, the output layer after the first one), each kept
+ * on the device when the plan with it still fits, else left on the host
+ * and the next one tried: one dry plan per layer. */
+static int place_skipping(sn_exec *ex, const sn_tensor *bounds, uint64_t budget, sn_err *err) {
+    int L = ex->n_layers, placed = 0;
+    uint64_t held = 0;
+    sn_plan_layers_ngl(ex->rows, L, 0, 1, "", "");
+    ex->placed = true;
+    for (int k = 0; k <= L; k++) {
+        int r = k < L ? L - k : L + 1; /* rows: layer L-1-k, then post */
+        ex->rows[r].device = 1;
+        sn_exec_estimate e;
+        SN_TRY(sn_exec_estimate_bounds(ex, bounds, &e, NULL, err));
+        if (e.device <= budget) {
+            placed++;
+            held = e.device;
+            snprintf(ex->rows[r].why, sizeof ex->rows[r].why, "auto (skip): fits, %.1f MiB of the %.1f MiB budget "
+                     "with it", mib(e.device), mib(budget));
+        } else {
+            ex->rows[r].device = 0;
+            snprintf(ex->rows[r].why, sizeof ex->rows[r].why, "auto (skip): does not fit (with it %.1f MiB, over "
+                     "by %.1f MiB); the next layers were tried", mib(e.device), mib(e.device - budget));
+        }
+    }
+    ex->fit_budget = budget;
+    sn_log(ex->log, SNUG_LOG_INFO, "placement: %d of %d layers on %s (%.1f MiB of a %.1f MiB budget, skipping what "
+           "does not fit)", placed, L + 1, sn_backend_device_name(&ex->backends[1]), mib(held), mib(budget));
+    return SNUG_OK;
+}
+
 int ex_place_decide(sn_exec *ex, const sn_tensor *bounds, sn_err *err) {
     if (ex->n_backends < 2)
         return SNUG_OK;
@@ -98,6 +130,8 @@ int ex_place_decide(sn_exec *ex, const sn_tensor *bounds, sn_err *err) {
         ex->placed = true;
         return SNUG_OK;
     }
+    if (ex->overflow_skip)
+        return place_skipping(ex, bounds, budget, err);
     /* The most layers whose plan holds at most the budget on the device:
      * halving over 0..L+1, each candidate planned dry. */
     int lo = 0, hi = ex->n_layers + 1;

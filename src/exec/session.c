@@ -104,7 +104,7 @@ static const char *const k_known_keys[] = {"snug.threads", "session.collect_node
                                            "snug.max_loop_iterations", "session.set_denormal_as_zero",
                                            "snug.mem.host", "snug.prefetch_layers", "snug.device",
                                            "session.layer_assignment_settings", "session.name_based_layer_assignment",
-                                           "snug.strict_layer_assignment", "snug.n_gpu_layers", "snug.mem.gpu",
+                                           "snug.strict_layer_assignment", "snug.n_gpu_layers", "snug.mem.gpu", "snug.placement_overflow",
                                            "session.resource_partitioning_settings",
                                            "session.resource_cuda_partitioning_settings", NULL};
 

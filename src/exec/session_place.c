@@ -167,8 +167,13 @@ int sn_session_placement(sn_session *s, const snug_options *opts, sn_err *err) {
             sn_log(&s->log, SNUG_LOG_WARN, "%s", m);
         }
     }
+    const char *ov = snug_options_get(opts, "snug.placement_overflow");
+    if (ov && strcmp(ov, "stop") && strcmp(ov, "skip")) {
+        rc = sn_errf(err, SNUG_ERR_INVALID_ARG, "snug.placement_overflow: '%s' is not stop or skip", ov);
+        goto done;
+    }
     if (acc || node_dev)
-        rc = sn_exec_set_placement(s->exec, node_dev, ngl, budget, err);
+        rc = sn_exec_set_placement(s->exec, node_dev, ngl, budget, ov && !strcmp(ov, "skip"), err);
 done:
     sn_free(node_dev);
     return rc;

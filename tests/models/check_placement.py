@@ -7,7 +7,8 @@ docs/placement.md describes:
   measures a peak (the backend's own count of its buffers) within it and
   places the layers snug plan said, and snug generate gives the host's 16
   greedy ids;
-- -ngl N puts N layers there;
+- -ngl N puts N layers there; snug.placement_overflow=skip fits at least as
+  many layers as the default (contiguous) within the budget;
 - name rules (session.name_based_layer_assignment) that match nothing on the
   optimum-noname fixture (the names stripped; the silent failure ONNX
   Runtime leaves) are a warning, and an error under
@@ -93,6 +94,11 @@ def sweep(a, fx, fails):
             fails.append(f"{fx} {pct}%: ids {got} differ from the host's {host}: {r.stderr[-300:]}")
         print(f"{fx} {pct:3d}%: budget {budget}, {dev['layers']} layers planned, bench peak {bd['peak_bytes']} "
               f"({bd['layers']} layers), ids {'equal' if got == host else 'DIFFER'}")
+    half = need // 2
+    stop, _ = plan_json(a.snug, model, "--mem", f"gpu={half}")
+    skip, r = plan_json(a.snug, model, "--mem", f"gpu={half}", "--config", "snug.placement_overflow=skip")
+    if not skip or skip["devices"][1]["total"] > half or skip["devices"][1]["layers"] < stop["devices"][1]["layers"]:
+        fails.append(f"{fx}: overflow=skip at 50%: {skip and skip['devices'][1]} vs stop {stop['devices'][1]}")
     n, r = plan_json(a.snug, model, "-ngl", "7")
     if not n or n["devices"][1]["layers"] != 7:
         fails.append(f"{fx}: -ngl 7 placed {n and n['devices'][1]['layers']} layers")
