@@ -110,8 +110,8 @@ void snug_options_free(snug_options *o); /* accepts NULL */
  * and snug's own "snug.*" keys; see docs/config.md). Later sets win. */
 int snug_options_set(snug_options *o, const char *key, const char *value);
 const char *snug_options_get(const snug_options *o, const char *key);
-/* Where the session's messages go, up to level (SNUG_LOG_*). The default:
- * warnings and errors to stderr ("snug: warning: ..."); fn NULL: nowhere. */
+/* Where the session's messages go, up to level (SNUG_LOG_*); fn NULL (the
+ * default): nowhere, the library prints nothing. */
 void snug_options_set_logger(snug_options *o, snug_log_fn fn, void *user, int level);
 
 /* Loads and plans a model. On failure *out is NULL and err (if not NULL)
@@ -709,6 +709,8 @@ typedef struct snug_generator_config {
     const char *const *config; /* [2 n_config]: more session config entries, key then value (placement:
                                 * snug.n_gpu_layers, snug.mem.gpu, session.name_based_layer_assignment ...) */
     int n_config;
+    snug_log_fn log;     /* the session's warnings (a placement rule matching nothing...), or NULL */
+    void *log_user;
 } snug_generator_config;
 
 /* cfg may be NULL (defaults). On failure *out is NULL and err (if not NULL)

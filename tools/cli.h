@@ -22,6 +22,21 @@ void cli_human_bytes(double bytes, char *buf, size_t cap);
  * opencl, accelerator, cuda), false for the host; exits on a bad value. */
 unsigned long long cli_mem_budget(const char *cmd, const char *val, bool *device);
 
+/* The placement options as config entries (key, value pairs in kv): the
+ * device (snug.device), -ngl, --mem gpu=SIZE, --rules. */
+typedef struct cli_placement {
+    const char *kv[16];
+    int n;              /* pairs */
+    char mem[32];       /* --mem gpu='s bytes as text */
+    const char *device; /* --device, or NULL */
+} cli_placement;
+/* Whether option a (value v) is one of them, taken into p (an error exits). */
+bool cli_placement_arg(const char *cmd, const char *a, const char *v, cli_placement *p);
+
+/* The tools' logger for snug_options_set_logger: warnings to stderr after
+ * "snug CMD:" (user: the command's name, a string). */
+void cli_log(void *user, int level, const char *msg);
+
 /* The placement options of run, bench, generate, plan and serve (docs/placement.md). */
 #define CLI_PLACEMENT_HELP                                                              \
     "  --device DEV        an accelerator beside the host: opencl, opencl:N,\n"         \

@@ -116,10 +116,41 @@ unsigned long long cli_mem_budget(const char *cmd, const char *val, bool *device
     return (unsigned long long)b;
 }
 
-/* snug run's logger: warnings and errors to stderr. */
-static void run_warn(void *user, int level, const char *msg) {
-    (void)user;
-    fprintf(stderr, "snug run: %s: %s\n", level == SNUG_LOG_ERROR ? "error" : "warning", msg);
+bool cli_placement_arg(const char *cmd, const char *a, const char *v, cli_placement *p) {
+    const char *key = NULL, *val = v;
+    if (!strcmp(a, "--device"))
+        key = "snug.device";
+    else if (!strcmp(a, "-ngl") || !strcmp(a, "--n-gpu-layers"))
+        key = "snug.n_gpu_layers";
+    else if (!strcmp(a, "--rules"))
+        key = "session.name_based_layer_assignment";
+    else if (!strcmp(a, "--mem") && v && (!strncasecmp(v, "gpu=", 4) || !strncasecmp(v, "opencl=", 7) ||
+                                         !strncasecmp(v, "accelerator=", 12) || !strncasecmp(v, "cuda=", 5))) {
+        bool dev;
+        snprintf(p->mem, sizeof p->mem, "%llu", cli_mem_budget(cmd, v, &dev));
+        key = "snug.mem.gpu", val = p->mem;
+    } else
+        return false;
+    if (!v || !*v) {
+        char m[96];
+        snprintf(m, sizeof m, "%s needs a value", a);
+        cli_die_usage(cmd, m);
+    }
+    if (p->n == 8)
+        cli_die_usage(cmd, "too many placement options");
+    if (!strcmp(key, "snug.device"))
+        p->device = v;
+    p->kv[2 * p->n] = key;
+    p->kv[2 * p->n + 1] = val;
+    p->n++;
+    return true;
+}
+
+/* The tools' logger: the library's warnings and errors to stderr, after
+ * "snug CMD:" (user: the command's name). */
+void cli_log(void *user, int level, const char *msg) {
+    fprintf(stderr, "snug %s: %s: %s\n", user ? (const char *)user : "", level == SNUG_LOG_ERROR ? "error" : "warning",
+            msg);
 }
 
 static int cmd_info(int argc, char **argv) {
@@ -293,9 +324,7 @@ static const char k_run_help[] =
     "                      position_ids counting 0, 1, ... along the last axis\n"
     "  --output-dir DIR    write output i to DIR/output_<i>.pb (created if missing)\n"
     "  --threads N         worker threads (default: all cores)\n"
-    "  --device DEV        run every node an accelerator has a kernel for there:\n"
-    "                      opencl, opencl:N (Nth device), opencl:NAME (config\n"
-    "                      snug.device; the rest on the host; docs/opencl.md)\n"
+    CLI_PLACEMENT_HELP
     "  --bound NAME=VALUE  plan once with the symbolic dim NAME at most VALUE (sets\n"
     "                      session.max_shape_override for every input from the\n"
     "                      declared shapes; give one per symbolic dim)\n"
@@ -370,6 +399,7 @@ static int cmd_run(int argc, char **argv) {
     const char *path = NULL, *input_dir = NULL, *output_dir = NULL, *threads = NULL;
     kv inputs[256], dims[64], configs[64], bounds[64];
     int n_inputs = 0, n_dims = 0, n_configs = 0, n_bounds = 0, repeat = 1, verbose = 0;
+    cli_placement place = {0};
     uint64_t seed = 1;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -403,9 +433,7 @@ static int cmd_run(int argc, char **argv) {
         } else if (!strcmp(a, "--threads") && val) {
             threads = val;
             i++;
-        } else if (!strcmp(a, "--device") && val) {
-            if (n_configs < 64)
-                configs[n_configs++] = (kv){"snug.device", val};
+        } else if (cli_placement_arg("run", a, val, &place)) {
             i++;
         } else if (!strcmp(a, "--seed") && val) {
             seed = strtoull(val, NULL, 10);
@@ -443,12 +471,14 @@ static int cmd_run(int argc, char **argv) {
     if (n_bounds && !(override = bounds_override(path, bounds, n_bounds)))
         return 1;
     snug_options *opts = snug_options_new();
-    snug_options_set_logger(opts, run_warn, NULL, SNUG_LOG_WARN); /* what the library warns of */
+    snug_options_set_logger(opts, cli_log, "run", SNUG_LOG_WARN); /* what the library warns of */
     if (override)
         snug_options_set(opts, "session.max_shape_override", override);
     free(override);
     if (threads)
         snug_options_set(opts, "snug.threads", threads);
+    for (int k = 0; k < place.n; k++)
+        snug_options_set(opts, place.kv[2 * k], place.kv[2 * k + 1]);
     for (int k = 0; k < n_configs; k++)
         snug_options_set(opts, configs[k].key, configs[k].val);
     char err[1024];

@@ -576,7 +576,7 @@ int cmd_bench(int argc, char **argv) {
     long top_nodes = 0, slots = 0;
     const char *weights = NULL;
     const char *cfg[64][2];
-    char mem_gpu[32] = "";
+    cli_placement place = {0};
     int n_cfg = 0;
     char mem_host[32] = "", prefetch[16] = "";
     for (int i = 0; i < argc; i++) {
@@ -602,26 +602,13 @@ int cmd_bench(int argc, char **argv) {
             if (!val || (strcmp(val, "map") && strcmp(val, "load")))
                 cli_die_usage("bench", "--weights takes map or load");
             weights = val, i++;
+        } else if (cli_placement_arg("bench", a, val, &place)) {
+            i++;
         } else if (!strcmp(a, "--mem")) {
             bool dev;
-            unsigned long long b = cli_mem_budget("bench", val, &dev);
-            snprintf(dev ? mem_gpu : mem_host, sizeof mem_host, "%llu", b), i++;
-            if (dev && n_cfg < 64)
-                cfg[n_cfg][0] = "snug.mem.gpu", cfg[n_cfg++][1] = mem_gpu;
-        } else if (!strcmp(a, "-ngl") || !strcmp(a, "--n-gpu-layers")) {
-            if (!val || n_cfg == 64)
-                cli_die_usage("bench", "-ngl takes a layer count, all or auto");
-            cfg[n_cfg][0] = "snug.n_gpu_layers", cfg[n_cfg++][1] = val, i++;
-        } else if (!strcmp(a, "--rules")) {
-            if (!val || n_cfg == 64)
-                cli_die_usage("bench", "--rules takes placement rules, e.g. 'gpu(layers.1/)'");
-            cfg[n_cfg][0] = "session.name_based_layer_assignment", cfg[n_cfg++][1] = val, i++;
+            snprintf(mem_host, sizeof mem_host, "%llu", cli_mem_budget("bench", val, &dev)), i++;
         } else if (!strcmp(a, "--prefetch")) {
             snprintf(prefetch, sizeof prefetch, "%ld", parse_count(a, val, 2, 64)), i++;
-        } else if (!strcmp(a, "--device")) {
-            if (!val || n_cfg == 64)
-                cli_die_usage("bench", "--device takes a device (opencl, opencl:N)");
-            cfg[n_cfg][0] = "snug.device", cfg[n_cfg++][1] = val, i++;
         } else if (!strcmp(a, "--config")) {
             char *eq = val ? strchr(val, '=') : NULL;
             if (!eq || eq == val || n_cfg == 64)
@@ -675,6 +662,9 @@ int cmd_bench(int argc, char **argv) {
         snug_options_free(opts);
         return 1;
     }
+    for (int k = 0; k < place.n && n_cfg < 64; k++)
+        cfg[n_cfg][0] = place.kv[2 * k], cfg[n_cfg++][1] = place.kv[2 * k + 1];
+    snug_options_set_logger(opts, cli_log, "bench", SNUG_LOG_WARN);
     for (int k = 0; k < n_cfg; k++) {
         if (snug_options_set(opts, cfg[k][0], cfg[k][1]) != SNUG_OK) {
             fprintf(stderr, "snug bench: out of memory\n");

@@ -50,7 +50,7 @@ static const char k_gen_help[] =
 
 static volatile sig_atomic_t g_interrupted;
 
-/* Config entries for the generator's session (--config, -ngl, --mem gpu=, --rules). */
+/* Config entries for the generator's session (--config, and the placement options). */
 static const char *g_config[2 * 64];
 static void add_config(snug_generator_config *c, const char *k, const char *v) {
     if (c->n_config == 64)
@@ -61,13 +61,7 @@ static void add_config(snug_generator_config *c, const char *k, const char *v) {
     c->config = g_config;
 }
 
-/* n as decimal text that lives as long as the program. */
-static const char *num_text(unsigned long long n) {
-    static char buf[8][32];
-    static int k;
-    snprintf(buf[k & 7], sizeof buf[0], "%llu", n);
-    return buf[k++ & 7];
-}
+
 
 static void on_sigint(int sig) {
     (void)sig;
@@ -259,7 +253,8 @@ int cmd_generate(int argc, char **argv) {
     const char *stops[16];
     int n_stop = 0;
     bool chat = true, quiet = false;
-    snug_generator_config cfg = {0};
+    snug_generator_config cfg = {.log = cli_log, .log_user = "generate"};
+    cli_placement place = {0};
     snug_sampling gp;
     snug_sampling_defaults(&gp);
     gp.stop = stops;
@@ -294,10 +289,7 @@ int cmd_generate(int argc, char **argv) {
             cfg.ctx = cli_parse_long("generate", a, v, 2, 1L << 24);
         } else if (!strcmp(a, "--batch")) {
             cfg.batch = cli_parse_long("generate", a, v, 1, 1L << 20);
-        } else if (!strcmp(a, "--device")) {
-            if (!v)
-                cli_die_usage("generate", "--device takes a device (opencl, opencl:N)");
-            cfg.device = v;
+        } else if (cli_placement_arg("generate", a, v, &place)) {
         } else if (!strcmp(a, "--threads")) {
             cfg.threads = (int)cli_parse_long("generate", a, v, 1, 1024);
         } else if (!strcmp(a, "--temp")) {
@@ -318,19 +310,7 @@ int cmd_generate(int argc, char **argv) {
             cfg.weights_load = !strcmp(v, "load");
         } else if (!strcmp(a, "--mem")) {
             bool dev;
-            unsigned long long b = cli_mem_budget("generate", v, &dev);
-            if (dev)
-                add_config(&cfg, "snug.mem.gpu", num_text(b));
-            else
-                cfg.mem_host = b;
-        } else if (!strcmp(a, "-ngl") || !strcmp(a, "--n-gpu-layers")) {
-            if (!v)
-                cli_die_usage("generate", "-ngl takes a layer count, all or auto");
-            add_config(&cfg, "snug.n_gpu_layers", v);
-        } else if (!strcmp(a, "--rules")) {
-            if (!v)
-                cli_die_usage("generate", "--rules takes placement rules, e.g. 'gpu(layers.1/)'");
-            add_config(&cfg, "session.name_based_layer_assignment", v);
+            cfg.mem_host = cli_mem_budget("generate", v, &dev);
         } else if (!strcmp(a, "--config")) {
             char *eq = v ? strchr(v, '=') : NULL;
             if (!eq || eq == v)
@@ -378,6 +358,8 @@ int cmd_generate(int argc, char **argv) {
     }
     char err[1024];
     snug_generator *g = NULL;
+    for (int k = 0; k < place.n; k++) /* after --config's entries: a later set wins */
+        add_config(&cfg, place.kv[2 * k], place.kv[2 * k + 1]);
     int rc0 = snug_generator_create(dir, &cfg, &g, err, sizeof err);
     if (rc0 != SNUG_OK) {
         fprintf(stderr, "snug generate: %s\n", err);

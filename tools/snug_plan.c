@@ -16,8 +16,8 @@ typedef snug_dim dimbind;
 
 typedef struct popts {
     const char *cmd;
-    const char *path, *stats, *svg, *out, *shape, *threads, *weights, *device, *ngl, *rules;
-    char gpu_budget[32];
+    const char *path, *stats, *svg, *out, *shape, *threads, *weights;
+    cli_placement place; /* --device, -ngl, --mem gpu=, --rules */
     const char *config[32][2];
     int n_config;
     bool json, strict, have_budget, last_logits, stream;
@@ -118,19 +118,11 @@ static void parse_opts(popts *o, int argc, char **argv, const char *help) {
             char m[256];
             snprintf(m, sizeof m, "unknown option or missing value: '%s'", a);
             cli_die_usage(o->cmd, m);
+        } else if (cli_placement_arg(o->cmd, a, val, &o->place)) {
         } else if (!strcmp(a, "--mem")) {
             bool dev;
-            unsigned long long b = cli_mem_budget(o->cmd, val, &dev);
-            if (dev) {
-                snprintf(o->gpu_budget, sizeof o->gpu_budget, "%llu", b);
-            } else {
-                o->budget = b;
-                o->have_budget = true;
-            }
-        } else if (!strcmp(a, "-ngl") || !strcmp(a, "--n-gpu-layers")) {
-            o->ngl = val;
-        } else if (!strcmp(a, "--rules")) {
-            o->rules = val;
+            o->budget = cli_mem_budget(o->cmd, val, &dev);
+            o->have_budget = true;
         } else if (!strcmp(a, "--config")) {
             char *eq = strchr(argv[i + 1], '=');
             if (!eq || eq == argv[i + 1] || o->n_config == 32)
@@ -154,8 +146,7 @@ static void parse_opts(popts *o, int argc, char **argv, const char *help) {
             o->out = val;
         } else if (!strcmp(a, "--threads")) {
             o->threads = val;
-        } else if (!strcmp(a, "--device")) {
-            o->device = val;
+
         } else if (!strcmp(a, "--weights")) {
             if (strcmp(val, "map") && strcmp(val, "load"))
                 cli_die_usage(o->cmd, "--weights takes map or load");
@@ -377,14 +368,9 @@ static int open_and_plan(const popts *o, planned *p) {
         snug_options_set(so, "snug.threads", o->threads);
     if (o->weights)
         snug_options_set(so, "snug.weights", o->weights);
-    if (o->device)
-        snug_options_set(so, "snug.device", o->device);
-    if (o->ngl)
-        snug_options_set(so, "snug.n_gpu_layers", o->ngl);
-    if (o->rules)
-        snug_options_set(so, "session.name_based_layer_assignment", o->rules);
-    if (o->gpu_budget[0])
-        snug_options_set(so, "snug.mem.gpu", o->gpu_budget);
+    snug_options_set_logger(so, cli_log, "plan", SNUG_LOG_WARN);
+    for (int k = 0; k < o->place.n; k++)
+        snug_options_set(so, o->place.kv[2 * k], o->place.kv[2 * k + 1]);
     for (int k = 0; k < o->n_config; k++)
         snug_options_set(so, o->config[k][0], o->config[k][1]);
     if (o->last_logits)
@@ -849,7 +835,7 @@ int snug_cmd_plan(int argc, char **argv) {
                 ", \"total\": %" PRIu64 ", \"fits\": %s}",
                 ei.weights_total, p.kv_total, arena_bytes, lower_bound, ws_max, folded, present, total,
                 !o.have_budget ? "null" : total <= o.budget ? "true" : "false");
-        json_devices(f, p.s, pl, L, o.gpu_budget);
+        json_devices(f, p.s, pl, L, o.place.mem);
         fprintf(f, "],\n");
         if (streams)
             fprintf(f,

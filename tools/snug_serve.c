@@ -66,6 +66,7 @@ static const char k_serve_help[] =
     "                      between two decode steps)\n"
     "  --threads N         worker threads (default: all cores; a generator per slot:\n"
     "                      all cores / parallel each, at least 1)\n"
+    CLI_PLACEMENT_HELP
     "  --queue N           requests that may wait for a slot (default 64); more get\n"
     "                      429 with Retry-After\n"
     "  --timeout S         a request's limit in seconds, waiting included (default 600)\n"
@@ -998,6 +999,7 @@ int cmd_serve(int argc, char **argv) {
     double timeout = 600;
     size_t max_body = 1 << 20;
     bool load = false, no_batch = false;
+    cli_placement place = {0};
     memset(&g_srv, 0, sizeof g_srv);
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -1055,6 +1057,7 @@ int cmd_serve(int argc, char **argv) {
             if (strcmp(v, "map") && strcmp(v, "load"))
                 cli_die_usage("serve", "--weights wants map or load");
             load = !strcmp(v, "load");
+        } else if (cli_placement_arg("serve", a, v, &place)) {
         } else {
             char m[96];
             snprintf(m, sizeof m, "unknown option %s", a);
@@ -1113,7 +1116,8 @@ int cmd_serve(int argc, char **argv) {
     if (parallel > 1 && !no_batch) {
         threads = threads_given ? threads_given : cores;
         snug_generator_config bc = {.ctx = ctx, .batch = batch, .threads = (int)threads, .weights_load = load,
-                                    .chat_template_path = tmpl, .slots = (int)parallel};
+                                    .chat_template_path = tmpl, .slots = (int)parallel, .config = place.kv,
+                                    .n_config = place.n, .log = cli_log, .log_user = "serve"};
         char err[1024];
         if (!g_srv.quiet)
             fprintf(stderr, "snug serve: loading %ld slots decoded together\n", parallel);
@@ -1131,7 +1135,8 @@ int cmd_serve(int argc, char **argv) {
     if (!g_srv.batched)
         threads = threads_given ? threads_given : cores / parallel < 1 ? 1 : cores / parallel;
     snug_generator_config cfg = {.ctx = ctx, .batch = batch, .threads = (int)threads, .weights_load = load,
-                                 .chat_template_path = tmpl};
+                                 .chat_template_path = tmpl, .config = place.kv, .n_config = place.n,
+                                 .log = cli_log, .log_user = "serve"};
     for (; !status && !g_srv.batched && made < parallel; made++) {
         char err[1024];
         if (!g_srv.quiet)

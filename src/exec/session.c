@@ -16,19 +16,10 @@ struct snug_options {
     sn_logger log;
 };
 
-/* The default logger: warnings and errors to stderr, as a tool would say them. */
-static void log_stderr(void *user, int level, const char *msg) {
-    (void)user;
-    fprintf(stderr, "snug: %s: %s\n", level == SNUG_LOG_ERROR ? "error" : level == SNUG_LOG_WARN ? "warning" : "note",
-            msg);
-}
-
 snug_options *snug_options_new(void) {
     snug_options *o = sn_calloc(1, sizeof *o);
-    if (o) {
+    if (o)
         o->log.level = SNUG_LOG_WARN;
-        o->log.fn = log_stderr;
-    }
     return o;
 }
 

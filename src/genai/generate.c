@@ -280,6 +280,8 @@ int sn_generator_open(const char *dir, const sn_gen_config *cfg, sn_generator **
         rc = sn_errf(err, SNUG_ERR_OOM, "out of memory");
         goto fail;
     }
+    if (c.log)
+        snug_options_set_logger(opts, c.log, c.log_user, SNUG_LOG_WARN);
     char mh[32], pl[16];
     snprintf(mh, sizeof mh, "%llu", (unsigned long long)c.mem_host);
     snprintf(pl, sizeof pl, "%d", c.prefetch_layers);

@@ -33,6 +33,8 @@ typedef struct sn_gen_config {
     const char *device;  /* snug.device (NULL: the host only) */
     const char *const *config; /* [2 n_config] session config entries, key then value */
     int n_config;
+    snug_log_fn log;     /* the session's warnings, or NULL */
+    void *log_user;
 } sn_gen_config;
 
 int sn_generator_open(const char *dir, const sn_gen_config *cfg, sn_generator **out, sn_err *err);

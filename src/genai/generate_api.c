@@ -31,7 +31,8 @@ int snug_generator_create(const char *model_dir, const snug_generator_config *cf
     if (cfg)
         c = (sn_gen_config){cfg->ctx,         cfg->batch,           cfg->threads,
                             cfg->weights_load != 0, cfg->chat_template_path, cfg->mem_host,
-                            cfg->prefetch_layers, cfg->slots, cfg->device, cfg->config, cfg->n_config};
+                            cfg->prefetch_layers, cfg->slots, cfg->device, cfg->config, cfg->n_config,
+                            cfg->log, cfg->log_user};
     int rc = sn_generator_open(model_dir, &c, &h->g, &e);
     if (rc != SNUG_OK) {
         copy_err(err, err_cap, e.msg);
