@@ -133,7 +133,7 @@ static void device_figures(const snug_generator *g, char *buf, size_t cap) {
     buf[0] = 0;
     const snug_session *s = snug_generator_session(g);
     snug_device_info di;
-    if (snug_session_device_count(s) < 2 || snug_session_device_info(s, 1, &di) != SNUG_OK)
+    if (!s || snug_session_device_count(s) < 2 || snug_session_device_info(s, 1, &di) != SNUG_OK)
         return;
     snug_session_stats st;
     snug_session_get_stats(s, &st);
