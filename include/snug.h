@@ -161,6 +161,11 @@ typedef struct snug_device_info {
     int n_nodes;       /* nodes of the current plan it runs */
     uint64_t state_bytes; /* the persistent state (a KV cache) in its memory */
     int n_layers;      /* layers the placement put there (the output layer counts as one) */
+    /* weights streamed to it from host memory (snug.placement_overflow=stream) */
+    int streamed_layers;      /* the layers whose weights stream (0: all resident) */
+    uint64_t stream_ring;     /* bytes of its ring of slots they come into */
+    uint64_t streamed_per_run; /* bytes one run (a sweep over the layers) copies in */
+    uint64_t streamed_total;  /* bytes copied in so far */
 } snug_device_info;
 int snug_session_device_count(const snug_session *s);
 
@@ -201,6 +206,10 @@ void snug_session_stream_stats(const snug_session *s, snug_stream_stats *out);
  * exactly as the prefetcher reads them, with nothing computing, in bytes
  * per second (0 when nothing streams). Between runs. */
 int snug_session_stream_probe(snug_session *s, double *bytes_per_s);
+/* Likewise for weights streamed to the accelerator (--overflow stream):
+ * one sweep's streamed weights copied from host memory to the device
+ * alone, in bytes per second (0 when nothing streams there). Between runs. */
+int snug_session_device_stream_probe(snug_session *s, double *bytes_per_s);
 
 /* From now on every run adds each node's wall time, in seconds, to
  * acc[node] (snug_model_info.n_nodes entries, the caller's); NULL stops.
@@ -350,6 +359,7 @@ typedef struct snug_layer_map {
     int nodes_from_value_names; /* ... from their output or initializer names */
     int nodes_from_neighbours;  /* ... from the nodes around them */
     int nodes_pre, nodes_post;
+    int nodes_from_structure;   /* ... from the repeated blocks of weights (no name gave an index) */
 } snug_layer_map;
 void snug_model_layers(const snug_model *m, snug_layer_map *out);
 /* The layer of the first node reading graph input i that lies inside a

@@ -48,6 +48,10 @@ void cli_log(void *user, int level, const char *msg);
     "                      its free memory less a margin; snug.n_gpu_layers)\n"         \
     "  --mem gpu=SIZE      the accelerator's budget (snug.mem.gpu): the plan holds\n"   \
     "                      at most this there, KV cache and activations included\n"     \
+    "  --overflow MODE     past the budget: stop (default: the layers placed are\n"    \
+    "                      contiguous), skip (try each next layer), stream (every\n"  \
+    "                      layer there, the weights that do not fit copied in\n"      \
+    "                      from host memory layer by layer; snug.placement_overflow)\n" \
     "  --rules TEXT        placement by node name, ONNX Runtime's\n"                    \
     "                      session.name_based_layer_assignment, e.g.\n"                 \
     "                      'gpu(layers.1/); cpu(lm_head)'; a pattern matching no\n"     \

@@ -124,6 +124,8 @@ bool cli_placement_arg(const char *cmd, const char *a, const char *v, cli_placem
         key = "snug.n_gpu_layers";
     else if (!strcmp(a, "--rules"))
         key = "session.name_based_layer_assignment";
+    else if (!strcmp(a, "--overflow"))
+        key = "snug.placement_overflow";
     else if (!strcmp(a, "--mem") && v && (!strncasecmp(v, "gpu=", 4) || !strncasecmp(v, "opencl=", 7) ||
                                          !strncasecmp(v, "accelerator=", 12) || !strncasecmp(v, "cuda=", 5))) {
         bool dev;
@@ -199,9 +201,10 @@ static int cmd_info(int argc, char **argv) {
     snug_layer_map li;
     snug_model_layers(m, &li);
     if (li.n_layers > 0)
-        printf("layers     %d (nodes: %d by name, %d by value names, %d from neighbours; %d pre, %d post)\n",
-               li.n_layers, li.nodes_named, li.nodes_from_value_names, li.nodes_from_neighbours, li.nodes_pre,
-               li.nodes_post);
+        printf("layers     %d (nodes: %d by name, %d by value names, %d by structure, %d from neighbours; %d pre, "
+               "%d post)\n",
+               li.n_layers, li.nodes_named, li.nodes_from_value_names, li.nodes_from_structure,
+               li.nodes_from_neighbours, li.nodes_pre, li.nodes_post);
     snug_op_count h[512];
     int total = 0, nh = snug_model_op_counts(m, h, 512, &total);
     qsort(h, (size_t)nh, sizeof *h, cmp_count);

@@ -828,6 +828,17 @@ int cmd_bench(int argc, char **argv) {
         goto done;
     }
     double io_bound = s_bytes > 0 && probe_bw > 0 ? probe_bw / s_bytes : 0;
+    /* weights streamed to the accelerator: per decode token (one sweep), against copying them alone */
+    double dcopy_bw = 0, dbound = 0;
+    snug_device_info dsi = {0};
+    if (snug_session_device_count(s) > 1)
+        snug_session_device_info(s, 1, &dsi);
+    if (dsi.streamed_layers && snug_session_device_stream_probe(s, &dcopy_bw) != SNUG_OK) {
+        fprintf(stderr, "snug bench: %s: %s\n", path, snug_session_error(s));
+        goto done;
+    }
+    if (dsi.streamed_per_run && dcopy_bw > 0)
+        dbound = dcopy_bw / (double)dsi.streamed_per_run;
     snug_memory mem, est;
     snug_decoder_memory(loop, &mem);
     bool has_est = snug_decoder_estimate(loop, &est) == SNUG_OK;
@@ -883,8 +894,13 @@ int cmd_bench(int argc, char **argv) {
             printf("\"device\": {\"name\": ");
             snug_json_write_str(stdout, di.name);
             printf(", \"nodes\": %d, \"layers\": %d, \"planned_bytes\": %zu, \"peak_bytes\": %llu, "
-                   "\"copied_bytes\": %zu}, ",
-                   di.n_nodes, di.n_layers, st.device_bytes, (unsigned long long)di.peak, st.copied_bytes);
+                   "\"copied_bytes\": %zu, \"state_bytes\": %llu, \"stream_layers\": %d, \"stream_ring\": %llu, "
+                   "\"streamed_bytes_per_token\": %llu, \"copy_bytes_per_s\": %.0f, \"copy_bound_tok_s\": %.4f, "
+                   "\"of_copy_bound\": %.4f}, ",
+                   di.n_nodes, di.n_layers, st.device_bytes, (unsigned long long)di.peak, st.copied_bytes,
+                   (unsigned long long)di.state_bytes, di.streamed_layers, (unsigned long long)di.stream_ring,
+                   (unsigned long long)di.streamed_per_run, d == 1 ? dcopy_bw : 0, d == 1 ? dbound : 0,
+                   d == 1 && dbound > 0 ? sd.med / dbound : 0);
         }
         json_mem("accounted", &mem);
         if (has_est)
@@ -972,6 +988,15 @@ int cmd_bench(int argc, char **argv) {
                    di.name, di.n_nodes, q1, q2,
                    st.device_bytes ? 100.0 * ((double)di.peak - (double)st.device_bytes) / (double)st.device_bytes : 0.0,
                    q3);
+            if (d == 1 && di.streamed_layers) {
+                char r1[64], r2[64], r3[64];
+                cli_human_bytes((double)di.stream_ring, r1, sizeof r1);
+                cli_human_bytes((double)di.streamed_per_run, r2, sizeof r2);
+                cli_human_bytes(dcopy_bw, r3, sizeof r3);
+                printf("streamed     to %s: the weights of %d layers through a %s ring, %s copied in per decode "
+                       "token; copied alone at %s/s: a bound of %.2f tok/s, decode at %.0f%% of it\n",
+                       di.name, di.streamed_layers, r1, r2, r3, dbound, dbound > 0 ? 100.0 * sd.med / dbound : 0.0);
+            }
         }
         if (streams) {
             char q1[64], q2[64], q3[64], q4[64], q5[64];

@@ -217,8 +217,10 @@ static void json_devices(FILE *f, const snug_session *s, const snug_plan *pl, in
         fprintf(f, ",\n    {\"name\": ");
         snug_json_write_str(f, di.name);
         fprintf(f, ", \"budget\": %s, \"weights\": %zu, \"kv\": %zu, \"activations\": %zu, \"total\": %zu, "
-                   "\"nodes\": %d, \"layers\": %d, \"placement\": [",
-                budget[0] ? budget : "null", w, kv, act, st.device_bytes, di.n_nodes, di.n_layers);
+                   "\"nodes\": %d, \"layers\": %d, \"stream\": {\"layers\": %d, \"ring\": %llu, \"per_run\": %llu}, "
+                   "\"placement\": [",
+                budget[0] ? budget : "null", w, kv, act, st.device_bytes, di.n_nodes, di.n_layers, di.streamed_layers,
+                (unsigned long long)di.stream_ring, (unsigned long long)di.streamed_per_run);
         for (int l = -1; l <= L; l++) {
             int dev;
             const char *why;
@@ -311,6 +313,7 @@ static void device_parts(const snug_session *s, const snug_plan *pl, int d, size
         if (pb.device == d)
             *(pb.weights ? w : act) += pb.size;
     }
+    *act -= di.stream_ring; /* the ring of streamed weights: their own line */
     *kv = di.state_bytes;
 }
 
@@ -342,6 +345,14 @@ static void print_devices(const snug_session *s, const snug_plan *pl, const snug
         printf("  weights      %14zu  %s copies uploaded once\n", w, a);
         printf("  KV cache     %14zu  %s\n", kv, c);
         printf("  activations  %14zu  %s arena incl. workspace and copies in\n", act, b);
+        if (di.streamed_layers) {
+            char r[32], q[32];
+            cli_human_bytes((double)di.stream_ring, r, sizeof r);
+            cli_human_bytes((double)di.streamed_per_run, q, sizeof q);
+            printf("  streamed     %14llu  %s ring: the weights of %d layers, %s copied in from host memory "
+                   "each run, layer by layer\n",
+                   (unsigned long long)di.stream_ring, r, di.streamed_layers, q);
+        }
         printf("  total        %14zu  %s (%s free now)\n", st.device_bytes, t, f);
         for (int i = 0; i < nn; i++) {
             const char *why = nodes[i].host_because;
@@ -821,9 +832,9 @@ int snug_cmd_plan(int argc, char **argv) {
             fprintf(f, "], \"kv_bytes\": %" PRIu64 "}", p.kv_bytes[i]);
         }
         fprintf(f, "],\n  \"layers\": {\"count\": %d, \"nodes_named\": %d, \"nodes_from_value_names\": %d, "
-                   "\"nodes_from_neighbours\": %d, \"pre\": %d, \"post\": %d},\n",
-                L, p.li.nodes_named, p.li.nodes_from_value_names, p.li.nodes_from_neighbours, p.li.nodes_pre,
-                p.li.nodes_post);
+                   "\"nodes_from_structure\": %d, \"nodes_from_neighbours\": %d, \"pre\": %d, \"post\": %d},\n",
+                L, p.li.nodes_named, p.li.nodes_from_value_names, p.li.nodes_from_structure, p.li.nodes_from_neighbours,
+                p.li.nodes_pre, p.li.nodes_post);
         fprintf(f, "  \"devices\": [{\"name\": \"host\", \"budget\": ");
         if (o.have_budget)
             fprintf(f, "%" PRIu64, o.budget);
@@ -892,9 +903,10 @@ int snug_cmd_plan(int argc, char **argv) {
         printf("model      %s\n", o.path);
         printf("shapes     batch %lld, prefill %lld tokens, KV cache for %lld tokens\n", (long long)o.batch,
                (long long)o.seq, (long long)o.ctx);
-        printf("layers     %d (nodes: %d by name, %d by value names, %d from neighbours; %d pre, %d post)\n", L,
-               p.li.nodes_named, p.li.nodes_from_value_names, p.li.nodes_from_neighbours, p.li.nodes_pre,
-               p.li.nodes_post);
+        printf("layers     %d (nodes: %d by name, %d by value names, %d by structure, %d from neighbours; %d pre, "
+               "%d post)\n",
+               L, p.li.nodes_named, p.li.nodes_from_value_names, p.li.nodes_from_structure, p.li.nodes_from_neighbours,
+               p.li.nodes_pre, p.li.nodes_post);
         if (stats)
             printf("stats      %s: %d rows, %d match no node, %d nodes without a row\n", snug_stats_path(stats),
                    snug_stats_count(stats), unmatched, missing);

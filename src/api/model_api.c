@@ -154,7 +154,7 @@ int snug_model_op_counts(const snug_model *m, snug_op_count *out, int cap, int *
 
 void snug_model_layers(const snug_model *m, snug_layer_map *out) {
     const sn_layer_info *l = &m->layers;
-    *out = (snug_layer_map){l->n_layers, l->n_named, l->n_valname, l->n_filled, l->n_pre, l->n_post};
+    *out = (snug_layer_map){l->n_layers, l->n_named, l->n_valname, l->n_filled, l->n_pre, l->n_post, l->n_struct};
 }
 
 int snug_model_input_layer(const snug_model *m, int i) {

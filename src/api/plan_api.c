@@ -61,6 +61,13 @@ int snug_session_device_info(const snug_session *ps, int d, snug_device_info *ou
         out->n_nodes += p->nodes[i].device == d && p->nodes[i].mode != SN_MODE_FOLDED;
     for (int r = 1; p && p->layers && r < p->n_layer_rows; r++)
         out->n_layers += p->layers[r].device == d;
+    const sn_plan_stream *ds = sn_exec_dstream_plan(ex);
+    if (d > 0 && ds->device == d && ds->first_layer < ds->n_layers) {
+        out->streamed_layers = ds->n_layers - ds->first_layer;
+        out->stream_ring = ds->staging_bytes;
+        out->streamed_per_run = ds->streamed_bytes;
+        out->streamed_total = sn_exec_dstream_bytes(ex);
+    }
     return SNUG_OK;
 }
 
@@ -83,6 +90,11 @@ void snug_session_stream_stats(const snug_session *ps, snug_stream_stats *out) {
         .read_s = c.read_s,
         .stall_s = c.stall_s,
     };
+}
+
+int snug_session_device_stream_probe(snug_session *ps, double *bytes_per_s) {
+    sn_session *s = (sn_session *)ps;
+    return sn_exec_dstream_probe(s->exec, bytes_per_s, &s->err);
 }
 
 int snug_session_stream_probe(snug_session *ps, double *bytes_per_s) {

@@ -74,6 +74,19 @@ typedef struct sn_backend_ops {
     int (*copy_device)(void *ctx, void *dst, const void *src, size_t n, sn_err *err);
     /* Waits for ev and frees it. */
     int (*event_wait)(void *ctx, sn_event *ev, sn_err *err);
+    /* Streaming weights to the device without the host waiting (all four
+     * NULL: the device cannot stream). stream_in: n host bytes to dst on
+     * the device's transfer queue, beside its kernels, once `after` (NULL:
+     * at once) has happened; *done its event. src stays valid until then.
+     * event_record: an event for the work queued on the kernels' queue so
+     * far. queue_wait: kernels queued from now on start after ev. event_free
+     * releases an event (NULL: nothing); event_check says whether it ended
+     * in an error. */
+    int (*stream_in)(void *ctx, void *dst, const void *src, size_t n, sn_event *after, sn_event **done, sn_err *err);
+    int (*event_record)(void *ctx, sn_event **ev, sn_err *err);
+    int (*queue_wait)(void *ctx, sn_event *ev, sn_err *err);
+    void (*event_free)(void *ctx, sn_event *ev);
+    int (*event_check)(void *ctx, sn_event *ev, sn_err *err);
     /* How this device computes node n of op schema op (resolved by the
      * graph from the op table), or NULL when it cannot. */
     const struct sn_kernel *(*kernel)(void *ctx, const struct sn_op_def *op, const struct sn_node *n);

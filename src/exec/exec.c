@@ -313,6 +313,8 @@ void sn_exec_free(sn_exec *ex) {
     sn_free(ex->stream_for);
     sn_free(ex->stream_wait);
     sn_free(ex->stream_release);
+    sn_free(ex->dwait);
+    sn_free(ex->drelease);
     sn_free(ex->arg_copy);
     sn_free(ex->arg_base);
     sn_free(ex->state_dev);

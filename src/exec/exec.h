@@ -65,8 +65,20 @@ int sn_exec_keep_output(sn_exec *ex, int output, sn_err *err);
  * its free memory less a margin), fitted by planning each count dry. A
  * plan holding more than a given budget there is an error. skip: the fit
  * goes on past a layer that does not fit (one dry plan per layer; else the
- * layers placed are contiguous, from the last one down). */
-int sn_exec_set_placement(sn_exec *ex, const int *rule_dev, int ngl, uint64_t budget, bool skip, sn_err *err);
+ * layers placed are contiguous, from the last one down). stream: every
+ * layer (or -ngl's) on the device, the weights of those past its budget
+ * streamed there from host memory layer by layer (sn_plan_device_stream). */
+typedef enum { SN_OVERFLOW_STOP, SN_OVERFLOW_SKIP, SN_OVERFLOW_STREAM } sn_overflow;
+int sn_exec_set_placement(sn_exec *ex, const int *rule_dev, int ngl, uint64_t budget, sn_overflow overflow,
+                          sn_err *err);
+/* Weights streamed to accelerator d (snug.placement_overflow=stream): the
+ * plan's decision and the bytes copied in so far. */
+const sn_plan_stream *sn_exec_dstream_plan(const sn_exec *ex);
+uint64_t sn_exec_dstream_bytes(const sn_exec *ex);
+/* The copy bound of it: one sweep's streamed weights copied to the device
+ * alone, blocking, nothing computing (bytes per second; 0: nothing
+ * streams). Between runs. */
+int sn_exec_dstream_probe(sn_exec *ex, double *bytes_per_s, sn_err *err);
 /* n bytes of graph output `output` from byte src_off, as the last run left
  * them, into the buffer of state `input` at byte dst_off (a KV cache's new
  * rows), on whichever devices the two live. */

@@ -27,6 +27,9 @@
 /* The prefetcher of streamed weights (prefetch.c): a ring of staging slots
  * and its I/O thread. */
 typedef struct ex_prefetch ex_prefetch;
+/* The streamer of weights to an accelerator (dstream.c): its ring's slots
+ * filled on the device's transfer queue, kernels ordered after them. */
+typedef struct ex_dstream ex_dstream;
 
 /* A persistent state buffer (sn_exec_add_state): outlives plans and runs. */
 typedef struct sn_exec_state {
@@ -129,6 +132,13 @@ struct sn_exec {
     ex_prefetch *pf;         /* owned: when the current plan streams */
     int *stream_wait;        /* owned [n_nodes]: before node i, the streamed layer (ordinal) to wait for; -1 */
     int *stream_release;     /* owned [n_nodes]: after node i, layers [0, this) are done with; -1 */
+    /* weights streamed to the accelerator (snug.placement_overflow=stream; dstream.c): */
+    bool overflow_stream;
+    uint64_t dstream_budget; /* the accelerator's budget the plan streams under (0: no streaming) */
+    ex_dstream *ds;          /* owned: when the current plan streams to the device */
+    int *dwait;              /* owned [n_nodes]: before node i, the streamed ordinal to wait for; -1 */
+    int *drelease;           /* owned [n_nodes]: after node i, ordinals [0, this) are done with; -1 */
+    uint64_t dstream_bytes;  /* copied in so far */
     int last_row_node;       /* sn_exec_set_last_row: this node reads input 0's last position only, or -1 */
     sn_tensor last_row;      /* the view of it bound in place of input 0 */
 };
@@ -183,6 +193,21 @@ int ex_prefetch_count(const ex_prefetch *pf);               /* ordinals */
 /* One sweep's reads done as the I/O thread does them, with no run beside:
  * the rate the file gives the streamed layers (sn_exec_stream_probe). */
 int ex_prefetch_probe(ex_prefetch *pf, double *bytes_per_s, sn_err *err);
+
+/* dstream.c: ex_dstream_plan (after memory): the device residency and the
+ * schedule (dwait, drelease), the ring deepened where readers interleave;
+ * ex_dstream_start (after binding): the streamer; ex_dstream_begin at a
+ * run's start (the first loads queued), _wait before the first reader of
+ * a streamed layer (its kernels ordered after its load, the mirrors bound
+ * to its slot), _release after the last (the slot's next load queued),
+ * _end_run when the run ends (incomplete: the ring starts afresh). */
+int ex_dstream_plan(sn_exec *ex, sn_err *err);
+int ex_dstream_start(sn_exec *ex, sn_err *err);
+void ex_dstream_free(sn_exec *ex);
+int ex_dstream_begin(sn_exec *ex, sn_err *err);
+int ex_dstream_wait(sn_exec *ex, int o, sn_err *err);
+int ex_dstream_release(sn_exec *ex, int upto, sn_err *err);
+int ex_dstream_end_run(sn_exec *ex, bool complete, sn_err *err);
 
 /* place.c: ex_place_decide fits the layers to the accelerator's budget
  * for these bounds (dry plans); ex_place_prepare, before assign, makes the

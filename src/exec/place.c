@@ -17,7 +17,8 @@ static uint64_t margin(uint64_t free) {
 
 static double mib(uint64_t b) { return (double)b / (1 << 20); }
 
-int sn_exec_set_placement(sn_exec *ex, const int *rule_dev, int ngl, uint64_t budget, bool skip, sn_err *err) {
+int sn_exec_set_placement(sn_exec *ex, const int *rule_dev, int ngl, uint64_t budget, sn_overflow overflow,
+                          sn_err *err) {
     const sn_graph *g = ex->g;
     sn_free(ex->rule_dev);
     ex->rule_dev = NULL;
@@ -28,7 +29,8 @@ int sn_exec_set_placement(sn_exec *ex, const int *rule_dev, int ngl, uint64_t bu
     }
     ex->ngl = ngl;
     ex->dev_budget = budget;
-    ex->overflow_skip = skip;
+    ex->overflow_skip = overflow == SN_OVERFLOW_SKIP;
+    ex->overflow_stream = overflow == SN_OVERFLOW_STREAM;
     ex->placed = false;
     ex_plan_release(ex);
     return SNUG_OK;
@@ -120,6 +122,18 @@ int ex_place_decide(sn_exec *ex, const sn_tensor *bounds, sn_err *err) {
     uint64_t budget = ex->dev_budget;
     if (!budget && mi.total)
         budget = mi.free + mine > margin(mi.free + mine) ? mi.free + mine - margin(mi.free + mine) : 0;
+    ex->dstream_budget = 0;
+    if (ex->overflow_stream && budget) { /* every layer placed, what does not fit streams */
+        char why[112];
+        int n = ex->ngl >= 0 ? ex->ngl : ex->n_layers + 1;
+        snprintf(why, sizeof why, "%s; weights past the %.1f MiB budget stream there", ex->ngl >= 0 ? "-ngl" :
+                 "stream: every layer", mib(budget));
+        rows_for(ex, n, why, ex->ngl >= 0 ? "-ngl" : why);
+        ex->placed = true;
+        ex->fit_budget = budget;
+        ex->dstream_budget = budget;
+        return SNUG_OK;
+    }
     if (ex->ngl >= 0 || !budget) { /* given, or nothing to fit against */
         if (!budget && ex->ngl < 0)
             sn_log(ex->log, SNUG_LOG_WARN, "%s says nothing of its memory: every layer goes there (give a budget, "

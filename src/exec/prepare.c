@@ -11,6 +11,7 @@ void ex_plan_release(sn_exec *ex) {
         ex_prefetch_free(ex->pf);
         ex->pf = NULL;
     }
+    ex_dstream_free(ex); /* nothing writes into the ring once its plan goes */
     for (int i = 0; i < g->n_nodes; i++) {
         if (ex->nstate[i] && ex->kern[i]->free_state)
             ex->kern[i]->free_state(ex->nstate[i]);
@@ -144,8 +145,12 @@ static void place_states(sn_exec *ex) {
             const sn_node *r = &g->nodes[in->cons[c]];
             if (ex->pl.nodes[r->index].mode == SN_MODE_FOLDED || (r->op->flags & SN_OP_SHAPE_ONLY))
                 continue; /* reads its shape, not its bytes */
-            int nd = ex->pl.nodes[r->index].device;
-            d = d < 0 || d == nd ? nd : 0;
+            for (int k = 0; k < r->n_in; k++) {
+                if (r->in[k] != st->in_v)
+                    continue;
+                int nd = sn_plan_reads_on(&ex->pl, r->index, k);
+                d = d < 0 || d == nd ? nd : 0;
+            }
         }
         if (d < 0 || (st->out_v < 0 && !ex->states_anywhere))
             d = 0;
@@ -171,11 +176,11 @@ static int plan_transfers(sn_exec *ex, sn_err *err) {
         ex->mirror[c].data = NULL;
         for (int r = 0; r < val->n_cons; r++) {
             int i = val->cons[r];
-            if (ex->pl.nodes[i].device != cp->to || ex->pl.nodes[i].mode == SN_MODE_FOLDED ||
-                sn_plan_node_is_view(&ex->pl, g, i) || (g->nodes[i].op->flags & SN_OP_SHAPE_ONLY))
+            if (ex->pl.nodes[i].mode == SN_MODE_FOLDED || sn_plan_node_is_view(&ex->pl, g, i) ||
+                (g->nodes[i].op->flags & SN_OP_SHAPE_ONLY))
                 continue;
             for (int k = 0; k < g->nodes[i].n_in; k++)
-                if (g->nodes[i].in[k] == cp->value)
+                if (g->nodes[i].in[k] == cp->value && sn_plan_reads_on(&ex->pl, i, k) == cp->to)
                     ex->arg_copy[ex->arg_base[i] + k] = c;
         }
     }
@@ -221,6 +226,11 @@ static int bind_transfers(sn_exec *ex, sn_err *err) {
         ex->mirror[c].data = ex->buf[cp->buffer] + cp->offset;
         if (cp->at >= 0)
             continue;
+        if (cp->stream_layer >= 0) { /* copied into a ring slot by each run (dstream.c), bound there */
+            ex->mirror[c] = ex->vals[cp->value];
+            ex->mirror[c].data = ex->buf[cp->buffer] + cp->offset;
+            continue;
+        }
         const sn_tensor *src = &ex->vals[cp->value];
         size_t n = sn_tensor_nbytes(src);
         if (n > cp->size || (n && !src->data))
@@ -234,9 +244,13 @@ static int bind_transfers(sn_exec *ex, sn_err *err) {
         ex->mirror[c] = *src;
         ex->mirror[c].data = ex->buf[cp->buffer] + cp->offset;
     }
-    for (int c = 0; c < ex->pl.n_copies; c++)
-        if (ex->pl.copies[c].at < 0)
+    for (int c = 0; c < ex->pl.n_copies; c++) {
+        bool streamed = false; /* the host's bytes are what each run copies from */
+        for (int k = 0; k < ex->pl.n_copies; k++)
+            streamed |= ex->pl.copies[k].value == ex->pl.copies[c].value && ex->pl.copies[k].stream_layer >= 0;
+        if (ex->pl.copies[c].at < 0 && !streamed)
             ex_release_uploaded(ex, ex->pl.copies[c].value);
+    }
     ex->uploaded = true;
     return SNUG_OK;
 }
@@ -375,10 +389,14 @@ int ex_plan_for(sn_exec *ex, sn_err *err) {
         rc = plan_transfers(ex, err);
     if (rc == SNUG_OK)
         rc = sn_plan_memory(&ex->pl, g, err);
+    if (rc == SNUG_OK)
+        rc = ex_dstream_plan(ex, err);
     if (rc == SNUG_OK && !ex->dry)
         rc = bind_buffers(ex, err);
     if (rc == SNUG_OK)
         rc = ex_stream_start(ex, err);
+    if (rc == SNUG_OK)
+        rc = ex_dstream_start(ex, err);
     if (rc != SNUG_OK) {
         ex_plan_release(ex);
         return rc;

@@ -234,6 +234,16 @@ int ex_run_loop(sn_exec *ex, sn_err *err) {
             if (ex->stream_wait[i] >= 0 && (rc = ex_prefetch_wait(ex->pf, ex->stream_wait[i], ex->vals, err)) != SNUG_OK)
                 break;
         }
+        if (ex->ds) { /* likewise to the accelerator, ordered on its queues */
+            if (i == 0)
+                rc = ex_dstream_begin(ex, err);
+            if (rc == SNUG_OK && i > 0 && ex->drelease[i - 1] >= 0)
+                rc = ex_dstream_release(ex, ex->drelease[i - 1], err);
+            if (rc == SNUG_OK && ex->dwait[i] >= 0)
+                rc = ex_dstream_wait(ex, ex->dwait[i], err);
+            if (rc != SNUG_OK)
+                break;
+        }
         if (pn->mode == SN_MODE_DYNAMIC) {
             rc = run_dynamic(ex, n, err);
         } else if (pn->mode == SN_MODE_FOLDED) {
@@ -273,6 +283,10 @@ int ex_run_loop(sn_exec *ex, sn_err *err) {
         time_mark(ex, -1);
     if (ex->pf)
         ex_prefetch_end_run(ex->pf, ex->vals, rc == SNUG_OK);
+    if (ex->ds) {
+        int r = ex_dstream_end_run(ex, rc == SNUG_OK, err);
+        rc = rc == SNUG_OK ? r : rc;
+    }
     return rc;
 }
 

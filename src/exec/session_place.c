@@ -168,12 +168,15 @@ int sn_session_placement(sn_session *s, const snug_options *opts, sn_err *err) {
         }
     }
     const char *ov = snug_options_get(opts, "snug.placement_overflow");
-    if (ov && strcmp(ov, "stop") && strcmp(ov, "skip")) {
-        rc = sn_errf(err, SNUG_ERR_INVALID_ARG, "snug.placement_overflow: '%s' is not stop or skip", ov);
+    if (ov && strcmp(ov, "stop") && strcmp(ov, "skip") && strcmp(ov, "stream")) {
+        rc = sn_errf(err, SNUG_ERR_INVALID_ARG, "snug.placement_overflow: '%s' is not stop, skip or stream", ov);
         goto done;
     }
+    sn_overflow of = !ov || !strcmp(ov, "stop") ? SN_OVERFLOW_STOP
+                     : !strcmp(ov, "skip")      ? SN_OVERFLOW_SKIP
+                                                : SN_OVERFLOW_STREAM;
     if (acc || node_dev)
-        rc = sn_exec_set_placement(s->exec, node_dev, ngl, budget, ov && !strcmp(ov, "skip"), err);
+        rc = sn_exec_set_placement(s->exec, node_dev, ngl, budget, of, err);
 done:
     sn_free(node_dev);
     return rc;

@@ -165,9 +165,14 @@ void ex_release_uploaded(sn_exec *ex, int v) {
     if (ex->dry || ex->pl.values[v].storage != SN_STORE_CONST || ex->pl.values[v].released ||
         (val->flags & SN_VAL_OUTPUT) || val->n_cons < 1)
         return;
-    for (int c = 0; c < val->n_cons; c++)
-        if (ex->pl.nodes[val->cons[c]].device == 0 && ex->pl.nodes[val->cons[c]].mode != SN_MODE_FOLDED)
-            return;
+    for (int c = 0; c < val->n_cons; c++) {
+        const sn_node *r = &g->nodes[val->cons[c]];
+        if (ex->pl.nodes[r->index].mode == SN_MODE_FOLDED)
+            continue;
+        for (int k = 0; k < r->n_in; k++)
+            if (r->in[k] == v && sn_plan_reads_on(&ex->pl, r->index, k) == 0)
+                return; /* a host reader, or a device kernel's host input */
+    }
     release_const(ex, v);
 }
 
@@ -386,26 +391,9 @@ static int stream_schedule(sn_exec *ex, int n, int *depth, sn_err *err) {
             last[o] = lead > last[o] ? lead : last[o];
         }
     }
-    for (int i = 0; i < g->n_nodes; i++)
-        ex->stream_wait[i] = ex->stream_release[i] = -1;
-    for (int o = 0; o < n; o++)
-        if (first[o] < g->n_nodes && o > ex->stream_wait[first[o]])
-            ex->stream_wait[first[o]] = o;
-    /* after node i, layers [0, r) done: every one of them last read at or before i */
-    int r = 0, need = 2;
-    for (int i = 0; i < g->n_nodes; i++) {
-        int w = ex->stream_wait[i];
-        if (w >= 0 && w - r + 1 > need) /* loads up to w need the slots of [0, w - depth] back */
-            need = w - r + 1;
-        int r0 = r;
-        while (r < n && last[r] <= i)
-            r++;
-        if (r > r0)
-            ex->stream_release[i] = r;
-    }
+    *depth = sn_plan_stream_schedule(g->n_nodes, n, first, last, ex->stream_wait, ex->stream_release);
     sn_free(first);
     sn_free(last);
-    *depth = need;
     return SNUG_OK;
 }
 

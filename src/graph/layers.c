@@ -54,6 +54,70 @@ static int node_name_layer(const sn_graph *g, const sn_node *n, bool *fin, int *
     return l;
 }
 
+/* A node's signature for the structure search: its op and the position
+ * and shape of each initializer it reads (0: it reads none). */
+static uint64_t weight_sig(const sn_graph *g, const sn_node *n) {
+    uint64_t h = 0;
+    for (int k = 0; k < n->n_in; k++) {
+        if (n->in[k] < 0 || !(g->values[n->in[k]].flags & SN_VAL_INIT))
+            continue;
+        const sn_tensor *t = &g->values[n->in[k]].info;
+        if (!h)
+            for (const char *c = n->p->op_type; *c; c++)
+                h = (h ^ (uint8_t)*c) * 0x100000001B3ull;
+        h = (h ^ (uint64_t)(k + 1)) * 0x100000001B3ull;
+        for (int d = 0; d < t->rank; d++)
+            h = (h ^ (uint64_t)t->dims[d]) * 0x100000001B3ull;
+    }
+    return h;
+}
+
+/* Layers from the graph's structure, where no name gives an index: the
+ * nodes reading initializers, in order, repeat with some period p over r
+ * >= 2 blocks (a decoder's norms and projections, layer after layer). The
+ * period covering the most of them wins (the shorter on a tie), its run
+ * starting where the repetition starts; the i-th block's nodes get layer
+ * i, the others (embedding, final norm, lm_head, everything reading no
+ * weight) are filled from their neighbours like unnamed nodes. Returns
+ * the number of layers (0: no repetition found). */
+static int structure_layers(const sn_graph *g, int *lab, sn_err *err) {
+    int nn = g->n_nodes, m = 0;
+    uint64_t *sig = sn_malloc(sizeof *sig * ((size_t)nn + 1));
+    int *at = sn_malloc(sizeof *at * ((size_t)nn + 1));
+    if (!sig || !at) {
+        sn_free(sig), sn_free(at);
+        return sn_errf(err, SNUG_ERR_OOM, "out of memory"), -1;
+    }
+    for (int i = 0; i < nn; i++) {
+        uint64_t h = weight_sig(g, &g->nodes[i]);
+        if (h)
+            sig[m] = h, at[m++] = i;
+    }
+    int best_p = 0, best_a = 0, best_r = 0;
+    for (int p = 2; 2 * p <= m; p++) {
+        /* runs of s[i] == s[i + p]: a run of len from a makes s[a, a + len + p) p-periodic */
+        for (int i = 0, run = 0; i + p <= m; i++) {
+            bool eq = i + p < m && sig[i] == sig[i + p];
+            if (eq) {
+                run++;
+                continue;
+            }
+            int r = (run + p) / p;
+            if (run > 0 && r >= 2 && r * p > best_r * best_p)
+                best_p = p, best_a = i - run, best_r = r;
+            run = 0;
+        }
+    }
+    int L = 0;
+    if (best_r >= 2 && 2 * best_r * best_p >= m) { /* the repetition is most of the weights */
+        L = best_r;
+        for (int w = best_a; w < best_a + best_r * best_p; w++)
+            lab[at[w]] = (w - best_a) / best_p;
+    }
+    sn_free(sig), sn_free(at);
+    return L;
+}
+
 int sn_layers_discover(sn_graph *g, sn_layer_info *info, sn_err *err) {
     int nn = g->n_nodes;
     sn_layer_info inf = {0};
@@ -81,6 +145,15 @@ int sn_layers_discover(sn_graph *g, sn_layer_info *info, sn_err *err) {
             max_layer = lab[i];
     }
     int L = max_layer + 1;
+    if (L == 0) {
+        L = structure_layers(g, lab, err);
+        if (L < 0) {
+            sn_free(lab), sn_free(fwd), sn_free(down), sn_free(fin);
+            return err->code;
+        }
+        for (int i = 0; i < nn; i++)
+            inf.n_struct += lab[i] >= 0;
+    }
     /* The final norm sits at the phantom index L (or wherever it says): post. */
     for (int i = 0; i < nn; i++)
         if (fin[i] || lab[i] > L)

@@ -6,7 +6,9 @@
  * `transformer.h.N`, `model.layers.N.mlp.weight` all count), the token
  * starting the name or following one of "/.:_-". The genai builder's
  * `layers.{L}/final_norm_layernorm` (a phantom index one past the last layer)
- * is post. Nodes left without an index take one from their neighbours:
+ * is post. Where no name gives an index, the structure does: the nodes
+ * reading initializers repeat block after block (norms, projections), and
+ * the i-th block is layer i. Nodes left without an index take one from their neighbours:
  * nothing indexed upstream -> pre (embeddings, masks, rotary tables);
  * nothing indexed downstream -> post (final norm, lm_head); otherwise the
  * layer of their indexed ancestors (the latest of them).
@@ -21,6 +23,7 @@ typedef struct sn_layer_info {
     int n_layers;
     int n_named;    /* nodes indexed from their own name */
     int n_valname;  /* ... from output / initializer names */
+    int n_struct;   /* ... from the graph's structure (no name gave an index) */
     int n_filled;   /* ... from their neighbours */
     int n_pre, n_post;
 } sn_layer_info;

@@ -182,6 +182,10 @@ typedef struct sn_kernel {
     sn_run_fn run;
     sn_free_fn free_state;     /* may be NULL */
     sn_run_group_fn run_group; /* NULL: never grouped */
+    /* Inputs (bit i) whose bytes the kernel reads on the host: a few values
+     * an accelerator's kernel takes as arguments (lengths, a total), as ORT's
+     * OrtMemTypeCPUInput. The plan leaves them where the host has them. */
+    uint32_t host_in;
 } sn_kernel;
 
 /* What an op means, resolved by the graph with no backend involved: its

@@ -47,6 +47,7 @@ bool sn_plan_node_is_view(const sn_plan *p, const sn_graph *g, int i) {
 
 void sn_plan_to_host(sn_plan *p, int i, const char *why) {
     p->nodes[i].device = 0;
+    p->nodes[i].host_in = 0;
     snprintf(p->nodes[i].note, sizeof p->nodes[i].note, "%s", why);
 }
 
@@ -82,6 +83,7 @@ int sn_plan_assign(sn_plan *p, const sn_graph *g, const sn_backend *devs, int n_
         const sn_node *n = &g->nodes[i];
         sn_plan_node *pn = &p->nodes[i];
         pn->device = 0;
+        pn->host_in = 0;
         pn->note[0] = 0;
         if (pn->mode == SN_MODE_FOLDED) /* computed on the host at plan time */
             continue;
@@ -92,7 +94,9 @@ int sn_plan_assign(sn_plan *p, const sn_graph *g, const sn_backend *devs, int n_
             while (!why && d < n_devs && !has_kernel(&devs[d], n))
                 d = w > 0 ? n_devs : d + 1;
             if (!why && d < n_devs) {
+                const sn_kernel *k = devs[d].ops->kernel ? sn_backend_kernel(&devs[d], n) : NULL;
                 pn->device = d;
+                pn->host_in = k ? k->host_in : 0;
                 continue;
             }
             if (!why)

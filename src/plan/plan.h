@@ -29,7 +29,7 @@
 #define SN_MAX_DEVICES 8
 /* Buffers one plan may have: an activation arena per device and a weights
  * buffer per accelerator. */
-#define SN_MAX_BUFFERS (2 * SN_MAX_DEVICES)
+#define SN_MAX_BUFFERS (3 * SN_MAX_DEVICES) /* per device: activations, weights, a streaming ring */
 
 /* How a value is stored. */
 typedef enum sn_storage {
@@ -87,12 +87,14 @@ typedef struct sn_plan_node {
     size_t state_bytes; /* what its prepared kernel holds (a packed weight) */
     bool last_row;      /* reads only the last position of its input 0 (snug.last_logits) */
     int layer;          /* the session's layer map (graph/layers.h): -1 pre, 0..L-1, L post */
+    uint32_t host_in;   /* inputs its device's kernel reads on the host (sn_kernel.host_in) */
     char note[96];      /* why it runs on the host where an accelerator was asked for ("" if not) */
 } sn_plan_node;
 
 typedef struct sn_plan_buffer {
     int device;
     bool weights;       /* the device's copies of constants, uploaded once (else an activation arena) */
+    bool ring;          /* the slots streamed weights come into, layer by layer (sn_plan_device_stream) */
     size_t size;        /* bytes */
     size_t lower_bound; /* the largest total of its slots alive at one step */
 } sn_plan_buffer;
@@ -120,12 +122,16 @@ typedef struct sn_plan_xfer {
     size_t size;    /* bytes at the planning shapes */
     int buffer;     /* memory: the mirror's buffer and offset */
     size_t offset;
+    int stream_layer; /* a weight streamed to its device (sn_plan_device_stream): its layer, its offset one
+                       * inside that layer's ring slot (buffer: the ring); -1: uploaded once */
 } sn_plan_xfer;
 
 /* Weight streaming (sn_plan_residency, docs/streaming.md): the layers
  * whose weights are not resident but read from the model's files into a
  * ring of staging slots, layer by layer, ahead of the nodes reading them. */
 typedef struct sn_plan_stream {
+    int device;             /* whose budget: 0 the host (from the model's files), else an accelerator
+                             * (from host memory) */
     int first_layer;        /* layers first_layer..n_layers-1 stream; == n_layers: none */
     int n_layers;
     int depth;              /* slots in the staging ring (>= 2: one computes while the next loads) */
@@ -157,6 +163,7 @@ typedef struct sn_plan {
     size_t state_bytes;      /* prepared kernels' state (packed weights) */
     int n_static, n_dynamic, n_folded, n_inplace, n_grouped;
     sn_plan_stream stream;   /* weight streaming; stream.first_layer == stream.n_layers: none */
+    sn_plan_stream dstream;  /* to an accelerator (snug.placement_overflow=stream); likewise */
     sn_plan_layer *layers;   /* owned [n_layer_rows]: the placement per layer (NULL: none) */
     int n_layer_rows;        /* n_layers + 2 */
     sn_plan_xfer *copies;    /* owned [n_copies]: between devices (sn_plan_transfers), by `at` */
@@ -198,6 +205,11 @@ bool sn_plan_node_is_view(const sn_plan *p, const struct sn_graph *g, int i);
 /* Node i back on the host (its device kernel refused the node when
  * prepared), noting why. */
 void sn_plan_to_host(sn_plan *p, int i, const char *why);
+/* The device where node i reads its input k: its own, or the host for an
+ * input its kernel reads there (host_in). */
+static inline int sn_plan_reads_on(const sn_plan *p, int i, int k) {
+    return k < 32 && (p->nodes[i].host_in >> k & 1) ? 0 : p->nodes[i].device;
+}
 
 /* transfers: every value's device (sn_plan_value.device), and a copy
  * (sn_plan_xfer) wherever a node reads a value held by another device:
@@ -263,6 +275,26 @@ int sn_plan_residency(const uint64_t *layer_bytes, int n_layers, uint64_t act, u
  * first and last node reading it); sets stream.n_values and slot_bytes as
  * laid out. */
 int sn_plan_stream_values(sn_plan *p, const struct sn_graph *g, const uint8_t *candidate, sn_err *err);
+
+/* The schedule of n streamed layers (ordinals) whose readers run from node
+ * first[o] to node last[o]: wait[i] the ordinal to wait for before node i,
+ * release[i] = r when ordinals [0, r) are done with after node i (-1 where
+ * neither). Returns the slots a ring needs for it (>= 2: more where one
+ * layer's readers begin before those of the layer a ring's depth before
+ * it end). */
+int sn_plan_stream_schedule(int n_nodes, int n, const int *first, const int *last, int *wait, int *release);
+
+/* Streaming to accelerator d under its budget, after memory: the copies of
+ * weights there (uploaded once) that may stream (at least SN_STREAM_MIN
+ * bytes, read there by one repeating layer only) give each layer's bytes;
+ * the device's activation buffers, kv (its states' bytes) and the rest of
+ * its weights buffer are fixed; sn_plan_residency decides. The streamed
+ * copies (stream_layer) move into a new ring buffer of dstream.depth slots
+ * (sn_plan_buffer.ring), the weights buffer shrinks to the resident rest.
+ * Sets dstream; an error naming dev_name and the minimum when even every
+ * layer streamed does not fit. */
+int sn_plan_device_stream(sn_plan *p, const struct sn_graph *g, int d, int n_layers, uint64_t budget, uint64_t kv,
+                          int depth, const char *dev_name, sn_err *err);
 
 /* A deep copy of the arrays (info data pointers stay borrowed). */
 int sn_plan_copy(const sn_plan *p, sn_plan **out, sn_err *err);

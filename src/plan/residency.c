@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "graph/graph.h"
+#include "plan/memplan.h"
 #include "plan/plan.h"
 
 bool sn_plan_streamable(const sn_plan *p, const sn_graph *g, int v, int n_layers, int *layer) {
@@ -38,6 +39,7 @@ int sn_plan_residency(const uint64_t *layer_bytes, int n_layers, uint64_t act, u
                       uint64_t budget, int depth, sn_plan_stream *st, sn_err *err) {
     memset(st, 0, sizeof *st);
     uint64_t fixed = act + kv + other;
+    st->device = 0;
     st->fixed_act = act;
     st->fixed_kv = kv;
     st->n_layers = n_layers;
@@ -71,7 +73,7 @@ int sn_plan_residency(const uint64_t *layer_bytes, int n_layers, uint64_t act, u
         }
     }
     return sn_errf(err, SNUG_ERR_OOM,
-                   "a host budget of %llu bytes is too small: with every one of the %d layers streamed through "
+                   "a budget of %llu bytes is too small: with every one of the %d layers streamed through "
                    "%d staging slots, the plan needs at least %llu bytes (activations %llu, KV cache %llu, weights "
                    "that cannot stream and packed or folded constants %llu, slots %llu; a shorter context or prefill "
                    "chunk shrinks the first two)",
@@ -110,4 +112,117 @@ int sn_plan_stream_values(sn_plan *p, const sn_graph *g, const uint8_t *candidat
     st->staging_bytes = (size_t)st->depth * slot;
     sn_free(used);
     return SNUG_OK;
+}
+
+/* Whether copy c (a constant uploaded once) may stream through device d's
+ * ring: a weight of at least SN_STREAM_MIN bytes whose readers there all
+ * sit in one repeating layer; its layer in *layer. */
+static bool copy_streamable(const sn_plan *p, const sn_graph *g, const sn_plan_xfer *cp, int n_layers, int *layer) {
+    const sn_value *val = &g->values[cp->value];
+    *layer = -1;
+    if (cp->at >= 0 || !(val->flags & SN_VAL_INIT) || !val->init || cp->size < SN_STREAM_MIN ||
+        p->values[cp->value].storage != SN_STORE_CONST)
+        return false;
+    int l = -2;
+    for (int c = 0; c < val->n_cons; c++) {
+        int i = val->cons[c];
+        if (p->nodes[i].device != cp->to || p->nodes[i].mode == SN_MODE_FOLDED)
+            continue;
+        int li = g->nodes[i].layer;
+        if (li < 0 || li >= n_layers || (l != -2 && li != l))
+            return false;
+        l = li;
+    }
+    *layer = l >= 0 ? l : -1;
+    return l >= 0;
+}
+
+int sn_plan_device_stream(sn_plan *p, const sn_graph *g, int d, int n_layers, uint64_t budget, uint64_t kv, int depth,
+                          const char *dev_name, sn_err *err) {
+    sn_plan_stream *st = &p->dstream;
+    uint64_t *lb = sn_calloc((size_t)n_layers + 1, sizeof *lb);
+    size_t *used = sn_calloc((size_t)n_layers + 1, sizeof *used);
+    int rc = SNUG_OK;
+    if (!lb || !used) {
+        rc = sn_errf(err, SNUG_ERR_OOM, "out of memory");
+        goto done;
+    }
+    uint64_t act = 0, weights = 0, streamable = 0;
+    int wb = -1;
+    for (int b = 0; b < p->n_buffers; b++)
+        if (p->buffers[b].device == d) {
+            if (p->buffers[b].weights)
+                weights += p->buffers[b].size, wb = b;
+            else
+                act += p->buffers[b].size;
+        }
+    for (int c = 0; c < p->n_copies; c++) {
+        int l;
+        if (p->copies[c].to == d && copy_streamable(p, g, &p->copies[c], n_layers, &l)) {
+            uint64_t a = sn_stream_align(p->copies[c].size);
+            lb[l] += a;
+            streamable += a;
+        }
+    }
+    /* what the weights buffer holds beyond the streamable copies, aligned as laid out */
+    uint64_t other = weights > streamable ? weights - streamable : 0;
+    if ((rc = sn_plan_residency(lb, n_layers, act, kv, other, budget, depth, st, err)) != SNUG_OK) {
+        sn_err_prefix(err, "streaming weights to %s", dev_name);
+        goto done;
+    }
+    st->device = d;
+    if (st->first_layer >= n_layers)
+        goto done; /* everything fits resident */
+    /* the ring, and each streamed copy at its place in its layer's slot */
+    size_t slot = 0, at = 0;
+    int ring = p->n_buffers;
+    st->n_values = 0;
+    for (int c = 0; c < p->n_copies; c++) {
+        sn_plan_xfer *cp = &p->copies[c];
+        int l;
+        if (cp->to != d || cp->at >= 0)
+            continue;
+        if (copy_streamable(p, g, cp, n_layers, &l) && l >= st->first_layer) {
+            cp->stream_layer = l;
+            cp->buffer = ring;
+            cp->offset = used[l];
+            used[l] += sn_stream_align(cp->size);
+            slot = used[l] > slot ? used[l] : slot;
+            st->n_values++;
+        } else { /* resident: the weights buffer packed again without the streamed ones */
+            cp->offset = at;
+            at += (cp->size + SN_ARENA_ALIGN - 1) / SN_ARENA_ALIGN * SN_ARENA_ALIGN;
+        }
+    }
+    if (wb >= 0)
+        p->buffers[wb].size = p->buffers[wb].lower_bound = at;
+    st->slot_bytes = slot;
+    st->staging_bytes = (size_t)st->depth * slot;
+    p->buffers[p->n_buffers++] = (sn_plan_buffer){.device = d, .ring = true, .size = st->staging_bytes,
+                                                  .lower_bound = st->staging_bytes};
+done:
+    sn_free(lb);
+    sn_free(used);
+    return rc;
+}
+
+int sn_plan_stream_schedule(int n_nodes, int n, const int *first, const int *last, int *wait, int *release) {
+    for (int i = 0; i < n_nodes; i++)
+        wait[i] = release[i] = -1;
+    for (int o = 0; o < n; o++)
+        if (first[o] < n_nodes && o > wait[first[o]])
+            wait[first[o]] = o;
+    /* after node i, layers [0, r) done: every one of them last read at or before i */
+    int r = 0, need = 2;
+    for (int i = 0; i < n_nodes; i++) {
+        int w = wait[i];
+        if (w >= 0 && w - r + 1 > need) /* loads up to w need the slots of [0, w - depth] back */
+            need = w - r + 1;
+        int r0 = r;
+        while (r < n && last[r] <= i)
+            r++;
+        if (r > r0)
+            release[i] = r;
+    }
+    return need;
 }

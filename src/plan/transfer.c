@@ -43,7 +43,7 @@ static sn_plan_xfer *copy_of(sn_plan *p, int *cap, int v, int from, int to) {
     }
     sn_plan_xfer *c = &p->copies[p->n_copies++];
     *c = (sn_plan_xfer){.value = v, .from = from, .to = to, .at = -2, .last = -1, .size = p->values[v].size,
-                        .buffer = -1};
+                        .buffer = -1, .stream_layer = -1};
     return c;
 }
 
@@ -64,10 +64,10 @@ int sn_plan_transfers(sn_plan *p, const sn_graph *g, const int *state_dev, const
         if (sn_plan_node_is_view(p, g, i) || (n->op->flags & SN_OP_SHAPE_ONLY))
             continue; /* a view moves nothing (its bytes are its source's), Shape reads none */
         for (int k = 0; k < n->n_in; k++) {
-            int v = n->in[k];
-            if (v < 0 || p->values[v].device == pn->device)
+            int v = n->in[k], on = sn_plan_reads_on(p, i, k);
+            if (v < 0 || p->values[v].device == on)
                 continue;
-            sn_plan_xfer *c = copy_of(p, &cap, v, p->values[v].device, pn->device);
+            sn_plan_xfer *c = copy_of(p, &cap, v, p->values[v].device, on);
             if (!c)
                 return sn_errf(err, SNUG_ERR_OOM, "out of memory");
             bool once = sn_plan_value_constant(p, v) && !(varies && varies[v]);

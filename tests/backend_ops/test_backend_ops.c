@@ -2,8 +2,9 @@
  * test-backend-ops does): over a grid of shapes (odd sizes, broadcast,
  * empty), random inputs from a seeded RNG, each node run on both; inputs
  * go up with tensor_set and outputs come back with tensor_get. Products
- * agree to a normalized error (||a - b|| / ||a||) of 5e-4, data movement
- * exactly. Also: the program's binary cache (a second start loads it),
+ * agree to a normalized error (||a - b|| / ||a||) of 5e-4; data movement,
+ * comparisons, casts, Max and Min exactly (NaNs and infinities among the
+ * inputs where they matter). Also: the program's binary cache (a second start loads it),
  * device selection by index and name, and the backend's memory calls.
  * Exit 77 (skip) when there is no OpenCL device. */
 #include <math.h>
@@ -17,6 +18,7 @@
 #include "onnx/model.h"
 #include "ops/op.h"
 #include "../unit/onnx_test_util.h" /* CHECK, g_fails */
+#include "harness.h"
 
 
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
@@ -28,22 +30,57 @@ static uint64_t rnd(void) {
 }
 static float frand(float lo, float hi) { return lo + (hi - lo) * (float)(rnd() >> 40) / 16777216.0f; }
 
+/* A float32 where conversions differ: NaN (any payload), infinities,
+ * zeros, float16's ties, any magnitude to 2^70 (past int64 and
+ * int32), float16's subnormals and the edge of its range. */
+static float special(void) {
+    float sign = rnd() >> 63 ? -1.0f : 1.0f;
+    switch (rnd() % 8) {
+    case 0: {
+        uint32_t u = 0x7fc00000u | (uint32_t)(rnd() >> 42) | (uint32_t)(rnd() >> 63) << 31;
+        float f;
+        memcpy(&f, &u, sizeof f);
+        return f;
+    }
+    case 1: return sign * INFINITY;
+    case 2: return sign * 0.0f;
+    case 3: return sign * ldexpf((float)(1024 + rnd() % 1024) + 0.5f, (int)(rnd() % 16) - 20);
+    case 4: return sign * ldexpf(frand(1, 2), (int)(rnd() % 100) - 30);
+    case 5: return frand(-1, 1) * ldexpf(1, -14);
+    case 6: return sign * frand(65000, 66000);
+    default: return frand(-1e5f, 1e5f);
+    }
+}
+
 /* ---- a case: one node, its inputs' shapes and how to fill them ------------------ */
 
-enum { R_SIGNED, R_POSITIVE, R_INDEX, R_BOOL, R_BYTES }; /* input fill (R_BYTES: uint8, any value) */
+/* Input fills. R_INDEX: integers in [-range, range) (as floats for float32);
+ * R_BYTES: uint8, any value; R_VALUES: the case's values (int64, int32 or
+ * float32); R_SPAN: float32 in [-range, range]; R_SPECIAL: float32 for casts
+ * (NaN, infinities, zeros, float16's ties, huge, float16's subnormals and edge);
+ * R_WIDE: int64 or int32 of any magnitude; R_HALF: float16 of any bits. */
+enum { R_SIGNED, R_POSITIVE, R_INDEX, R_BOOL, R_BYTES, R_VALUES, R_SPAN, R_SPECIAL, R_WIDE, R_HALF };
 
 typedef struct tin {
     sn_dtype dtype;
     int rank; /* -1: absent */
     int64_t dims[6];
     int fill;
-    int64_t range; /* R_INDEX: indices in [-range, range) */
+    int64_t range; /* R_INDEX, R_SPAN */
+    const int64_t *vals; /* R_VALUES */
 } tin;
 
-#define T(r, ...) {SN_F32, r, {__VA_ARGS__}, R_SIGNED, 0}
-#define TP(r, ...) {SN_F32, r, {__VA_ARGS__}, R_POSITIVE, 0}
-#define TU8(r, ...) {SN_U8, r, {__VA_ARGS__}, R_BYTES, 0}
-#define TNONE {SN_F32, -1, {0}, R_SIGNED, 0}
+#define T(r, ...) {SN_F32, r, {__VA_ARGS__}, R_SIGNED, 0, NULL}
+#define TP(r, ...) {SN_F32, r, {__VA_ARGS__}, R_POSITIVE, 0, NULL}
+#define TU8(r, ...) {SN_U8, r, {__VA_ARGS__}, R_BYTES, 0, NULL}
+#define TX(r, ...) {SN_F32, r, {__VA_ARGS__}, R_SPECIAL, 0, NULL}
+#define TB(r, ...) {SN_BOOL, r, {__VA_ARGS__}, R_BOOL, 0, NULL}
+#define TI(dt, range, r, ...) {dt, r, {__VA_ARGS__}, R_INDEX, range, NULL}
+#define TNONE {SN_F32, -1, {0}, R_SIGNED, 0, NULL}
+/* 1-D int64 (TV) or float32 (TVF) given values */
+#define TV_N(...) (int64_t)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
+#define TV(...) {SN_I64, 1, {TV_N(__VA_ARGS__)}, R_VALUES, 0, (const int64_t[]){__VA_ARGS__}}
+#define TVF(...) {SN_F32, 1, {TV_N(__VA_ARGS__)}, R_VALUES, 0, (const int64_t[]){__VA_ARGS__}}
 
 typedef struct tcase {
     const char *domain, *op;
@@ -56,7 +93,7 @@ typedef struct tcase {
 
 static int n_attr;
 static sn_attr attrs[6];
-static int64_t attr_ints[8]; /* of the one ints attribute a case may have */
+static int64_t attr_ints[6][8];
 static char attr_names[6][32];
 
 static void parse_attr(const char *a) {
@@ -78,10 +115,10 @@ static void parse_attr(const char *a) {
             const char *s = eq + 1 + (eq[1] == '[');
             for (t->n = 0; *s && *s != ']' && *s != ';' && t->n < 8; t->n++) {
                 char *e;
-                attr_ints[t->n] = strtoll(s, &e, 10);
+                attr_ints[n_attr - 1][t->n] = strtoll(s, &e, 10);
                 s = *e == ',' ? e + 1 : e;
             }
-            t->ints = attr_ints;
+            t->ints = attr_ints[n_attr - 1];
         } else {
             t->type = SN_ATTR_INT;
             t->i = strtoll(eq + 1, NULL, 10);
@@ -90,14 +127,14 @@ static void parse_attr(const char *a) {
     }
 }
 
-/* Runs node n with kernel k on backend b: inputs from host tensors hin,
- * outputs (shapes from infer) read back into hout's data. */
-static int run_on(const sn_backend *b, const sn_kernel *k, const sn_node *n, int n_in, sn_tensor *hin,
-                  int n_out, sn_tensor *hout, sn_err *err) {
-    sn_tensor din[6], dout[4];
-    const sn_tensor *pin[6];
+int run_on_alias[4];
+
+int run_on(const sn_backend *b, const sn_kernel *k, const sn_node *n, int n_in, sn_tensor *hin, int n_out,
+           sn_tensor *hout, sn_err *err) {
+    sn_tensor din[12], dout[4];
+    const sn_tensor *pin[12];
     sn_tensor *pout[4];
-    void *bufs[10] = {0};
+    void *bufs[16] = {0};
     int nb = 0, rc = SNUG_OK;
     void *ws = NULL, *state = NULL;
     for (int i = 0; i < n_in; i++) {
@@ -105,6 +142,8 @@ static int run_on(const sn_backend *b, const sn_kernel *k, const sn_node *n, int
         if (!pin[i])
             continue;
         din[i] = hin[i];
+        if (i < 32 && (k->host_in >> i & 1))
+            continue; /* the kernel reads it on the host */
         size_t nbytes = sn_tensor_nbytes(&hin[i]);
         if (!(din[i].data = bufs[nb++] = b->ops->buffer_alloc(b->ctx, nbytes, err))) {
             rc = SNUG_ERR_OOM;
@@ -118,6 +157,10 @@ static int run_on(const sn_backend *b, const sn_kernel *k, const sn_node *n, int
         if (!pout[i])
             continue;
         dout[i] = hout[i];
+        if (run_on_alias[i] > 0) { /* one buffer with that input (a shared KV cache) */
+            dout[i].data = din[run_on_alias[i] - 1].data;
+            continue;
+        }
         if (!(dout[i].data = bufs[nb++] = b->ops->buffer_alloc(b->ctx, sn_tensor_nbytes(&hout[i]), err))) {
             rc = SNUG_ERR_OOM;
             goto done;
@@ -145,18 +188,21 @@ done:
     return rc;
 }
 
-static int n_cases, n_schemas_seen;
-static const char *schemas_seen[64];
+int n_cases;
+static int n_schemas_seen;
+static const char *schemas_seen[128];
 
-static void note_schema(const char *op) {
+void note_schema(const char *op) {
     for (int i = 0; i < n_schemas_seen; i++)
         if (!strcmp(schemas_seen[i], op))
             return;
     schemas_seen[n_schemas_seen++] = op;
 }
 
-static void run_case(const sn_backend *cpu, const sn_backend *ocl, const tcase *tc) {
-    char what[160];
+/* One case: the node on the CPU and on OpenCL, outputs compared; refused:
+ * its data is bad (an index out of range), so both must fail alike. */
+static void run_case_as(const sn_backend *cpu, const sn_backend *ocl, const tcase *tc, bool refused) {
+    char what[320];
     snprintf(what, sizeof what, "%s %s [", tc->op, tc->attr ? tc->attr : "");
     for (int i = 0; i < tc->n_in; i++) {
         const tin *t = &tc->in[i];
@@ -167,7 +213,8 @@ static void run_case(const sn_backend *cpu, const sn_backend *ocl, const tcase *
         strcat(what, "(");
         for (int d = 0; d < t->rank; d++)
             snprintf(what + strlen(what), sizeof what - strlen(what), "%s%lld", d ? "," : "", (long long)t->dims[d]);
-        strcat(what, ") ");
+        snprintf(what + strlen(what), sizeof what - strlen(what), ")%s%s ", t->dtype == SN_F32 ? "" : ":",
+                 t->dtype == SN_F32 ? "" : sn_dtype_name(t->dtype));
     }
     strcat(what, "]");
     const sn_op_def *op = sn_op_find(tc->domain, tc->op, tc->opset);
@@ -199,7 +246,7 @@ static void run_case(const sn_backend *cpu, const sn_backend *ocl, const tcase *
         pin[i] = t->rank >= 0 ? &hin[i] : NULL;
         if (t->rank < 0)
             continue;
-        hin[i].dtype = t->fill == R_INDEX || t->fill == R_BYTES ? t->dtype : t->fill == R_BOOL ? SN_BOOL : SN_F32;
+        hin[i].dtype = t->dtype;
         memcpy(hin[i].dims, t->dims, sizeof t->dims);
         int64_t ne = sn_tensor_numel(&hin[i]);
         hin[i].data = malloc(sn_tensor_nbytes(&hin[i]) + 8);
@@ -208,16 +255,26 @@ static void run_case(const sn_backend *cpu, const sn_backend *ocl, const tcase *
                 ((float *)hin[i].data)[e] = frand(-2, 2);
             else if (t->fill == R_POSITIVE)
                 ((float *)hin[i].data)[e] = frand(0.25f, 4);
-            else if (t->fill == R_BOOL)
-                ((uint8_t *)hin[i].data)[e] = rnd() >> 63;
+            else if (t->fill == R_BOOL) /* now and then a true byte other than 1 */
+                ((uint8_t *)hin[i].data)[e] = rnd() >> 63 ? (rnd() % 8 ? 1 : (uint8_t)(rnd() >> 57) | 1) : 0;
             else if (t->fill == R_BYTES)
                 ((uint8_t *)hin[i].data)[e] = (uint8_t)(rnd() >> 56);
+            else if (t->fill == R_SPAN)
+                ((float *)hin[i].data)[e] = frand(-(float)t->range, (float)t->range);
+            else if (t->fill == R_SPECIAL)
+                ((float *)hin[i].data)[e] = special();
+            else if (t->fill == R_HALF)
+                ((uint16_t *)hin[i].data)[e] = (uint16_t)(rnd() >> 48);
             else {
-                int64_t v = (int64_t)(rnd() >> 33) % (2 * t->range) - t->range;
+                int64_t v = t->fill == R_VALUES ? t->vals[e]
+                          : t->fill == R_WIDE   ? (int64_t)rnd() >> (rnd() >> 58)
+                                                : (int64_t)(rnd() >> 33) % (2 * t->range) - t->range;
                 if (t->dtype == SN_I64)
                     ((int64_t *)hin[i].data)[e] = v;
-                else
+                else if (t->dtype == SN_I32)
                     ((int32_t *)hin[i].data)[e] = (int32_t)v;
+                else
+                    ((float *)hin[i].data)[e] = (float)v;
             }
         }
     }
@@ -248,6 +305,17 @@ static void run_case(const sn_backend *cpu, const sn_backend *ocl, const tcase *
     if (!ko) {
         fprintf(stderr, "FAIL %s: the OpenCL backend has no kernel\n", what);
         g_fails++;
+        goto done;
+    }
+    if (refused) {
+        int rc_cpu = run_on(cpu, kc, &n, tc->n_in, hin, tc->n_out, ocpu, &err);
+        int rc_ocl = run_on(ocl, ko, &n, tc->n_in, hin, tc->n_out, oocl, &err);
+        if (rc_cpu == SNUG_OK || rc_ocl != rc_cpu) {
+            fprintf(stderr, "FAIL %s: bad data gives %d on the CPU and %d (%s) on OpenCL\n", what, rc_cpu, rc_ocl,
+                    err.msg);
+            g_fails++;
+        }
+        n_cases++;
         goto done;
     }
     if (run_on(cpu, kc, &n, tc->n_in, hin, tc->n_out, ocpu, &err)) {
@@ -292,15 +360,35 @@ done:
             free(ocpu[i].data), free(oocl[i].data);
 }
 
+static void run_case(const sn_backend *cpu, const sn_backend *ocl, const tcase *tc) {
+    run_case_as(cpu, ocl, tc, false);
+}
+
 /* ---- the grid ----------------------------------------------------------------- */
 
 static const char *const k_binary[] = {"Add", "Sub", "Mul", "Div"};
-static const char *const k_unary[] = {"Neg", "Sqrt", "Reciprocal", "Exp", "Sigmoid", "Tanh", "Erf"};
+static const char *const k_unary[] = {"Neg", "Sqrt", "Reciprocal", "Exp", "Sigmoid", "Tanh", "Erf", "Abs",
+                                      "Relu", "Cos", "Sin", "Log", "Floor", "Ceil"};
+static const char *const k_unary_positive[] = {"Sqrt", "Reciprocal", "Log"};
+static const char *const k_unary_exact[] = {"Neg", "Abs", "Relu", "Floor", "Ceil"};
+static const char *const k_compare[] = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"};
+static const char *const k_logic[] = {"And", "Or", "Xor"};
+static const char *const k_reduce_ops[] = {"ReduceSum", "ReduceMean", "ReduceMax"};
+static const sn_dtype k_cast_types[] = {SN_F32, SN_F16, SN_I64, SN_I32, SN_BOOL};
+
+static bool in_list(const char *op, const char *const *list, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(op, list[i]))
+            return true;
+    return false;
+}
+#define IN_LIST(op, list) in_list(op, list, sizeof list / sizeof list[0])
 
 static const tin k_bin_shapes[][2] = {
     {T(1, 7), TP(1, 7)},          {T(2, 3, 5), TP(1, 5)},          {T(3, 2, 1, 4), TP(2, 3, 1)},
     {T(1, 1), TP(2, 2, 3)},       {T(2, 0, 3), TP(1, 3)},          {T(2, 33, 17), TP(2, 33, 17)},
     {T(4, 2, 3, 4, 5), TP(4, 1, 3, 1, 5)}, {T(0), TP(0)},           {T(3, 1, 65, 1), TP(2, 1, 7)},
+    {T(5, 2, 1, 3, 1, 4), TP(3, 3, 5, 1)},
 };
 static const tin k_un_shapes[] = {TP(1, 1), TP(1, 17), TP(2, 3, 65), TP(1, 0), TP(4, 2, 3, 4, 5), TP(0)};
 
@@ -359,15 +447,189 @@ static const tcase k_cases[] = {
     {"", "Concat", 13, 3, 1, {T(3, 2, 3, 4), T(3, 2, 1, 4), T(3, 2, 7, 4)}, true, "axis=1", 0},
     {"", "Concat", 13, 3, 1, {T(2, 3, 5), T(2, 3, 0), T(2, 3, 2)}, true, "axis=-1", 0},
     {"", "Concat", 13, 2, 1, {T(1, 0), T(1, 0)}, true, "axis=0", 0},
-    {"", "Gather", 13, 2, 1, {T(2, 10, 4), {SN_I64, 1, {3}, R_INDEX, 10}}, true, "axis=0", 0},
-    {"", "Gather", 13, 2, 1, {T(2, 10, 4), {SN_I64, 2, {2, 5}, R_INDEX, 10}}, true, NULL, 0},
-    {"", "Gather", 13, 2, 1, {T(3, 3, 7, 5), {SN_I32, 1, {4}, R_INDEX, 7}}, true, "axis=1", 0},
-    {"", "Gather", 13, 2, 1, {T(2, 6, 9), {SN_I64, 0, {0}, R_INDEX, 9}}, true, "axis=-1", 0},
-    {"", "Gather", 13, 2, 1, {T(2, 6, 9), {SN_I64, 1, {0}, R_INDEX, 6}}, true, NULL, 0},
-    {"", "Where", 16, 3, 1, {{SN_BOOL, 2, {3, 4}, R_BOOL, 0}, T(1, 4), T(2, 3, 1)}, true, NULL, 0},
-    {"", "Where", 16, 3, 1, {{SN_BOOL, 1, {5}, R_BOOL, 0}, T(3, 2, 3, 5), T(0)}, true, NULL, 0},
-    {"", "Where", 16, 3, 1, {{SN_BOOL, 2, {0, 2}, R_BOOL, 0}, T(1, 2), T(1, 2)}, true, NULL, 0},
+    {"", "Gather", 13, 2, 1, {T(2, 10, 4), {SN_I64, 1, {3}, R_INDEX, 10, NULL}}, true, "axis=0", 0},
+    {"", "Gather", 13, 2, 1, {T(2, 10, 4), {SN_I64, 2, {2, 5}, R_INDEX, 10, NULL}}, true, NULL, 0},
+    {"", "Gather", 13, 2, 1, {T(3, 3, 7, 5), {SN_I32, 1, {4}, R_INDEX, 7, NULL}}, true, "axis=1", 0},
+    {"", "Gather", 13, 2, 1, {T(2, 6, 9), {SN_I64, 0, {0}, R_INDEX, 9, NULL}}, true, "axis=-1", 0},
+    {"", "Gather", 13, 2, 1, {T(2, 6, 9), {SN_I64, 1, {0}, R_INDEX, 6, NULL}}, true, NULL, 0},
+    {"", "Where", 16, 3, 1, {{SN_BOOL, 2, {3, 4}, R_BOOL, 0, NULL}, T(1, 4), T(2, 3, 1)}, true, NULL, 0},
+    {"", "Where", 16, 3, 1, {{SN_BOOL, 1, {5}, R_BOOL, 0, NULL}, T(3, 2, 3, 5), T(0)}, true, NULL, 0},
+    {"", "Where", 16, 3, 1, {{SN_BOOL, 2, {0, 2}, R_BOOL, 0, NULL}, T(1, 2), T(1, 2)}, true, NULL, 0},
+    /* Pow: a base of either sign squared (a broadcast 2.0, as RMS norms have it) or cubed,
+     * exponents 2 and 3 along the last axis, a scalar exponent */
+    {"", "Pow", 15, 2, 1, {T(3, 2, 3, 17), TVF(2)}, false, NULL, 0},
+    {"", "Pow", 15, 2, 1, {T(2, 4, 6), TVF(3)}, false, NULL, 0},
+    {"", "Pow", 15, 2, 1, {T(2, 5, 2), TVF(2, 3)}, false, NULL, 0},
+    {"", "Pow", 15, 2, 1, {TP(2, 4, 9), {SN_F32, 0, {0}, R_VALUES, 0, (const int64_t[]){3}}}, false, NULL, 0},
+    /* Max, Min: one input, three and four broadcast */
+    {"", "Max", 13, 1, 1, {T(2, 3, 5)}, true, NULL, 0},
+    {"", "Min", 13, 1, 1, {T(2, 3, 5)}, true, NULL, 0},
+    {"", "Max", 13, 3, 1, {T(3, 2, 1, 5), T(2, 4, 1), T(1, 5)}, true, NULL, 0},
+    {"", "Min", 13, 4, 1, {T(1, 7), T(2, 3, 7), T(2, 3, 1), T(0)}, true, NULL, 0},
+    /* NaNs, infinities and signed zeros (R_SPECIAL) through Max, Min, comparisons, Abs, Relu */
+    {"", "Max", 13, 2, 1, {TX(2, 9, 40), TX(2, 9, 40)}, true, NULL, 0},
+    {"", "Min", 13, 2, 1, {TX(2, 9, 40), TX(1, 40)}, true, NULL, 0},
+    {"", "Equal", 13, 2, 1, {TX(2, 9, 40), TX(2, 9, 40)}, true, NULL, 0},
+    {"", "Less", 13, 2, 1, {TX(2, 9, 40), TX(1, 40)}, true, NULL, 0},
+    {"", "GreaterOrEqual", 16, 2, 1, {TX(2, 9, 40), TX(2, 9, 1)}, true, NULL, 0},
+    {"", "Abs", 13, 1, 1, {TX(2, 9, 40)}, true, NULL, 0},
+    {"", "Relu", 14, 1, 1, {TX(2, 9, 40)}, true, NULL, 0},
+    /* Cos, Sin over rotary angles (positions up to 8192) */
+    {"", "Cos", 7, 1, 1, {{SN_F32, 2, {3, 1000}, R_SPAN, 8192, NULL}}, false, NULL, 0},
+    {"", "Sin", 7, 1, 1, {{SN_F32, 2, {3, 1000}, R_SPAN, 8192, NULL}}, false, NULL, 0},
+    /* Slice (exact): steps past 1 and negative, clamped starts and ends (INT64_MAX as exports
+     * write it), no axes or steps, an empty result, a step past the dim, rank 5, elements of
+     * 8, 4, 2 and 1 bytes, opset 10, and opset 9's attributes */
+    {"", "Slice", 13, 5, 1, {T(3, 2, 3, 17), TV(1), TV(10), TV(2), TV(2)}, true, NULL, 0},
+    {"", "Slice", 13, 5, 1, {T(3, 2, 5, 7), TV(-1), TV(-100), TV(1), TV(-1)}, true, NULL, 0},
+    {"", "Slice", 13, 5, 1, {T(3, 2, 5, 7), TV(4, 6), TV(0, 1), TV(1, 2), TV(-2, -3)}, true, NULL, 0},
+    {"", "Slice", 13, 3, 1, {T(2, 5, 7), TV(-100, 2), TV(100, 9223372036854775807)}, true, NULL, 0},
+    {"", "Slice", 13, 4, 1, {T(2, 5, 7), TV(3), TV(1), TV(0)}, true, NULL, 0},
+    {"", "Slice", 13, 5, 1, {T(2, 5, 7), TV(-100), TV(-200), TV(1), TV(-1)}, true, NULL, 0},
+    {"", "Slice", 13, 5, 1, {T(4, 3, 4, 6, 8), TV(2, 1), TV(8, 3), TV(-1, 0), TV(3, 1)}, true, NULL, 0},
+    {"", "Slice", 13, 5, 1, {T(4, 3, 4, 6, 8), TV(0), TV(1), TV(1), TV(100)}, true, NULL, 0},
+    {"", "Slice", 13, 5, 1, {T(5, 2, 3, 4, 5, 6), TV(1, -1, 0), TV(3, 0, 6), TV(2, 3, 4), TV(1, -2, 2)}, true, NULL,
+     0},
+    {"", "Slice", 13, 5, 1, {T(2, 0, 5), TV(1), TV(4), TV(1), TV(1)}, true, NULL, 0},
+    {"", "Slice", 13, 5, 1, {TI(SN_I64, 1000, 2, 6, 9), TV(1), TV(8), TV(1), TV(3)}, true, NULL, 0},
+    {"", "Slice", 13, 4, 1, {TI(SN_I32, 1000, 2, 3, 9), TV(-3), TV(9), TV(-1)}, true, NULL, 0},
+    {"", "Slice", 13, 5, 1, {{SN_F16, 2, {6, 10}, R_HALF, 0, NULL}, TV(1, 9), TV(5, 0), TNONE, TV(2, -3)}, true,
+     NULL, 0},
+    {"", "Slice", 13, 5, 1, {TU8(3, 2, 5, 7), TV(4), TV(0), TV(2), TV(-1)}, true, NULL, 0},
+    {"", "Slice", 13, 4, 1, {TB(2, 4, 4), TV(-3), TV(4), TV(-1)}, true, NULL, 0},
+    {"", "Slice", 10, 5, 1, {T(2, 4, 6), TV(1), TV(-1), TV(1), TV(2)}, true, NULL, 0},
+    {"", "Slice", 9, 1, 1, {T(2, 4, 6)}, true, "starts=1,0;ends=3,100;axes=0,1", 0},
+    /* Expand (exact): numpy broadcast, a scalar, a shape of 1s shorter than x, rank 5, elements
+     * of 8, 2 and 1 bytes, an empty result, an attention mask */
+    {"", "Expand", 13, 2, 1, {T(3, 2, 3, 1), TV(2, 3, 4)}, true, NULL, 0},
+    {"", "Expand", 13, 2, 1, {T(1, 1), TV(5)}, true, NULL, 0},
+    {"", "Expand", 13, 2, 1, {T(0), TV(2, 3)}, true, NULL, 0},
+    {"", "Expand", 13, 2, 1, {T(3, 2, 1, 3), TV(2, 4, 3)}, true, NULL, 0},
+    {"", "Expand", 13, 2, 1, {T(2, 2, 3), TV(1, 1)}, true, NULL, 0},
+    {"", "Expand", 13, 2, 1, {T(2, 2, 3), TV(4, 1, 1)}, true, NULL, 0},
+    {"", "Expand", 13, 2, 1, {TI(SN_I64, 50, 2, 1, 4), TV(3, 2, 2, 5, 4)}, true, NULL, 0},
+    {"", "Expand", 13, 2, 1, {{SN_F16, 1, {5}, R_HALF, 0, NULL}, TV(2, 1, 5)}, true, NULL, 0},
+    {"", "Expand", 13, 2, 1, {TU8(2, 3, 1), TV(3, 7)}, true, NULL, 0},
+    {"", "Expand", 13, 2, 1, {TB(4, 1, 1, 1, 9), TV(1, 1, 9, 9)}, true, NULL, 0},
+    {"", "Expand", 13, 2, 1, {T(2, 0, 1), TV(0, 4)}, true, NULL, 0},
+    /* Not */
+    {"", "Not", 1, 1, 1, {TB(3, 2, 3, 65)}, true, NULL, 0},
+    {"", "Not", 1, 1, 1, {TB(0)}, true, NULL, 0},
+    {"", "Not", 1, 1, 1, {TB(1, 0)}, true, NULL, 0},
+    /* LayerNormalization (opset 17, and ORT's before it): the last axis, SmolLM2's width, the
+     * last two axes, no bias, one value of scale and bias, no rows, rank 1 */
+    {"", "LayerNormalization", 17, 3, 1, {T(3, 2, 3, 17), T(1, 17), T(1, 17)}, false, NULL, 0},
+    {"", "LayerNormalization", 17, 3, 1, {T(2, 4, 576), T(1, 576), T(1, 576)}, false, "epsilon=f:1e-6", 0},
+    {"", "LayerNormalization", 17, 3, 1, {T(3, 2, 3, 5), T(2, 3, 5), T(2, 3, 5)}, false, "axis=1", 0},
+    {"", "LayerNormalization", 17, 2, 1, {T(2, 3, 9), T(1, 9)}, false, NULL, 0},
+    {"", "LayerNormalization", 17, 3, 1, {T(2, 3, 9), T(1, 1), T(1, 1)}, false, NULL, 0},
+    {"", "LayerNormalization", 17, 3, 1, {T(2, 0, 8), T(1, 8), T(1, 8)}, false, NULL, 0},
+    {"", "LayerNormalization", 17, 3, 1, {T(1, 200), T(1, 200), T(1, 200)}, false, NULL, 0},
+    {"", "LayerNormalization", 16, 3, 1, {T(2, 3, 17), T(1, 17), T(1, 17)}, false, NULL, 0},
+    /* SkipLayerNormalization: beta and bias with the sum output, skip rows broadcast, neither,
+     * bias without beta, SmolLM2's width */
+    {"com.microsoft", "SkipLayerNormalization", 1, 5, 4, {T(3, 2, 3, 33), T(3, 2, 3, 33), T(1, 33), T(1, 33), T(1, 33)},
+     false, NULL, 6},
+    {"com.microsoft", "SkipLayerNormalization", 1, 4, 1, {T(3, 2, 3, 33), T(2, 3, 33), T(1, 33), T(1, 33)}, false,
+     "epsilon=f:1e-5", 0},
+    {"com.microsoft", "SkipLayerNormalization", 1, 3, 1, {T(2, 5, 16), T(2, 5, 16), T(1, 16)}, false, NULL, 0},
+    {"com.microsoft", "SkipLayerNormalization", 1, 5, 4,
+     {T(3, 1, 3, 129), T(3, 1, 3, 129), T(1, 129), TNONE, T(1, 129)}, false, NULL, 6},
+    {"com.microsoft", "SkipLayerNormalization", 1, 4, 1, {T(3, 2, 4, 576), T(3, 2, 4, 576), T(1, 576), T(1, 576)},
+     false, "epsilon=f:1e-5", 0},
+    /* Gemm: plain, C along N, both transposed with C along M, alpha and beta with a scalar C,
+     * beta 0, a decode row through a transposed weight, a full C, no rows, no inner size */
+    {"", "Gemm", 13, 2, 1, {T(2, 3, 5), T(2, 5, 7)}, false, NULL, 0},
+    {"", "Gemm", 13, 3, 1, {T(2, 17, 33), T(2, 33, 19), T(1, 19)}, false, NULL, 0},
+    {"", "Gemm", 13, 3, 1, {T(2, 5, 17), T(2, 19, 5), T(2, 17, 1)}, false, "transA=1;transB=1", 0},
+    {"", "Gemm", 13, 3, 1, {T(2, 33, 47), T(2, 65, 47), T(0)}, false, "transB=1;alpha=f:0.5;beta=f:2", 0},
+    {"", "Gemm", 13, 3, 1, {T(2, 6, 4), T(2, 4, 3), T(2, 6, 3)}, false, "beta=f:0", 0},
+    {"", "Gemm", 13, 3, 1, {T(2, 1, 576), T(2, 1536, 576), T(1, 1536)}, false, "transB=1", 0},
+    {"", "Gemm", 13, 3, 1, {T(2, 64, 64), T(2, 64, 64), T(2, 64, 64)}, false, "transA=1", 0},
+    {"", "Gemm", 13, 3, 1, {T(2, 0, 4), T(2, 4, 3), T(1, 3)}, false, NULL, 0},
+    {"", "Gemm", 13, 3, 1, {T(2, 3, 0), T(2, 0, 4), T(2, 1, 4)}, false, NULL, 0},
 };
+
+/* Reductions: x, its axes (n -1: none given, 0: an empty axes input), keepdims,
+ * noop_with_empty_axes; empty: reductions of no elements (Mean's NaN left out). */
+typedef struct rspec {
+    tin x;
+    int n;
+    int64_t axes[3];
+    int keep, noop;
+    bool empty;
+} rspec;
+
+static const rspec k_reduce[] = {
+    {T(3, 2, 3, 17), 1, {-1}, 1, 0, false},      /* rows: the last axis */
+    {T(3, 2, 64, 576), 1, {2}, 1, 0, false},     /* SmolLM2's hidden rows */
+    {T(3, 2, 1, 1000), 1, {-1}, 0, 0, false},    /* a long row */
+    {T(3, 2, 3, 17), 1, {1}, 1, 0, false},       /* columns: the innermost dim kept */
+    {T(3, 2, 300, 3), 1, {0}, 0, 0, false},      /* long columns */
+    {T(3, 2, 3, 17), 2, {0, 2}, 0, 0, false},    /* reduced, kept, reduced */
+    {T(4, 4, 1, 5, 7), 2, {1, 2}, 1, 0, false},  /* a dim of 1 merged away */
+    {T(5, 3, 4, 5, 2, 7), 3, {0, 2, 4}, 0, 0, false}, /* rank 5, alternating */
+    {T(5, 3, 4, 5, 2, 7), 2, {-1, -2}, 1, 0, false},
+    {T(3, 2, 2, 5), -1, {0}, 0, 0, false},       /* no axes: all */
+    {T(0), -1, {0}, 1, 0, false},                /* a scalar */
+    {T(3, 2, 3, 0), 1, {1}, 1, 0, false},        /* nothing out */
+    {T(3, 2, 0, 3), 1, {1}, 1, 0, true},         /* empty reductions: 0, -inf */
+    {T(3, 2, 3, 4), 0, {0}, 1, 1, false},        /* empty axes with noop: a copy */
+    {T(3, 2, 3, 4), 0, {0}, 0, 0, false},        /* empty axes: all */
+};
+
+/* Each reduction as the attribute gives its axes (opset 13, ReduceSum 11) and as input 1
+ * does (opset 18, ReduceSum 13). */
+static void run_reduce_cases(const sn_backend *cpu, const sn_backend *ocl) {
+    for (size_t o = 0; o < sizeof k_reduce_ops / sizeof k_reduce_ops[0]; o++)
+        for (size_t i = 0; i < sizeof k_reduce / sizeof k_reduce[0]; i++)
+            for (int from_input = 0; from_input < 2; from_input++) {
+                const rspec *r = &k_reduce[i];
+                bool sum = o == 0, mean = o == 1;
+                if ((!from_input && r->n == 0) || (mean && r->empty))
+                    continue;
+                char attr[96];
+                int at = snprintf(attr, sizeof attr, "keepdims=%d", r->keep);
+                if (r->noop)
+                    at += snprintf(attr + at, sizeof attr - (size_t)at, ";noop_with_empty_axes=1");
+                tcase tc = {"", k_reduce_ops[o], from_input ? (sum ? 13 : 18) : (sum ? 11 : 13), 1, 1, {r->x},
+                            o == 2, attr, 0};
+                if (from_input && r->n >= 0) {
+                    tin ax = {SN_I64, 1, {r->n}, R_VALUES, 0, r->axes};
+                    tc.in[1] = ax;
+                    tc.n_in = 2;
+                } else if (r->n > 0) {
+                    at += snprintf(attr + at, sizeof attr - (size_t)at, ";axes=[");
+                    for (int a = 0; a < r->n; a++)
+                        at += snprintf(attr + at, sizeof attr - (size_t)at, "%s%lld", a ? "," : "",
+                                       (long long)r->axes[a]);
+                    snprintf(attr + at, sizeof attr - (size_t)at, "]");
+                }
+                run_case(cpu, ocl, &tc);
+            }
+}
+
+/* Cast between every pair (itself too) of float32, float16, int64, int32 and bool, from values
+ * where conversions differ: NaN, infinities, huge and tiny (R_SPECIAL), any float16 bits, int64
+ * and int32 of any magnitude. */
+static void run_cast_cases(const sn_backend *cpu, const sn_backend *ocl) {
+    static const tin shapes[] = {T(3, 3, 7, 33), T(0), T(2, 2, 0)};
+    size_t nt = sizeof k_cast_types / sizeof k_cast_types[0];
+    for (size_t f = 0; f < nt; f++)
+        for (size_t t = 0; t < nt; t++)
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+                sn_dtype from = k_cast_types[f];
+                char attr[16];
+                snprintf(attr, sizeof attr, "to=%d", (int)k_cast_types[t]);
+                tcase tc = {"", "Cast", 13, 1, 1, {shapes[s]}, true, attr, 0};
+                tc.in[0].dtype = from;
+                tc.in[0].fill = from == SN_F32   ? R_SPECIAL
+                                : from == SN_F16 ? R_HALF
+                                : from == SN_BOOL ? R_BOOL
+                                                  : R_WIDE;
+                run_case(cpu, ocl, &tc);
+            }
+}
 
 static void run_grid(const sn_backend *cpu, const sn_backend *ocl) {
     for (size_t o = 0; o < sizeof k_binary / sizeof k_binary[0]; o++)
@@ -375,15 +637,48 @@ static void run_grid(const sn_backend *cpu, const sn_backend *ocl) {
             tcase tc = {"", k_binary[o], 14, 2, 1, {k_bin_shapes[s][0], k_bin_shapes[s][1]}, false, NULL, 0};
             run_case(cpu, ocl, &tc);
         }
+    for (size_t s = 0; s < sizeof k_bin_shapes / sizeof k_bin_shapes[0]; s++) {
+        /* Pow: positive bases, exponents of either sign; Max, Min: exact, as comparisons are */
+        tcase pow = {"", "Pow", 15, 2, 1, {k_bin_shapes[s][0], k_bin_shapes[s][1]}, false, NULL, 0};
+        pow.in[0].fill = R_POSITIVE, pow.in[1].fill = R_SIGNED;
+        run_case(cpu, ocl, &pow);
+        for (int m = 0; m < 2; m++) {
+            tcase tc = {"", m ? "Min" : "Max", 13, 2, 1, {k_bin_shapes[s][0], k_bin_shapes[s][1]}, true, NULL, 0};
+            run_case(cpu, ocl, &tc);
+        }
+        /* comparisons of small integers (so some are equal) as float32 and int64; logic on bool */
+        for (size_t o = 0; o < sizeof k_compare / sizeof k_compare[0]; o++)
+            for (int i64 = 0; i64 < 2; i64++) {
+                tcase tc = {"", k_compare[o], 16, 2, 1, {k_bin_shapes[s][0], k_bin_shapes[s][1]}, true, NULL, 0};
+                for (int i = 0; i < 2; i++)
+                    tc.in[i].dtype = i64 ? SN_I64 : SN_F32, tc.in[i].fill = R_INDEX, tc.in[i].range = 3;
+                run_case(cpu, ocl, &tc);
+            }
+        for (size_t o = 0; o < sizeof k_logic / sizeof k_logic[0]; o++) {
+            tcase tc = {"", k_logic[o], 7, 2, 1, {k_bin_shapes[s][0], k_bin_shapes[s][1]}, true, NULL, 0};
+            for (int i = 0; i < 2; i++)
+                tc.in[i].dtype = SN_BOOL, tc.in[i].fill = R_BOOL;
+            run_case(cpu, ocl, &tc);
+        }
+    }
     for (size_t o = 0; o < sizeof k_unary / sizeof k_unary[0]; o++)
         for (size_t s = 0; s < sizeof k_un_shapes / sizeof k_un_shapes[0]; s++) {
-            tcase tc = {"", k_unary[o], 13, 1, 1, {k_un_shapes[s]}, !strcmp(k_unary[o], "Neg"), NULL, 0};
-            if (strcmp(k_unary[o], "Sqrt") && strcmp(k_unary[o], "Reciprocal"))
+            tcase tc = {"", k_unary[o], 13, 1, 1, {k_un_shapes[s]}, IN_LIST(k_unary[o], k_unary_exact), NULL, 0};
+            if (!IN_LIST(k_unary[o], k_unary_positive))
                 tc.in[0].fill = R_SIGNED;
             run_case(cpu, ocl, &tc);
         }
+    run_reduce_cases(cpu, ocl);
+    run_cast_cases(cpu, ocl);
     for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++)
         run_case(cpu, ocl, &k_cases[i]);
+    /* indices out of range: an error on the device too (its status word), not zeros */
+    const tcase refused[] = {
+        {"", "Gather", 13, 2, 1, {T(2, 10, 4), TV(3, 10, 1)}, true, "axis=0", 0},
+        {"", "Gather", 13, 2, 1, {T(2, 6, 9), TV(-10)}, true, "axis=-1", 0},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+        run_case_as(cpu, ocl, &refused[i], true);
 }
 
 /* ---- the backend itself --------------------------------------------------------- */
@@ -459,6 +754,7 @@ int main(void) {
     CHECK(sn_backend_new("cpu", &cpu, &err) == SNUG_OK);
     check_backend(&ocl);
     run_grid(&cpu, &ocl);
+    g_fails += run_attention_cases(&cpu, &ocl);
     printf("test_backend_ops: %d schemas, %d shape cases, OpenCL against the CPU\n", n_schemas_seen, n_cases);
     sn_backend_free(&ocl);
     sn_backend_free(&cpu);

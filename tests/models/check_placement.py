@@ -15,7 +15,18 @@ docs/placement.md describes:
   snug.strict_layer_assignment=1, while the same rules match on optimum;
 - annotation rules (session.layer_assignment_settings) on a copy of the
   tiny model whose nodes carry layer_ann metadata: coverage per rule, and
-  the nodes land where the rules say.
+  the nodes land where the rules say;
+- weights streamed to the device (--overflow stream): SmolLM2 optimum with
+  the device's budget a third of its weights there: every layer placed,
+  snug plan within the budget with most layers' weights streamed through a
+  ring, snug bench's measured peak within it and the streamed bytes per
+  token the plan's, the host's 16 greedy ids; a budget below what must stay
+  resident is an error that says the minimum;
+- layers from the structure alone: a copy of SmolLM2 optimum with every
+  node, value and initializer name gone (the graph's inputs and outputs
+  kept) has the same 30 layers, found from its repeated blocks of weights,
+  with all but a few nodes in the layer their names give, and -ngl 7
+  places 7 layers on it too.
 
 Exit 77 (skipped) without an OpenCL device.
 
@@ -163,6 +174,88 @@ def annotation_rules(a, fails):
             fails.append(f"both rule keys: wanted an error: {r.stderr[-300:]}")
 
 
+def device_stream(a, fails):
+    fx = "smollm2-135m/optimum"
+    d = os.path.join(a.models, fx)
+    model = os.path.join(d, "model.onnx")
+    full, r = plan_json(a.snug, model, "-ngl", "all")
+    if not full:
+        fails.append(f"stream: {fx}: plan failed: {r.stderr[-300:]}")
+        return
+    budget = full["devices"][1]["weights"] // 3
+    mem = ("--mem", f"gpu={budget}", "--overflow", "stream")
+    p, r = plan_json(a.snug, model, *mem)
+    dv = p and p["devices"][1]
+    if not p or dv["total"] > budget or dv["layers"] != 31 or dv["stream"]["layers"] < 20:
+        fails.append(f"stream: {fx} at {budget} bytes: plan {dv and {k: dv[k] for k in ('total', 'layers', 'stream')}} "
+                     f"{r.stderr[-300:]}")
+        return
+    r = run([a.snug, "bench", model, *mem, "--device", "opencl", "--prompt", "8", "--gen", "4", "--rounds", "1",
+             "--warmup", "0", "--ctx", CTX, "--json"])
+    try:
+        bd = json.loads(r.stdout)["device"]
+    except (ValueError, KeyError):
+        fails.append(f"stream: {fx}: bench gave no device figures: {r.stderr[-400:]}")
+        return
+    if bd["peak_bytes"] > budget or bd["stream_layers"] != dv["stream"]["layers"] or \
+            bd["streamed_bytes_per_token"] != dv["stream"]["per_run"] or not bd["copy_bound_tok_s"]:
+        fails.append(f"stream: {fx}: bench {bd} against the plan's {dv['stream']} and a budget of {budget}")
+    host, rh = ids(a.snug, d)
+    dev, rd = ids(a.snug, d, "--device", "opencl", *mem)
+    if not host or host != dev:
+        fails.append(f"stream: {fx}: greedy ids {dev} vs the host's {host}: {rd.stderr[-300:]}")
+    print(f"stream: {fx} at a third of its device weights ({budget} bytes): {dv['stream']['layers']} layers' weights "
+          f"through a {dv['stream']['ring']}-byte ring, {dv['stream']['per_run']} bytes per token; plan "
+          f"{dv['total']}, bench peak {bd['peak_bytes']}; copy bound {bd['copy_bound_tok_s']:.2f} tok/s, decode at "
+          f"{100 * bd['of_copy_bound']:.0f}% of it; 16 greedy ids {'equal' if host == dev else 'DIFFER'}")
+    r = run([a.snug, "plan", model, "--ctx", CTX, "--device", "opencl", "--mem", f"gpu={budget // 4}", "--overflow",
+             "stream"])
+    if r.returncode == 0 or "needs at least" not in r.stderr or "streaming weights to opencl" not in r.stderr:
+        fails.append(f"stream: a budget below the minimum: wanted an error saying it, got rc {r.returncode}: "
+                     f"{r.stderr[-300:]}")
+
+
+def structure_layers(a, fails):
+    named = os.path.join(a.models, "smollm2-135m/optimum/model.onnx")
+    m = onnx.load(named)
+    g = m.graph
+    keep = {v.name for v in list(g.input) + list(g.output)}
+    ren = {}
+
+    def bare(name):
+        if name and name not in keep:
+            name = ren.setdefault(name, f"t{len(ren)}")
+        return name
+    for n in g.node:
+        n.name = ""
+        n.input[:] = [bare(x) for x in n.input]
+        n.output[:] = [bare(x) for x in n.output]
+    for t in g.initializer:
+        t.name = bare(t.name)
+    for v in g.value_info:
+        v.name = bare(v.name)
+    with tempfile.TemporaryDirectory() as t:
+        path = os.path.join(t, "model.onnx")
+        onnx.save(m, path)
+        del m
+        pb, r = plan_json(a.snug, path, "-ngl", "7")
+        pn, rn = plan_json(a.snug, named)
+    if not pb or not pn:
+        fails.append(f"names stripped: plan failed: {(r.stderr + rn.stderr)[-400:]}")
+        return
+    lb, ln = [n["layer"] for n in pb["nodes"]], [n["layer"] for n in pn["nodes"]]
+    same = sum(x == y for x, y in zip(lb, ln))
+    lay = pb["layers"]
+    if lay["count"] != pn["layers"]["count"] or lay["nodes_named"] or lay["nodes_from_value_names"] or \
+            not lay["nodes_from_structure"] or len(lb) != len(ln) or same < 0.99 * len(ln):
+        fails.append(f"names stripped: layers {lay} vs named {pn['layers']}, {same} of {len(ln)} nodes alike")
+    if pb["devices"][1]["layers"] != 7:
+        fails.append(f"names stripped: -ngl 7 placed {pb['devices'][1]['layers']} layers")
+    print(f"names stripped: {lay['count']} layers from the structure ({lay['nodes_from_structure']} nodes read "
+          f"weights of a block), {same} of {len(ln)} nodes in the layer their names give; -ngl 7 places "
+          f"{pb['devices'][1]['layers']}")
+
+
 def main() -> int:
     a, _ = fixture_args(__doc__)
     probe = run([a.snug, "run", os.path.join(a.models, "tiny/genai-fp32/model.onnx"), "--device", "opencl"])
@@ -175,6 +268,8 @@ def main() -> int:
         sweep(a, fx, fails)
     name_rules(a, fails)
     annotation_rules(a, fails)
+    structure_layers(a, fails)
+    device_stream(a, fails)
     return report("placement", fails)
 
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "exec/session.h"
+#include "graph/layers.h"
 #include "genai/kvloop.h"
 #include "ops/op.h"
 #include "plan/estimate.h"
@@ -28,6 +29,54 @@ static int fails;
 #define MODEL "../shared/fixtures/stories260K/stories260K_kv.onnx"
 
 static int64_t g_ids[5] = {1, 403, 407, 261, 378}; /* a prompt; 432 follows it greedily */
+
+/* Layers from the structure alone: with every node and value name gone (an
+ * export that keeps none), the repeated blocks of weights give the same 5
+ * layers, each node reading a weight in the layer its name gave, and the
+ * others within one layer of it (the boundary may fall a few weightless
+ * nodes earlier: a norm's reduction before its weight). */
+static void check_layers_unnamed(sn_session *s) {
+    sn_graph *g = s->graph;
+    int nn = g->n_nodes, nv = g->n_values;
+    int *named = malloc(sizeof *named * (size_t)nn);
+    const sn_pnode **keep = malloc(sizeof *keep * (size_t)nn);
+    sn_pnode *bare = malloc(sizeof *bare * (size_t)nn);
+    const char **vnames = malloc(sizeof *vnames * (size_t)nv);
+    for (int i = 0; i < nn; i++) {
+        named[i] = g->nodes[i].layer;
+        keep[i] = g->nodes[i].p;
+        bare[i] = *keep[i];
+        bare[i].name = "";
+        g->nodes[i].p = &bare[i];
+    }
+    for (int v = 0; v < nv; v++) {
+        vnames[v] = g->values[v].name;
+        if (!(g->values[v].flags & (SN_VAL_INPUT | SN_VAL_OUTPUT)))
+            g->values[v].name = "";
+    }
+    sn_layer_info li;
+    sn_err err = {0};
+    CHECK(sn_layers_discover(g, &li, &err) == SNUG_OK);
+    CHECK(li.n_layers == s->layers.n_layers && li.n_named == 0 && li.n_valname == 0 && li.n_struct > 0);
+    int weight_same = 0, weights = 0, near = 0;
+    for (int i = 0; i < nn; i++) {
+        bool w = false;
+        for (int k = 0; k < g->nodes[i].n_in; k++)
+            w |= g->nodes[i].in[k] >= 0 && (g->values[g->nodes[i].in[k]].flags & SN_VAL_INIT);
+        if (w && named[i] >= 0 && named[i] < li.n_layers)
+            weights++, weight_same += g->nodes[i].layer == named[i];
+        near += abs(g->nodes[i].layer - named[i]) <= 1;
+    }
+    CHECK(weights > 0 && weight_same == weights && near == nn);
+    for (int i = 0; i < nn; i++)
+        g->nodes[i].p = keep[i];
+    for (int v = 0; v < nv; v++)
+        g->values[v].name = vnames[v];
+    CHECK(sn_layers_discover(g, &li, &err) == SNUG_OK && li.n_struct == 0);
+    for (int i = 0; i < nn; i++)
+        CHECK(g->nodes[i].layer == named[i]);
+    free(named), free(keep), free(bare), free(vnames);
+}
 
 /* The model: its info, inputs with symbolic dims, nodes and layers, against
  * the session's graph. */
@@ -400,6 +449,7 @@ int main(void) {
     CHECK(strstr(snug_session_error(ps), "no plan") != NULL);
     check_model(m, (const sn_session *)ps);
     check_model(snug_session_model(ps), (const sn_session *)ps);
+    check_layers_unnamed((sn_session *)ps);
     snug_model_free((snug_model *)snug_session_model(ps)); /* the session's: left alone */
     snug_model_free(m);
     check_values(ps, dir);

@@ -6,46 +6,21 @@
  * or synchronize does, on the same in-order queue. */
 #include <string.h>
 
-#include "backends/opencl/opencl.h"
+#include "backends/opencl/kit.h"
 
-#define SN_CL_RANK 8 /* the device kernels' sn_shape */
-
-/* kernels.cl's sn_shape: same fields, same order, 64-bit each. */
-typedef struct ocl_shape {
-    cl_long rank, n;
-    cl_long dims[SN_CL_RANK];
-    cl_long s[3][SN_CL_RANK];
-} ocl_shape;
-
-static int64_t numel(const sn_tensor *t) {
+int64_t sn_cl_numel(const sn_tensor *t) {
     int64_t n = 1;
     for (int d = 0; d < t->rank; d++)
         n *= t->dims[d];
     return n;
 }
 
-/* ---- one kernel call: its arguments, then the enqueue -------------------------- */
-
-typedef struct ocl_call {
-    const sn_kctx *c;
-    sn_cl_ctx *ctx; /* of the first buffer */
-    int n;
-    struct {
-        size_t size;
-        const void *p;
-    } arg[24];
-    cl_mem mem[8];
-    cl_ulong off[8];
-    int n_mem;
-    int rc; /* the first failure */
-} ocl_call;
-
-static void arg_val(ocl_call *k, const void *p, size_t size) { k->arg[k->n].size = size, k->arg[k->n++].p = p; }
+void sn_cl_arg_val(sn_cl_call *k, const void *p, size_t size) { k->arg[k->n].size = size, k->arg[k->n++].p = p; }
 
 /* Two arguments: t's buffer and its byte offset in it. An absent or empty
  * tensor may stand in with `like`'s buffer (a kernel told not to read it). */
-static void arg_buf(ocl_call *k, const sn_tensor *t, const sn_tensor *like) {
-    if (!t || numel(t) == 0)
+void sn_cl_arg_buf(sn_cl_call *k, const sn_tensor *t, const sn_tensor *like) {
+    if (!t || sn_cl_numel(t) == 0)
         t = like;
     size_t bytes = sn_tensor_nbytes(t), off;
     sn_cl_ctx *owner;
@@ -60,13 +35,19 @@ static void arg_buf(ocl_call *k, const sn_tensor *t, const sn_tensor *like) {
                          k->ctx->name, owner->name);
     k->ctx = k->ctx ? k->ctx : owner;
     k->off[m] = off;
-    arg_val(k, &k->mem[m], sizeof(cl_mem));
-    arg_val(k, &k->off[m], sizeof(cl_ulong));
+    sn_cl_arg_val(k, &k->mem[m], sizeof(cl_mem));
+    sn_cl_arg_val(k, &k->off[m], sizeof(cl_ulong));
 }
 
 /* Enqueues kernel `which` over global (rounded up to whole groups of local;
  * local NULL: the device's choice). */
-static int enqueue(ocl_call *k, int which, cl_uint dims, const size_t *global, const size_t *local) {
+void sn_cl_arg_status(sn_cl_call *k) {
+    if (!k->ctx && !k->rc)
+        k->rc = sn_kfail(k->c->err, k->c->node, SNUG_ERR_INTERNAL, "opencl: a status argument before any buffer");
+    sn_cl_arg_val(k, k->ctx ? &k->ctx->status : NULL, sizeof(cl_mem));
+}
+
+int sn_cl_enqueue(sn_cl_call *k, int which, cl_uint dims, const size_t *global, const size_t *local) {
     if (k->rc)
         return k->rc;
     sn_cl_ctx *ctx = k->ctx;
@@ -94,7 +75,7 @@ static int enqueue(ocl_call *k, int which, cl_uint dims, const size_t *global, c
 
 /* Every present input in mask f32_in and every present output is fp32, and
  * ranks fit the device's sn_shape. */
-static int check_f32(sn_prep_ctx *c, unsigned f32_in) {
+int sn_cl_check_f32(sn_prep_ctx *c, unsigned f32_in) {
     for (int i = 0; i < c->n_in; i++)
         if (c->in[i] && (c->in[i]->rank > SN_CL_RANK || ((f32_in >> i & 1) && c->in[i]->dtype != SN_F32)))
             return sn_kfail(c->err, c->node, SNUG_ERR_UNSUPPORTED, "opencl: input %d must be float32 of rank <= %d", i,
@@ -106,11 +87,11 @@ static int check_f32(sn_prep_ctx *c, unsigned f32_in) {
     return SNUG_OK;
 }
 
-static int prep_f32(sn_prep_ctx *c) { return check_f32(c, ~0u); }
+int sn_cl_prep_f32(sn_prep_ctx *c) { return sn_cl_check_f32(c, ~0u); }
 
 /* Strides of t (elements) as seen from y's dims, right-aligned, 0 along
  * broadcast dims. */
-static void bcast_strides(const sn_tensor *t, const sn_tensor *y, cl_long *s) {
+void sn_cl_bcast_strides(const sn_tensor *t, const sn_tensor *y, cl_long *s) {
     int64_t st = 1;
     for (int d = y->rank - 1, e = t->rank - 1; d >= 0; d--, e--) {
         int64_t n = e >= 0 ? t->dims[e] : 1;
@@ -119,10 +100,10 @@ static void bcast_strides(const sn_tensor *t, const sn_tensor *y, cl_long *s) {
     }
 }
 
-static ocl_shape shape_of(const sn_tensor *y) {
-    ocl_shape s;
+sn_cl_shape sn_cl_shape_of(const sn_tensor *y) {
+    sn_cl_shape s;
     memset(&s, 0, sizeof s);
-    s.rank = y->rank, s.n = numel(y);
+    s.rank = y->rank, s.n = sn_cl_numel(y);
     for (int d = 0; d < y->rank; d++)
         s.dims[d] = y->dims[d];
     return s;
@@ -130,38 +111,38 @@ static ocl_shape shape_of(const sn_tensor *y) {
 
 /* ---- element-wise ---------------------------------------------------------------- */
 
-static int run_binary(sn_kctx *c, int which) {
+int sn_cl_run_binary(sn_kctx *c, int which) {
     const sn_tensor *a = c->in[0], *b = c->in[1];
     sn_tensor *y = c->out[0];
-    ocl_shape s = shape_of(y);
+    sn_cl_shape s = sn_cl_shape_of(y);
     if (!s.n)
         return SNUG_OK;
-    bcast_strides(a, y, s.s[0]);
-    bcast_strides(b, y, s.s[1]);
-    ocl_call k = {.c = c};
-    arg_buf(&k, a, y);
-    arg_buf(&k, b, y);
-    arg_buf(&k, y, y);
-    arg_val(&k, &s, sizeof s);
+    sn_cl_bcast_strides(a, y, s.s[0]);
+    sn_cl_bcast_strides(b, y, s.s[1]);
+    sn_cl_call k = {.c = c};
+    sn_cl_arg_buf(&k, a, y);
+    sn_cl_arg_buf(&k, b, y);
+    sn_cl_arg_buf(&k, y, y);
+    sn_cl_arg_val(&k, &s, sizeof s);
     size_t g = (size_t)s.n, l = 64;
-    return enqueue(&k, which, 1, &g, &l);
+    return sn_cl_enqueue(&k, which, 1, &g, &l);
 }
 
-static int run_unary(sn_kctx *c, int which) {
+int sn_cl_run_unary(sn_kctx *c, int which) {
     sn_tensor *y = c->out[0];
-    cl_long n = numel(y);
-    ocl_call k = {.c = c};
+    cl_long n = sn_cl_numel(y);
+    sn_cl_call k = {.c = c};
     if (!n)
         return SNUG_OK;
-    arg_buf(&k, c->in[0], y);
-    arg_buf(&k, y, y);
-    arg_val(&k, &n, sizeof n);
+    sn_cl_arg_buf(&k, c->in[0], y);
+    sn_cl_arg_buf(&k, y, y);
+    sn_cl_arg_val(&k, &n, sizeof n);
     size_t g = (size_t)n, l = 64;
-    return enqueue(&k, which, 1, &g, &l);
+    return sn_cl_enqueue(&k, which, 1, &g, &l);
 }
 
 #define SN_CL_RUN(op, kind)                                                              \
-    static int run_##op(sn_kctx *c) { return run_##kind(c, SN_CLK_##op); }
+    static int run_##op(sn_kctx *c) { return sn_cl_run_##kind(c, SN_CLK_##op); }
 SN_CL_RUN(add, binary)
 SN_CL_RUN(sub, binary)
 SN_CL_RUN(mul, binary)
@@ -177,45 +158,45 @@ SN_CL_RUN(erf_, unary)
 static int prep_where(sn_prep_ctx *c) {
     if (c->in[0]->dtype != SN_BOOL)
         return sn_kfail(c->err, c->node, SNUG_ERR_UNSUPPORTED, "opencl: the condition must be bool");
-    return check_f32(c, 6u);
+    return sn_cl_check_f32(c, 6u);
 }
 
 static int run_where(sn_kctx *c) {
     sn_tensor *y = c->out[0];
-    ocl_shape s = shape_of(y);
+    sn_cl_shape s = sn_cl_shape_of(y);
     if (!s.n)
         return SNUG_OK;
-    bcast_strides(c->in[1], y, s.s[0]);
-    bcast_strides(c->in[2], y, s.s[1]);
-    bcast_strides(c->in[0], y, s.s[2]);
-    ocl_call k = {.c = c};
+    sn_cl_bcast_strides(c->in[1], y, s.s[0]);
+    sn_cl_bcast_strides(c->in[2], y, s.s[1]);
+    sn_cl_bcast_strides(c->in[0], y, s.s[2]);
+    sn_cl_call k = {.c = c};
     for (int i = 0; i < 3; i++)
-        arg_buf(&k, c->in[i], y);
-    arg_buf(&k, y, y);
-    arg_val(&k, &s, sizeof s);
+        sn_cl_arg_buf(&k, c->in[i], y);
+    sn_cl_arg_buf(&k, y, y);
+    sn_cl_arg_val(&k, &s, sizeof s);
     size_t g = (size_t)s.n, l = 64;
-    return enqueue(&k, SN_CLK_where_, 1, &g, &l);
+    return sn_cl_enqueue(&k, SN_CLK_where_, 1, &g, &l);
 }
 
 /* ---- rows: Softmax, RMS normalization ------------------------------------------------ */
 
 static int run_softmax(sn_kctx *c) {
     sn_tensor *y = c->out[0];
-    cl_long L = y->rank ? y->dims[y->rank - 1] : 1, n = numel(y);
+    cl_long L = y->rank ? y->dims[y->rank - 1] : 1, n = sn_cl_numel(y);
     if (!n)
         return SNUG_OK;
-    ocl_call k = {.c = c};
-    arg_buf(&k, c->in[0], y);
-    arg_buf(&k, y, y);
-    arg_val(&k, &L, sizeof L);
+    sn_cl_call k = {.c = c};
+    sn_cl_arg_buf(&k, c->in[0], y);
+    sn_cl_arg_buf(&k, y, y);
+    sn_cl_arg_val(&k, &L, sizeof L);
     size_t g = (size_t)(n / L) * 64, l = 64;
-    return enqueue(&k, SN_CLK_softmax, 1, &g, &l);
+    return sn_cl_enqueue(&k, SN_CLK_softmax, 1, &g, &l);
 }
 
 /* SimplifiedLayerNormalization (X, scale) and SkipSimplifiedLayerNormalization
  * (input, skip, gamma, bias?) -> (output, -, -, input_skip_bias_sum?). */
 static int prep_rms(sn_prep_ctx *c) {
-    SN_TRY(check_f32(c, ~0u));
+    SN_TRY(sn_cl_check_f32(c, ~0u));
     const sn_tensor *x = c->in[0];
     bool skip = c->n_in > 2;
     int64_t L = x->rank ? x->dims[x->rank - 1] : 1;
@@ -223,43 +204,56 @@ static int prep_rms(sn_prep_ctx *c) {
     if (!skip && a != -1 && a != x->rank - 1)
         return sn_kfail(c->err, c->node, SNUG_ERR_UNSUPPORTED, "opencl: normalizes the last axis only");
     const sn_tensor *g = c->in[skip ? 2 : 1], *b = skip && c->n_in > 3 ? c->in[3] : NULL;
-    if ((numel(g) != L && numel(g) != 1) || (b && numel(b) != L && numel(b) != 1))
+    if ((sn_cl_numel(g) != L && sn_cl_numel(g) != 1) || (b && sn_cl_numel(b) != L && sn_cl_numel(b) != 1))
         return sn_kfail(c->err, c->node, SNUG_ERR_UNSUPPORTED, "opencl: gamma and bias must have %lld values or one",
                         (long long)L);
-    if (skip && (L == 0 || numel(c->in[1]) % L || (numel(c->in[1]) && (numel(x) / L) % (numel(c->in[1]) / L))))
+    if (skip && (L == 0 || sn_cl_numel(c->in[1]) % L || (sn_cl_numel(c->in[1]) && (sn_cl_numel(x) / L) % (sn_cl_numel(c->in[1]) / L))))
         return sn_kfail(c->err, c->node, SNUG_ERR_UNSUPPORTED, "opencl: skip rows must divide the input's");
     return SNUG_OK;
+}
+
+int sn_cl_run_norm(sn_kctx *c, const sn_cl_norm *a) {
+    const sn_tensor *x = a->x, *s = a->skip, *g = a->gamma, *be = a->beta, *b = a->bias;
+    sn_tensor *y = a->y, *sum = a->sum;
+    cl_long L = a->L, n = sn_cl_numel(x);
+    if (!n || !L)
+        return SNUG_OK;
+    cl_long srows = s ? sn_cl_numel(s) / L : 1, gs = sn_cl_numel(g) > 1, bts = be && sn_cl_numel(be) > 1,
+            bs = b && sn_cl_numel(b) > 1;
+    cl_int has_skip = s != NULL, has_beta = be != NULL, has_bias = b != NULL, has_sum = sum != NULL;
+    cl_int center = a->center;
+    cl_float eps = a->eps;
+    sn_cl_call k = {.c = c};
+    sn_cl_arg_buf(&k, x, y);
+    sn_cl_arg_buf(&k, s, y);
+    sn_cl_arg_val(&k, &srows, sizeof srows);
+    sn_cl_arg_buf(&k, g, y);
+    sn_cl_arg_val(&k, &gs, sizeof gs);
+    sn_cl_arg_buf(&k, be, y);
+    sn_cl_arg_val(&k, &bts, sizeof bts);
+    sn_cl_arg_buf(&k, b, y);
+    sn_cl_arg_val(&k, &bs, sizeof bs);
+    sn_cl_arg_buf(&k, y, y);
+    sn_cl_arg_buf(&k, sum, y);
+    sn_cl_arg_val(&k, &has_skip, sizeof has_skip);
+    sn_cl_arg_val(&k, &has_beta, sizeof has_beta);
+    sn_cl_arg_val(&k, &has_bias, sizeof has_bias);
+    sn_cl_arg_val(&k, &has_sum, sizeof has_sum);
+    sn_cl_arg_val(&k, &center, sizeof center);
+    sn_cl_arg_val(&k, &L, sizeof L);
+    sn_cl_arg_val(&k, &eps, sizeof eps);
+    size_t gl = (size_t)(n / L) * 64, l = 64;
+    return sn_cl_enqueue(&k, SN_CLK_norm, 1, &gl, &l);
 }
 
 static int run_rms(sn_kctx *c) {
     const sn_tensor *x = c->in[0];
     bool skip = c->n_in > 2;
-    const sn_tensor *s = skip ? c->in[1] : NULL, *g = c->in[skip ? 2 : 1];
-    const sn_tensor *b = skip && c->n_in > 3 ? c->in[3] : NULL;
-    sn_tensor *y = c->out[0], *sum = skip && c->n_out > 3 ? c->out[3] : NULL;
-    cl_long L = x->rank ? x->dims[x->rank - 1] : 1, n = numel(x);
-    if (!n || !L)
-        return SNUG_OK;
-    cl_long srows = s ? numel(s) / L : 1, gs = numel(g) > 1, bs = b && numel(b) > 1;
-    cl_int has_skip = s != NULL, has_bias = b != NULL, has_sum = sum != NULL;
-    cl_float eps = sn_attr_float(c->node, "epsilon", skip ? 1e-12f : 1e-5f);
-    ocl_call k = {.c = c};
-    arg_buf(&k, x, y);
-    arg_buf(&k, s, y);
-    arg_val(&k, &srows, sizeof srows);
-    arg_buf(&k, g, y);
-    arg_val(&k, &gs, sizeof gs);
-    arg_buf(&k, b, y);
-    arg_val(&k, &bs, sizeof bs);
-    arg_buf(&k, y, y);
-    arg_buf(&k, sum, y);
-    arg_val(&k, &has_skip, sizeof has_skip);
-    arg_val(&k, &has_bias, sizeof has_bias);
-    arg_val(&k, &has_sum, sizeof has_sum);
-    arg_val(&k, &L, sizeof L);
-    arg_val(&k, &eps, sizeof eps);
-    size_t gl = (size_t)(n / L) * 64, l = 64;
-    return enqueue(&k, SN_CLK_rmsnorm, 1, &gl, &l);
+    sn_cl_norm a = {.x = x, .skip = skip ? c->in[1] : NULL, .gamma = c->in[skip ? 2 : 1],
+                    .bias = skip && c->n_in > 3 ? c->in[3] : NULL, .y = c->out[0],
+                    .sum = skip && c->n_out > 3 ? c->out[3] : NULL, .L = x->rank ? x->dims[x->rank - 1] : 1,
+                    .eps = sn_attr_float(c->node, "epsilon", skip ? 1e-12f : 1e-5f)};
+    return sn_cl_run_norm(c, &a);
 }
 
 /* ---- MatMul ------------------------------------------------------------------------ */
@@ -267,7 +261,7 @@ static int run_rms(sn_kctx *c) {
 static int run_matmul(sn_kctx *c) {
     const sn_tensor *a = c->in[0], *b = c->in[1];
     sn_tensor *y = c->out[0];
-    if (!numel(y))
+    if (!sn_cl_numel(y))
         return SNUG_OK;
     /* 1-D operands: a [K] is [1, K], b [K] is [K, 1] */
     cl_long K = a->dims[a->rank - 1], M = a->rank > 1 ? a->dims[a->rank - 2] : 1;
@@ -281,21 +275,21 @@ static int run_matmul(sn_kctx *c) {
         int64_t da = ea >= 0 ? a->dims[ea] : 1, db = eb >= 0 ? b->dims[eb] : 1;
         yb.dims[d] = da > db ? da : db;
     }
-    ocl_shape s = shape_of(&yb);
-    bcast_strides(&ab, &yb, s.s[0]);
-    bcast_strides(&bb, &yb, s.s[1]);
+    sn_cl_shape s = sn_cl_shape_of(&yb);
+    sn_cl_bcast_strides(&ab, &yb, s.s[0]);
+    sn_cl_bcast_strides(&bb, &yb, s.s[1]);
     for (int d = 0; d < yb.rank; d++)
         s.s[0][d] *= M * K, s.s[1][d] *= K * N;
-    ocl_call k = {.c = c};
-    arg_buf(&k, a, y);
-    arg_buf(&k, b, y);
-    arg_buf(&k, y, y);
-    arg_val(&k, &M, sizeof M);
-    arg_val(&k, &N, sizeof N);
-    arg_val(&k, &K, sizeof K);
-    arg_val(&k, &s, sizeof s);
+    sn_cl_call k = {.c = c};
+    sn_cl_arg_buf(&k, a, y);
+    sn_cl_arg_buf(&k, b, y);
+    sn_cl_arg_buf(&k, y, y);
+    sn_cl_arg_val(&k, &M, sizeof M);
+    sn_cl_arg_val(&k, &N, sizeof N);
+    sn_cl_arg_val(&k, &K, sizeof K);
+    sn_cl_arg_val(&k, &s, sizeof s);
     size_t g[3] = {(size_t)N, (size_t)M, (size_t)s.n}, l[3] = {16, 16, 1};
-    return enqueue(&k, SN_CLK_matmul, 3, g, l);
+    return sn_cl_enqueue(&k, SN_CLK_matmul, 3, g, l);
 }
 
 /* ---- data movement: Transpose, Concat, Gather ----------------------------------------- */
@@ -312,7 +306,7 @@ static int prep_move(sn_prep_ctx *c) {
 static int run_transpose(sn_kctx *c) {
     const sn_tensor *x = c->in[0];
     sn_tensor *y = c->out[0];
-    ocl_shape s = shape_of(y);
+    sn_cl_shape s = sn_cl_shape_of(y);
     if (!s.n)
         return SNUG_OK;
     int64_t st[SN_CL_RANK];
@@ -323,13 +317,13 @@ static int run_transpose(sn_kctx *c) {
     for (int d = 0; d < y->rank; d++)
         s.s[0][d] = st[np == y->rank ? perm[d] : y->rank - 1 - d];
     cl_int esz = (cl_int)sn_dtype_size(x->dtype);
-    ocl_call k = {.c = c};
-    arg_buf(&k, x, y);
-    arg_buf(&k, y, y);
-    arg_val(&k, &s, sizeof s);
-    arg_val(&k, &esz, sizeof esz);
+    sn_cl_call k = {.c = c};
+    sn_cl_arg_buf(&k, x, y);
+    sn_cl_arg_buf(&k, y, y);
+    sn_cl_arg_val(&k, &s, sizeof s);
+    sn_cl_arg_val(&k, &esz, sizeof esz);
     size_t g = (size_t)s.n, l = 64;
-    return enqueue(&k, SN_CLK_transpose, 1, &g, &l);
+    return sn_cl_enqueue(&k, SN_CLK_transpose, 1, &g, &l);
 }
 
 static int prep_concat(sn_prep_ctx *c) {
@@ -341,7 +335,7 @@ static int prep_concat(sn_prep_ctx *c) {
 
 static int run_concat(sn_kctx *c) {
     sn_tensor *y = c->out[0];
-    if (!numel(y))
+    if (!sn_cl_numel(y))
         return SNUG_OK;
     int axis = (int)sn_attr_int(c->node, "axis", 0);
     axis = axis < 0 ? axis + y->rank : axis;
@@ -353,19 +347,19 @@ static int run_concat(sn_kctx *c) {
         yw *= y->dims[d];
     for (int i = 0; i < c->n_in; i++) {
         const sn_tensor *x = c->in[i];
-        cl_long xw = x && rows ? numel(x) / rows * (cl_long)es : 0;
+        cl_long xw = x && rows ? sn_cl_numel(x) / rows * (cl_long)es : 0;
         if (!xw)
             continue;
-        ocl_call k = {.c = c};
-        arg_buf(&k, x, y);
-        arg_val(&k, &xw, sizeof xw);
-        arg_buf(&k, y, y);
+        sn_cl_call k = {.c = c};
+        sn_cl_arg_buf(&k, x, y);
+        sn_cl_arg_val(&k, &xw, sizeof xw);
+        sn_cl_arg_buf(&k, y, y);
         k.off[1] += (cl_ulong)at; /* this piece's first column */
-        arg_val(&k, &yw, sizeof yw);
-        arg_val(&k, &rows, sizeof rows);
-        arg_val(&k, &xw, sizeof xw);
+        sn_cl_arg_val(&k, &yw, sizeof yw);
+        sn_cl_arg_val(&k, &rows, sizeof rows);
+        sn_cl_arg_val(&k, &xw, sizeof xw);
         size_t g[2] = {(size_t)xw, (size_t)rows}, l[2] = {64, 1};
-        SN_TRY(enqueue(&k, SN_CLK_copy2d, 2, g, l));
+        SN_TRY(sn_cl_enqueue(&k, SN_CLK_copy2d, 2, g, l));
         at += xw;
     }
     return SNUG_OK;
@@ -380,34 +374,35 @@ static int prep_gather(sn_prep_ctx *c) {
 static int run_gather(sn_kctx *c) {
     const sn_tensor *x = c->in[0], *ix = c->in[1];
     sn_tensor *y = c->out[0];
-    if (!numel(y))
+    if (!sn_cl_numel(y))
         return SNUG_OK;
     int axis = (int)sn_attr_int(c->node, "axis", 0);
     axis = axis < 0 ? axis + x->rank : axis;
-    cl_long outer = 1, inner = (cl_long)sn_dtype_size(x->dtype), axis_n = x->dims[axis], nq = numel(ix);
+    cl_long outer = 1, inner = (cl_long)sn_dtype_size(x->dtype), axis_n = x->dims[axis], nq = sn_cl_numel(ix);
     for (int d = 0; d < axis; d++)
         outer *= x->dims[d];
     for (int d = axis + 1; d < x->rank; d++)
         inner *= x->dims[d];
     cl_int i64 = ix->dtype == SN_I64;
-    ocl_call k = {.c = c};
-    arg_buf(&k, x, y);
-    arg_buf(&k, ix, y);
-    arg_val(&k, &i64, sizeof i64);
-    arg_buf(&k, y, y);
-    arg_val(&k, &outer, sizeof outer);
-    arg_val(&k, &axis_n, sizeof axis_n);
-    arg_val(&k, &nq, sizeof nq);
-    arg_val(&k, &inner, sizeof inner);
+    sn_cl_call k = {.c = c};
+    sn_cl_arg_buf(&k, x, y);
+    sn_cl_arg_buf(&k, ix, y);
+    sn_cl_arg_val(&k, &i64, sizeof i64);
+    sn_cl_arg_buf(&k, y, y);
+    sn_cl_arg_val(&k, &outer, sizeof outer);
+    sn_cl_arg_val(&k, &axis_n, sizeof axis_n);
+    sn_cl_arg_val(&k, &nq, sizeof nq);
+    sn_cl_arg_val(&k, &inner, sizeof inner);
+    sn_cl_arg_status(&k);
     size_t g[3] = {(size_t)inner, (size_t)nq, (size_t)outer};
-    return enqueue(&k, SN_CLK_gather, 3, g, NULL);
+    return sn_cl_enqueue(&k, SN_CLK_gather, 3, g, NULL);
 }
 
 /* ---- the table --------------------------------------------------------------------- */
 
 /* Attributes a node must have for its kernel (the node shows no dtypes or
  * shapes; prepare checks those). */
-static bool ok_any(const sn_node *n) {
+bool sn_cl_ok_any(const sn_node *n) {
     (void)n;
     return true;
 }
@@ -461,28 +456,28 @@ static int run_mnb(sn_kctx *c) {
     int64_t g[5] = {0};
     SN_TRY(mnb_geom(c->node, c->n_in, (const sn_tensor *const *)c->in, c->err, g));
     sn_tensor *y = c->out[0];
-    cl_long K = g[0], N = g[1], zst = g[4], M = numel(c->in[0]) / K;
+    cl_long K = g[0], N = g[1], zst = g[4], M = sn_cl_numel(c->in[0]) / K;
     cl_int bits = (cl_int)g[2], bs = (cl_int)g[3];
     const sn_tensor *Z = c->n_in > 3 ? c->in[3] : NULL, *bias = c->n_in > 5 ? c->in[5] : NULL;
     cl_int has_zp = Z != NULL, has_bias = bias != NULL;
     if (!M)
         return SNUG_OK;
-    ocl_call k = {.c = c};
-    arg_buf(&k, c->in[0], y);
-    arg_buf(&k, c->in[1], y);
-    arg_buf(&k, c->in[2], y);
-    arg_buf(&k, Z, y);
-    arg_buf(&k, bias, y);
-    arg_buf(&k, y, y);
-    arg_val(&k, &N, sizeof N);
-    arg_val(&k, &K, sizeof K);
-    arg_val(&k, &bits, sizeof bits);
-    arg_val(&k, &bs, sizeof bs);
-    arg_val(&k, &has_zp, sizeof has_zp);
-    arg_val(&k, &has_bias, sizeof has_bias);
-    arg_val(&k, &zst, sizeof zst);
+    sn_cl_call k = {.c = c};
+    sn_cl_arg_buf(&k, c->in[0], y);
+    sn_cl_arg_buf(&k, c->in[1], y);
+    sn_cl_arg_buf(&k, c->in[2], y);
+    sn_cl_arg_buf(&k, Z, y);
+    sn_cl_arg_buf(&k, bias, y);
+    sn_cl_arg_buf(&k, y, y);
+    sn_cl_arg_val(&k, &N, sizeof N);
+    sn_cl_arg_val(&k, &K, sizeof K);
+    sn_cl_arg_val(&k, &bits, sizeof bits);
+    sn_cl_arg_val(&k, &bs, sizeof bs);
+    sn_cl_arg_val(&k, &has_zp, sizeof has_zp);
+    sn_cl_arg_val(&k, &has_bias, sizeof has_bias);
+    sn_cl_arg_val(&k, &zst, sizeof zst);
     size_t gl[2] = {(size_t)N * 64, (size_t)M}, l[2] = {64, 1};
-    return enqueue(&k, SN_CLK_matmulnbits, 2, gl, l);
+    return sn_cl_enqueue(&k, SN_CLK_matmulnbits, 2, gl, l);
 }
 
 static bool ok_mnb(const sn_node *n) {
@@ -502,39 +497,42 @@ static bool ok_rms(const sn_node *n) {
 
 static bool ok_one_output(const sn_node *n) { return n->n_out == 1; }
 
-typedef struct ocl_op {
-    const char *domain, *name;
-    sn_kernel k;
-    bool (*ok)(const sn_node *n);
-} ocl_op;
-
 #define MS "com.microsoft"
-static const ocl_op k_ops[] = {
-    {"", "Add", {prep_f32, run_add, NULL, NULL}, ok_any},
-    {"", "Sub", {prep_f32, run_sub, NULL, NULL}, ok_any},
-    {"", "Mul", {prep_f32, run_mul, NULL, NULL}, ok_any},
-    {"", "Div", {prep_f32, run_div, NULL, NULL}, ok_any},
-    {"", "Neg", {prep_f32, run_neg, NULL, NULL}, ok_any},
-    {"", "Sqrt", {prep_f32, run_sqrt_, NULL, NULL}, ok_any},
-    {"", "Reciprocal", {prep_f32, run_recip, NULL, NULL}, ok_any},
-    {"", "Exp", {prep_f32, run_exp_, NULL, NULL}, ok_any},
-    {"", "Sigmoid", {prep_f32, run_sigmoid, NULL, NULL}, ok_any},
-    {"", "Tanh", {prep_f32, run_tanh_, NULL, NULL}, ok_any},
-    {"", "Erf", {prep_f32, run_erf_, NULL, NULL}, ok_any},
-    {"", "Where", {prep_where, run_where, NULL, NULL}, ok_any},
-    {"", "Softmax", {prep_f32, run_softmax, NULL, NULL}, ok_softmax},
-    {"", "SimplifiedLayerNormalization", {prep_rms, run_rms, NULL, NULL}, ok_rms},
-    {MS, "SkipSimplifiedLayerNormalization", {prep_rms, run_rms, NULL, NULL}, ok_rms},
-    {"", "MatMul", {prep_f32, run_matmul, NULL, NULL}, ok_any},
-    {MS, "MatMulNBits", {prep_mnb, run_mnb, NULL, NULL}, ok_mnb},
-    {"", "Transpose", {prep_move, run_transpose, NULL, NULL}, ok_any},
-    {"", "Concat", {prep_concat, run_concat, NULL, NULL}, ok_one_output},
-    {"", "Gather", {prep_gather, run_gather, NULL, NULL}, ok_any},
+static const sn_cl_op k_ops[] = {
+    {"", "Add", {sn_cl_prep_f32, run_add, NULL, NULL, 0}, sn_cl_ok_any},
+    {"", "Sub", {sn_cl_prep_f32, run_sub, NULL, NULL, 0}, sn_cl_ok_any},
+    {"", "Mul", {sn_cl_prep_f32, run_mul, NULL, NULL, 0}, sn_cl_ok_any},
+    {"", "Div", {sn_cl_prep_f32, run_div, NULL, NULL, 0}, sn_cl_ok_any},
+    {"", "Neg", {sn_cl_prep_f32, run_neg, NULL, NULL, 0}, sn_cl_ok_any},
+    {"", "Sqrt", {sn_cl_prep_f32, run_sqrt_, NULL, NULL, 0}, sn_cl_ok_any},
+    {"", "Reciprocal", {sn_cl_prep_f32, run_recip, NULL, NULL, 0}, sn_cl_ok_any},
+    {"", "Exp", {sn_cl_prep_f32, run_exp_, NULL, NULL, 0}, sn_cl_ok_any},
+    {"", "Sigmoid", {sn_cl_prep_f32, run_sigmoid, NULL, NULL, 0}, sn_cl_ok_any},
+    {"", "Tanh", {sn_cl_prep_f32, run_tanh_, NULL, NULL, 0}, sn_cl_ok_any},
+    {"", "Erf", {sn_cl_prep_f32, run_erf_, NULL, NULL, 0}, sn_cl_ok_any},
+    {"", "Where", {prep_where, run_where, NULL, NULL, 0}, sn_cl_ok_any},
+    {"", "Softmax", {sn_cl_prep_f32, run_softmax, NULL, NULL, 0}, ok_softmax},
+    {"", "SimplifiedLayerNormalization", {prep_rms, run_rms, NULL, NULL, 0}, ok_rms},
+    {MS, "SkipSimplifiedLayerNormalization", {prep_rms, run_rms, NULL, NULL, 0}, ok_rms},
+    {"", "MatMul", {sn_cl_prep_f32, run_matmul, NULL, NULL, 0}, sn_cl_ok_any},
+    {MS, "MatMulNBits", {prep_mnb, run_mnb, NULL, NULL, 0}, ok_mnb},
+    {"", "Transpose", {prep_move, run_transpose, NULL, NULL, 0}, sn_cl_ok_any},
+    {"", "Concat", {prep_concat, run_concat, NULL, NULL, 0}, ok_one_output},
+    {"", "Gather", {prep_gather, run_gather, NULL, NULL, 0}, sn_cl_ok_any},
 };
 
-const sn_kernel *sn_cl_kernel(const sn_op_def *op, const sn_node *n) {
-    for (size_t i = 0; i < sizeof k_ops / sizeof k_ops[0]; i++)
-        if (!strcmp(k_ops[i].domain, op->domain) && !strcmp(k_ops[i].name, op->name))
-            return k_ops[i].ok(n) ? &k_ops[i].k : NULL;
+static const sn_cl_op *find(const sn_cl_op *t, int n, const sn_op_def *op) {
+    for (int i = 0; i < n; i++)
+        if (!strcmp(t[i].domain, op->domain) && !strcmp(t[i].name, op->name))
+            return &t[i];
     return NULL;
+}
+
+const sn_kernel *sn_cl_kernel(const sn_op_def *op, const sn_node *n) {
+    const sn_cl_op *r = find(k_ops, (int)(sizeof k_ops / sizeof k_ops[0]), op);
+    if (!r)
+        r = find(sn_cl_ops_more, sn_cl_n_ops_more, op);
+    if (!r)
+        r = find(sn_cl_ops_attn, sn_cl_n_ops_attn, op);
+    return r && r->ok(n) ? &r->k : NULL;
 }

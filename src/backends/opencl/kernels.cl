@@ -106,37 +106,48 @@ kernel void softmax(global const uchar *X, ulong ox, global uchar *Y, ulong oy, 
         y[j] = exp(x[j] - m) / s;
 }
 
-/* Element j of a row to normalize: x (+ skip) (+ bias). */
-static float rms_in(global const float *x, global const float *sk, global const float *b, long bs, int has_skip,
-                    int has_bias, long j) {
+/* Element j of a row to normalize: x (+ skip) (+ bias, bs its stride). */
+static float norm_in(global const float *x, global const float *sk, global const float *b, long bs, int has_skip,
+                     int has_bias, long j) {
     return x[j] + (has_skip ? sk[j] : 0.0f) + (has_bias ? b[j * bs] : 0.0f);
 }
 
-/* RMS normalization of rows of L: v = x (+ skip row r % srows) (+ bias),
- * y = v / sqrt(mean(v^2) + eps) * gamma; sum gets v where has_sum. gamma
- * and bias are L values or one (gs, bs: their strides, 1 or 0). */
-kernel void rmsnorm(global const uchar *X, ulong ox, global const uchar *S, ulong os, long srows,
-                    global const uchar *G, ulong og, long gs, global const uchar *Bi, ulong obi, long bs,
-                    global uchar *Y, ulong oy, global uchar *Sum, ulong osum, int has_skip, int has_bias,
-                    int has_sum, long L, float eps) {
+/* Normalization of rows of L, one work group per row: v = x (+ skip row
+ * r % srows) (+ bias); center (layer norm): y = (v - mean) / sqrt(var +
+ * eps) * gamma (+ beta), the variance from a second pass over v - mean;
+ * else (RMS): y = v / sqrt(mean(v^2) + eps) * gamma. sum gets v where
+ * has_sum. gamma, beta and bias are L values or one (gs, bts, bs: their
+ * strides, 1 or 0). */
+kernel void norm(global const uchar *X, ulong ox, global const uchar *S, ulong os, long srows, global const uchar *G,
+                 ulong og, long gs, global const uchar *Bt, ulong obt, long bts, global const uchar *Bi, ulong obi,
+                 long bs, global uchar *Y, ulong oy, global uchar *Sum, ulong osum, int has_skip, int has_beta,
+                 int has_bias, int has_sum, int center, long L, float eps) {
     local float red[WG];
     long row = get_group_id(0);
     int t = get_local_id(0);
     global const float *x = AT(const float, X, ox) + row * L;
     global const float *sk = AT(const float, S, os) + (has_skip ? row % srows : 0) * L;
-    global const float *g = AT(const float, G, og), *b = AT(const float, Bi, obi);
+    global const float *g = AT(const float, G, og), *be = AT(const float, Bt, obt), *b = AT(const float, Bi, obi);
     global float *y = AT(float, Y, oy) + row * L, *sum = AT(float, Sum, osum) + row * L;
+    float mean = 0;
+    if (center) {
+        float s = 0;
+        for (long j = t; j < L; j += WG)
+            s += norm_in(x, sk, b, bs, has_skip, has_bias, j);
+        mean = wg_reduce(red, s, 0) / (float)L;
+    }
     float ss = 0;
     for (long j = t; j < L; j += WG) {
-        float v = rms_in(x, sk, b, bs, has_skip, has_bias, j);
+        float v = norm_in(x, sk, b, bs, has_skip, has_bias, j);
         if (has_sum)
             sum[j] = v;
-        ss += v * v;
+        ss += (v - mean) * (v - mean);
     }
-    ss = wg_reduce(red, ss, 0);
-    float inv = 1.0f / sqrt(ss / (float)L + eps);
-    for (long j = t; j < L; j += WG)
-        y[j] = rms_in(x, sk, b, bs, has_skip, has_bias, j) * inv * g[j * gs];
+    float inv = 1.0f / sqrt(wg_reduce(red, ss, 0) / (float)L + eps);
+    for (long j = t; j < L; j += WG) {
+        float v = (norm_in(x, sk, b, bs, has_skip, has_bias, j) - mean) * inv * g[j * gs];
+        y[j] = has_beta ? v + be[j * bts] : v;
+    }
 }
 
 /* Y[batch] (M x N) = A[batch] (M x K) @ B[batch] (K x N), tiles of TS x TS
@@ -169,8 +180,9 @@ kernel void matmul(global const uchar *A, ulong oa, global const uchar *B, ulong
         AT(float, Y, oy)[bt * M * N + row * N + col] = acc;
 }
 
-/* Y[i] = X[the element that lands at i]: s0 holds X's strides permuted to
- * Y's dims. Elements of esz bytes (1, 2, 4 or 8). */
+/* Y[i] = X[the element that lands at i]: s0 holds X's strides as seen
+ * from Y's dims (permuted: Transpose; stepped and offset: Slice; 0 along
+ * a broadcast dim: Expand). Elements of esz bytes (1, 2, 4 or 8). */
 kernel void transpose(global const uchar *X, ulong ox, global uchar *Y, ulong oy, sn_shape s, int esz) {
     long i = get_global_id(0);
     if (i >= s.n)
@@ -197,19 +209,31 @@ kernel void copy2d(global const uchar *X, ulong ox, long xw, global uchar *Y, ul
         Y[oy + r * yw + j] = X[ox + r * xw + j];
 }
 
+/* Bad data a kernel found (opencl.h's SN_CL_BAD_*, with two values): the
+ * first report stays in the status word, which synchronize turns into the
+ * run's error. */
+static void report_bad(volatile global int *status, int code, long a, long b) {
+    if (atomic_cmpxchg(status, 0, -1) == 0) {
+        status[1] = (int)a;
+        status[2] = (int)b;
+        mem_fence(CLK_GLOBAL_MEM_FENCE);
+        atomic_xchg(status, code);
+    }
+}
+
 /* Gather along an axis: Y[o, q, in] = X[o, idx[q] (negative from the end), in],
  * with outer o, nq indices q (int64 or int32: i64), inner bytes `inner`.
- * An index out of range writes zeros (where the CPU kernel fails). */
+ * An index out of range is reported (the run fails, as on the CPU). */
 kernel void gather(global const uchar *X, ulong ox, global const uchar *I, ulong oi, int i64, global uchar *Y,
-                   ulong oy, long outer, long axis_n, long nq, long inner) {
+                   ulong oy, long outer, long axis_n, long nq, long inner, volatile global int *status) {
     long j = get_global_id(0), q = get_global_id(1), o = get_global_id(2);
     if (j >= inner || q >= nq || o >= outer)
         return;
-    long k = i64 ? AT(const long, I, oi)[q] : (long)AT(const int, I, oi)[q];
-    if (k < 0)
-        k += axis_n;
-    uchar v = k >= 0 && k < axis_n ? X[ox + (o * axis_n + k) * inner + j] : 0;
-    Y[oy + (o * nq + q) * inner + j] = v;
+    long k0 = i64 ? AT(const long, I, oi)[q] : (long)AT(const int, I, oi)[q], k = k0 < 0 ? k0 + axis_n : k0;
+    bool in = k >= 0 && k < axis_n;
+    if (!in && j == 0 && o == 0)
+        report_bad(status, 1, k0, axis_n);
+    Y[oy + (o * nq + q) * inner + j] = in ? X[ox + (o * axis_n + k) * inner + j] : 0;
 }
 
 /* MatMulNBits (com.microsoft), in float: Y[m, n] = sum over k of A[m, k]

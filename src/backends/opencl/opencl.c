@@ -239,9 +239,17 @@ static int build_program(sn_cl_ctx *c, sn_err *err) {
             return sn_errf(err, SNUG_ERR_INTERNAL, "%s: cannot create the program (%s)", c->name, sn_cl_errstr(rc));
         rc = clBuildProgram(c->program, 1, &c->device, k_build_opts, NULL, NULL);
         if (rc != CL_SUCCESS) {
+            /* the log's start (a query with a buffer shorter than the log fails) */
             char log[768] = "";
-            clGetProgramBuildInfo(c->program, c->device, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
-            log[sizeof log - 1] = 0;
+            size_t len = 0;
+            clGetProgramBuildInfo(c->program, c->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &len);
+            char *full = len ? sn_malloc(len + 1) : NULL;
+            if (full && clGetProgramBuildInfo(c->program, c->device, CL_PROGRAM_BUILD_LOG, len, full, NULL) ==
+                            CL_SUCCESS) {
+                full[len] = 0;
+                snprintf(log, sizeof log, "%s", full);
+            }
+            sn_free(full);
             return sn_errf(err, SNUG_ERR_UNSUPPORTED, "%s: the kernels do not compile (%s): %s", c->name,
                            sn_cl_errstr(rc), log);
         }
@@ -275,8 +283,12 @@ static void ocl_ctx_free(void *ctx) {
             clReleaseKernel(c->kernels[k]);
     if (c->program)
         clReleaseProgram(c->program);
+    if (c->status)
+        clReleaseMemObject(c->status);
     if (c->queue)
         clReleaseCommandQueue(c->queue);
+    if (c->tqueue)
+        clReleaseCommandQueue(c->tqueue);
     if (c->context)
         clReleaseContext(c->context);
     pthread_mutex_destroy(&c->lock);
@@ -318,8 +330,14 @@ static int ocl_ctx_new(const char *dev, void **out, sn_err *err) {
         rc = sn_errf(err, SNUG_ERR_UNSUPPORTED, "%s: cannot create a context (%s)", c->name, sn_cl_errstr(crc));
         goto fail;
     }
-    if (!(c->queue = clCreateCommandQueue(c->context, c->device, 0, &crc))) {
+    if (!(c->queue = clCreateCommandQueue(c->context, c->device, 0, &crc)) ||
+        !(c->tqueue = clCreateCommandQueue(c->context, c->device, 0, &crc))) {
         rc = sn_errf(err, SNUG_ERR_UNSUPPORTED, "%s: cannot create a queue (%s)", c->name, sn_cl_errstr(crc));
+        goto fail;
+    }
+    cl_int zero[4] = {0};
+    if (!(c->status = clCreateBuffer(c->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof zero, zero, &crc))) {
+        rc = sn_errf(err, SNUG_ERR_OOM, "%s: cannot allocate its status word (%s)", c->name, sn_cl_errstr(crc));
         goto fail;
     }
     if ((rc = build_program(c, err)) != SNUG_OK)
@@ -509,12 +527,81 @@ static int ocl_event_wait(void *ctx, sn_event *ev, sn_err *err) {
     return SNUG_OK;
 }
 
+static int ocl_stream_in(void *ctx, void *dst, const void *src, size_t n, sn_event *after, sn_event **done,
+                         sn_err *err) {
+    sn_cl_ctx *c = ctx;
+    cl_mem mem;
+    size_t off;
+    cl_event w = (cl_event)after, e = NULL;
+    *done = NULL;
+    SN_TRY(find(c, dst, n ? n : 1, &mem, &off, err));
+    /* an empty copy still orders: a marker after `after` */
+    cl_int rc = n ? clEnqueueWriteBuffer(c->tqueue, mem, CL_FALSE, off, n, src, w ? 1 : 0, w ? &w : NULL, &e)
+                  : clEnqueueMarkerWithWaitList(c->tqueue, w ? 1 : 0, w ? &w : NULL, &e);
+    if (rc != CL_SUCCESS)
+        return sn_errf(err, SNUG_ERR_IO, "%s: streaming %zu bytes to the device failed (%s)", c->name, n,
+                       sn_cl_errstr(rc));
+    clFlush(c->tqueue); /* started now, not at the next wait */
+    *done = (sn_event *)e;
+    return SNUG_OK;
+}
+
+static int ocl_event_record(void *ctx, sn_event **ev, sn_err *err) {
+    sn_cl_ctx *c = ctx;
+    cl_event e = NULL;
+    cl_int rc = clEnqueueMarkerWithWaitList(c->queue, 0, NULL, &e);
+    *ev = (sn_event *)e;
+    if (rc != CL_SUCCESS)
+        return sn_errf(err, SNUG_ERR_IO, "%s: cannot mark its queue (%s)", c->name, sn_cl_errstr(rc));
+    return SNUG_OK;
+}
+
+static int ocl_queue_wait(void *ctx, sn_event *ev, sn_err *err) {
+    sn_cl_ctx *c = ctx;
+    cl_event e = (cl_event)ev;
+    if (!e)
+        return SNUG_OK;
+    cl_int rc = clEnqueueBarrierWithWaitList(c->queue, 1, &e, NULL);
+    if (rc != CL_SUCCESS)
+        return sn_errf(err, SNUG_ERR_IO, "%s: cannot order its queue after a copy (%s)", c->name, sn_cl_errstr(rc));
+    return SNUG_OK;
+}
+
+static void ocl_event_free(void *ctx, sn_event *ev) {
+    (void)ctx;
+    if (ev)
+        clReleaseEvent((cl_event)ev);
+}
+
+static int ocl_event_check(void *ctx, sn_event *ev, sn_err *err) {
+    sn_cl_ctx *c = ctx;
+    cl_int st = CL_COMPLETE;
+    if (ev && clGetEventInfo((cl_event)ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL) == CL_SUCCESS &&
+        st < 0)
+        return sn_errf(err, SNUG_ERR_IO, "%s: a streamed copy failed (%s)", c->name, sn_cl_errstr(st));
+    return SNUG_OK;
+}
+
+/* The queue done, and what a kernel found wrong in its data since the last
+ * time (a bad index or position: the run's error, as on the CPU). */
 static int ocl_synchronize(void *ctx, sn_err *err) {
     sn_cl_ctx *c = ctx;
-    cl_int rc = clFinish(c->queue);
+    cl_int rc = clFinish(c->queue), st[4] = {0};
+    if (rc == CL_SUCCESS)
+        rc = clEnqueueReadBuffer(c->queue, c->status, CL_TRUE, 0, sizeof st, st, 0, NULL, NULL);
     if (rc != CL_SUCCESS)
         return sn_errf(err, SNUG_ERR_IO, "%s: the queue failed (%s)", c->name, sn_cl_errstr(rc));
-    return SNUG_OK;
+    if (st[0] == SN_CL_BAD_NONE)
+        return SNUG_OK;
+    cl_int zero[4] = {0};
+    clEnqueueWriteBuffer(c->queue, c->status, CL_TRUE, 0, sizeof zero, zero, 0, NULL, NULL);
+    if (st[0] == SN_CL_BAD_INDEX)
+        return sn_errf(err, SNUG_ERR_RANGE, "%s: Gather: index %d is out of range for an axis of %d", c->name,
+                       st[1], st[2]);
+    if (st[0] == SN_CL_BAD_POSITION)
+        return sn_errf(err, SNUG_ERR_INVALID_ARG, "%s: RotaryEmbedding: position id %d out of range [0, %d)",
+                       c->name, st[1], st[2]);
+    return sn_errf(err, SNUG_ERR_INTERNAL, "%s: a kernel left status %d", c->name, st[0]);
 }
 
 /* ---- kernels ----------------------------------------------------------------- */
@@ -541,6 +628,11 @@ const sn_backend_ops sn_backend_opencl_ops = {
     .tensor_get = ocl_tensor_get,
     .copy_async = ocl_copy_async,
     .event_wait = ocl_event_wait,
+    .stream_in = ocl_stream_in,
+    .event_record = ocl_event_record,
+    .queue_wait = ocl_queue_wait,
+    .event_free = ocl_event_free,
+    .event_check = ocl_event_check,
     .kernel = ocl_kernel,
     .supports_op = NULL, /* kernel != NULL: sn_cl_kernel checks the node's attributes */
     .synchronize = ocl_synchronize,

@@ -27,10 +27,14 @@
 #include "backends/backend.h"
 #include "ops/op.h"
 
-/* The kernels of kernels.cl, by name, created once per context. */
-#define SN_CL_KERNELS(X)                                                                               \
+/* The kernels of the program, by name, created once per context: those of
+ * kernels.cl, then each further file's list (its own header). */
+#include "backends/opencl/kernels_more.h"
+#include "backends/opencl/attention.h"
+#define SN_CL_KERNELS_CORE(X)                                                                          \
     X(add) X(sub) X(mul) X(div) X(neg) X(sqrt_) X(recip) X(exp_) X(sigmoid) X(tanh_) X(erf_) X(softmax) \
-    X(matmul) X(rmsnorm) X(transpose) X(copy2d) X(gather) X(where_) X(matmulnbits)
+    X(matmul) X(norm) X(transpose) X(copy2d) X(gather) X(where_) X(matmulnbits)
+#define SN_CL_KERNELS(X) SN_CL_KERNELS_CORE(X) SN_CL_KERNELS_MORE(X) SN_CL_KERNELS_ATTN(X)
 enum {
 #define SN_CL_ENUM(k) SN_CLK_##k,
     SN_CL_KERNELS(SN_CL_ENUM)
@@ -43,6 +47,9 @@ typedef struct sn_cl_ctx {
     cl_device_id device;
     cl_context context;      /* owned */
     cl_command_queue queue;  /* owned: in order, so a read after a kernel sees its writes */
+    cl_command_queue tqueue; /* owned: in order, streamed weights' copies beside the kernels */
+    cl_mem status;           /* owned: int [4], what a kernel found wrong in its data (SN_CL_BAD_*: its code
+                              * and two values); synchronize reports and clears it */
     cl_program program;      /* owned */
     cl_kernel kernels[SN_CLK_COUNT]; /* owned */
     pthread_mutex_t lock;    /* kernel arguments are set and enqueued under it */
@@ -54,6 +61,9 @@ typedef struct sn_cl_ctx {
     bool from_cache;         /* the program came from the binary cache */
 } sn_cl_ctx;
 
+/* Codes a kernel leaves in the status word (kernels.cl's). */
+enum { SN_CL_BAD_NONE, SN_CL_BAD_INDEX, SN_CL_BAD_POSITION };
+
 /* Where pointer p's n bytes live: its buffer's context, cl_mem and the
  * offset in it. False when p is in no OpenCL buffer or the bytes overrun it. */
 bool sn_cl_lookup(const void *p, size_t n, sn_cl_ctx **ctx, cl_mem *mem, size_t *off);
@@ -62,7 +72,7 @@ const char *sn_cl_errstr(cl_int rc);
 
 /* The kernels (kernels.c). */
 const sn_kernel *sn_cl_kernel(const sn_op_def *op, const sn_node *n);
-extern const char sn_cl_source[]; /* kernels.cl, embedded at build time */
+extern const char sn_cl_source[]; /* kernels.cl and the others, embedded at build time */
 
 /* Whether ctx (an "opencl" backend's) built its program from the binary
  * cache: for the tests. */

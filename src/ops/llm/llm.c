@@ -436,16 +436,7 @@ static int skip_run(sn_kctx *c) {
  * opset 23 (X, cos, sin, position_ids?). Input (B, S, N*H) or (B, N, S, H).
  * ====================================================================== */
 
-typedef struct rope_geom {
-    int64_t B, S, N, H, rot;
-    bool four_d;
-    bool onnx;
-    bool pos_scalar; /* ms: position_ids of shape (1): position = ids[0] + s */
-    bool pos_none;   /* onnx: no position_ids, cos/sin are (B, S, rot/2) */
-} rope_geom;
-
-static int rope_geom_of(const sn_node *node, int n_in, const sn_tensor *const *in, rope_geom *g,
-                        sn_err *err) {
+int llm_rope_geom_of(const sn_node *node, int n_in, const sn_tensor *const *in, llm_rope_geom *g, sn_err *err) {
     bool onnx = strcmp(node->p->domain, "com.microsoft") != 0;
     for (int i = 0; i < (onnx ? 3 : 4); i++) /* onnx: X, cos, sin; com.microsoft: X, position_ids, cos, sin */
         SN_TRY(sn_check_in(node, err, n_in, in, i, "input", SN_IN_REQUIRED, SN_DT_ANY, SN_RANK_ANY));
@@ -531,8 +522,8 @@ static int rope_infer(sn_infer_ctx *c) {
 static int rope_ws(const sn_node *node, int n_in, const sn_tensor *const *in, int n_out,
                    const sn_tensor *const *out, int n_threads, size_t *ws, sn_err *err) {
     (void)n_out, (void)out, (void)n_threads;
-    rope_geom g;
-    SN_TRY(rope_geom_of(node, n_in, in, &g, err));
+    llm_rope_geom g;
+    SN_TRY(llm_rope_geom_of(node, n_in, in, &g, err));
     *ws = sn_align64((size_t)(2 * g.H + g.rot + 2) * sizeof(float));
     return SNUG_OK;
 }
@@ -544,8 +535,8 @@ static int rope_prepare(sn_prep_ctx *c) {
 static size_t rope_estimate(const sn_infer_ctx *c) { return llm_estimate_with(c, rope_ws); }
 
 static int rope_run(sn_kctx *c) {
-    rope_geom g;
-    SN_TRY(rope_geom_of(c->node, c->n_in, c->in, &g, c->err));
+    llm_rope_geom g;
+    SN_TRY(llm_rope_geom_of(c->node, c->n_in, c->in, &g, c->err));
     const sn_tensor *x = c->in[0];
     const sn_tensor *cs = g.onnx ? c->in[1] : c->in[2], *sn = g.onnx ? c->in[2] : c->in[3];
     const sn_tensor *pid = g.onnx ? (sn_has_in(c->in, c->n_in, 3) ? c->in[3] : NULL) : c->in[1];

@@ -25,6 +25,18 @@ bool llm_mnb_group_ok(const sn_node *first, const sn_node *next);
 int llm_mnb_run_group(sn_kctx *const *cs, int n);
 
 /* attention.c */
+/* RotaryEmbedding's geometry (com.microsoft: input, position_ids, cos,
+ * sin; ONNX opset 23: X, cos, sin, position_ids?), checked: input (B, S,
+ * N*H) or (B, N, S, H), rot rotary dims. Shared with the OpenCL kernel. */
+typedef struct llm_rope_geom {
+    int64_t B, S, N, H, rot;
+    bool four_d;
+    bool onnx;
+    bool pos_scalar; /* ms: position_ids of shape (1): position = ids[0] + s */
+    bool pos_none;   /* onnx: no position_ids, cos/sin are (B, S, rot/2) */
+} llm_rope_geom;
+int llm_rope_geom_of(const sn_node *node, int n_in, const sn_tensor *const *in, llm_rope_geom *g, sn_err *err);
+
 int llm_gqa_infer(sn_infer_ctx *c);
 int llm_gqa_prepare(sn_prep_ctx *c);
 size_t llm_gqa_estimate(const sn_infer_ctx *c);
