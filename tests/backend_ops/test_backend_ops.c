@@ -435,6 +435,11 @@ static const tcase k_cases[] = {
      {T(3, 2, 3, 64), TU8(3, 9, 2, 16), TP(1, 18), TNONE, TNONE, T(1, 9)}, false, "K=64;N=9;bits=4;block_size=32", 0},
     {"com.microsoft", "MatMulNBits", 1, 3, 1, {T(2, 17, 576), TU8(3, 70, 18, 16), TP(1, 1260)}, false,
      "K=576;N=70;bits=4;block_size=32", 0},
+    /* long columns (64 blocks and more) at few rows: the work-group-per-output form */
+    {"com.microsoft", "MatMulNBits", 1, 3, 1, {T(2, 1, 2048), TU8(3, 5, 64, 16), TP(1, 320)}, false,
+     "K=2048;N=5;bits=4;block_size=32", 0},
+    {"com.microsoft", "MatMulNBits", 1, 4, 1, {T(2, 3, 2100), TU8(3, 4, 66, 32), TP(1, 264), TU8(1, 264)}, false,
+     "K=2100;N=4;bits=8;block_size=32", 0},
     {"com.microsoft", "MatMulNBits", 1, 3, 1, {T(2, 0, 64), TU8(3, 8, 2, 16), TP(1, 16)}, false,
      "K=64;N=8;bits=4;block_size=32", 0},
     {"", "Transpose", 13, 1, 1, {T(2, 2, 3)}, true, NULL, 0},

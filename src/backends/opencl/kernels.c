@@ -288,6 +288,10 @@ static int run_matmul(sn_kctx *c) {
     sn_cl_arg_val(&k, &N, sizeof N);
     sn_cl_arg_val(&k, &K, sizeof K);
     sn_cl_arg_val(&k, &s, sizeof s);
+    if (M < 8) { /* decode rows: one item per output */
+        size_t g[3] = {(size_t)N, (size_t)M, (size_t)s.n}, l[3] = {64, 1, 1};
+        return sn_cl_enqueue(&k, SN_CLK_matmul_rows, 3, g, l);
+    }
     size_t g[3] = {(size_t)N, (size_t)M, (size_t)s.n}, l[3] = {16, 16, 1};
     return sn_cl_enqueue(&k, SN_CLK_matmul, 3, g, l);
 }
@@ -476,6 +480,12 @@ static int run_mnb(sn_kctx *c) {
     sn_cl_arg_val(&k, &has_zp, sizeof has_zp);
     sn_cl_arg_val(&k, &has_bias, sizeof has_bias);
     sn_cl_arg_val(&k, &zst, sizeof zst);
+    /* a work group per output where its column has the blocks to fill one
+     * (long K, few rows); else an item per output */
+    if (M >= 8 || (K + bs - 1) / bs < 64) {
+        size_t gl[2] = {(size_t)N, (size_t)M}, l[2] = {64, 1};
+        return sn_cl_enqueue(&k, SN_CLK_matmulnbits_rows, 2, gl, l);
+    }
     size_t gl[2] = {(size_t)N * 64, (size_t)M}, l[2] = {64, 1};
     return sn_cl_enqueue(&k, SN_CLK_matmulnbits, 2, gl, l);
 }

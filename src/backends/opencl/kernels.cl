@@ -180,6 +180,29 @@ kernel void matmul(global const uchar *A, ulong oa, global const uchar *B, ulong
         AT(float, Y, oy)[bt * M * N + row * N + col] = acc;
 }
 
+/* matmul's product for few rows (decode: M of 1 to 7), where 16 x 16 tiles
+ * would idle 15 of 16 rows: an item per output column n of row m, B read
+ * along its rows by neighbouring items. */
+kernel void matmul_rows(global const uchar *A, ulong oa, global const uchar *B, ulong ob, global uchar *Y,
+                        ulong oy, long M, long N, long K, sn_shape s) {
+    long col = get_global_id(0), row = get_global_id(1), bt = get_global_id(2);
+    if (col >= N)
+        return;
+    long ia = 0, ib = 0, r = bt;
+    for (int d = (int)s.rank - 1; d >= 0; d--) {
+        long k = r % s.dims[d];
+        r /= s.dims[d];
+        ia += k * s.s0[d];
+        ib += k * s.s1[d];
+    }
+    global const float *a = AT(const float, A, oa) + ia + row * K;
+    global const float *b = AT(const float, B, ob) + ib + col;
+    float acc = 0;
+    for (long k = 0; k < K; k++)
+        acc += a[k] * b[k * N];
+    AT(float, Y, oy)[bt * M * N + row * N + col] = acc;
+}
+
 /* Y[i] = X[the element that lands at i]: s0 holds X's strides as seen
  * from Y's dims (permuted: Transpose; stepped and offset: Slice; 0 along
  * a broadcast dim: Expand). Elements of esz bytes (1, 2, 4 or 8). */
@@ -278,4 +301,36 @@ kernel void matmulnbits(global const uchar *A, ulong oa, global const uchar *B, 
     }
     if (l == 0)
         AT(float, Y, oy)[m * N + n] = part[0] + (has_bias ? AT(const float, Bi, obi)[n] : 0.0f);
+}
+
+/* matmulnbits with an item per output element, its column's blocks in
+ * turn: where a column has fewer blocks than matmulnbits' 64 items (18 at
+ * K = 576, blocks of 32), and for many rows. */
+kernel void matmulnbits_rows(global const uchar *A, ulong oa, global const uchar *B, ulong ob, global const uchar *S,
+                             ulong os, global const uchar *Z, ulong oz, global const uchar *Bi, ulong obi,
+                             global uchar *Y, ulong oy, long N, long K, int bits, int bs, int has_zp, int has_bias,
+                             long zst) {
+    long n = get_global_id(0), m = get_global_id(1);
+    if (n >= N)
+        return;
+    long kb = (K + bs - 1) / bs, blob = (long)bs * bits / 8;
+    global const float *a = AT(const float, A, oa) + m * K;
+    global const uchar *q = B + ob + n * kb * blob;
+    global const float *sc = AT(const float, S, os) + n * kb;
+    global const uchar *zp = Z + oz + n * zst;
+    float acc = 0;
+    for (long b = 0; b < kb; b++) {
+        int z = 1 << (bits - 1);
+        if (has_zp)
+            z = bits == 8 ? zp[b] : (zp[b >> 1] >> ((b & 1) * 4)) & 15;
+        long k0 = b * bs, kn = min((long)bs, K - k0);
+        global const uchar *qb = q + b * blob;
+        float s = 0;
+        for (long k = 0; k < kn; k++) {
+            int c = bits == 8 ? qb[k] : (qb[k >> 1] >> ((k & 1) * 4)) & 15;
+            s += a[k0 + k] * (float)(c - z);
+        }
+        acc += s * sc[b];
+    }
+    AT(float, Y, oy)[m * N + n] = acc + (has_bias ? AT(const float, Bi, obi)[n] : 0.0f);
 }

@@ -33,7 +33,7 @@
 #include "backends/opencl/attention.h"
 #define SN_CL_KERNELS_CORE(X)                                                                          \
     X(add) X(sub) X(mul) X(div) X(neg) X(sqrt_) X(recip) X(exp_) X(sigmoid) X(tanh_) X(erf_) X(softmax) \
-    X(matmul) X(norm) X(transpose) X(copy2d) X(gather) X(where_) X(matmulnbits)
+    X(matmul) X(matmul_rows) X(norm) X(transpose) X(copy2d) X(gather) X(where_) X(matmulnbits) X(matmulnbits_rows)
 #define SN_CL_KERNELS(X) SN_CL_KERNELS_CORE(X) SN_CL_KERNELS_MORE(X) SN_CL_KERNELS_ATTN(X)
 enum {
 #define SN_CL_ENUM(k) SN_CLK_##k,
