@@ -259,6 +259,33 @@ kernel void gather(global const uchar *X, ulong ox, global const uchar *I, ulong
     Y[oy + (o * nq + q) * inner + j] = in ? X[ox + (o * axis_n + k) * inner + j] : 0;
 }
 
+/* Row m of A against column n's blocks first, first + step, ..: the sum of
+ * a (c - z) s over them (MatMulNBits' layout, below). */
+static float mnb_blocks(global const uchar *A, ulong oa, global const uchar *B, ulong ob, global const uchar *S,
+                        ulong os, global const uchar *Z, ulong oz, long n, long m, long K, int bits, int bs,
+                        int has_zp, long zst, long first, long step) {
+    long kb = (K + bs - 1) / bs, blob = (long)bs * bits / 8;
+    global const float *a = AT(const float, A, oa) + m * K;
+    global const uchar *q = B + ob + n * kb * blob;
+    global const float *sc = AT(const float, S, os) + n * kb;
+    global const uchar *zp = Z + oz + n * zst;
+    float acc = 0;
+    for (long b = first; b < kb; b += step) {
+        int z = 1 << (bits - 1);
+        if (has_zp)
+            z = bits == 8 ? zp[b] : (zp[b >> 1] >> ((b & 1) * 4)) & 15;
+        long k0 = b * bs, kn = min((long)bs, K - k0);
+        global const uchar *qb = q + b * blob;
+        float s = 0;
+        for (long k = 0; k < kn; k++) {
+            int c = bits == 8 ? qb[k] : (qb[k >> 1] >> ((k & 1) * 4)) & 15;
+            s += a[k0 + k] * (float)(c - z);
+        }
+        acc += s * sc[b];
+    }
+    return acc;
+}
+
 /* MatMulNBits (com.microsoft), in float: Y[m, n] = sum over k of A[m, k]
  * (c - z) s + bias[n], c the bits-bit code of column n at k (B [N, kb,
  * blob], little nibble first for 4 bits), s and z block (k / bs)'s scale
@@ -273,25 +300,7 @@ kernel void matmulnbits(global const uchar *A, ulong oa, global const uchar *B, 
     local float part[MNB_WG];
     long n = get_group_id(0), m = get_global_id(1);
     int l = get_local_id(0);
-    long kb = (K + bs - 1) / bs, blob = (long)bs * bits / 8;
-    global const float *a = AT(const float, A, oa) + m * K;
-    global const uchar *q = B + ob + n * kb * blob;
-    global const float *sc = AT(const float, S, os) + n * kb;
-    global const uchar *zp = Z + oz + n * zst;
-    float acc = 0;
-    for (long b = l; b < kb; b += MNB_WG) {
-        int z = 1 << (bits - 1);
-        if (has_zp)
-            z = bits == 8 ? zp[b] : (zp[b >> 1] >> ((b & 1) * 4)) & 15;
-        long k0 = b * bs, kn = min((long)bs, K - k0);
-        global const uchar *qb = q + b * blob;
-        float s = 0;
-        for (long k = 0; k < kn; k++) {
-            int c = bits == 8 ? qb[k] : (qb[k >> 1] >> ((k & 1) * 4)) & 15;
-            s += a[k0 + k] * (float)(c - z);
-        }
-        acc += s * sc[b];
-    }
+    float acc = mnb_blocks(A, oa, B, ob, S, os, Z, oz, n, m, K, bits, bs, has_zp, zst, l, MNB_WG);
     part[l] = acc;
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int w = MNB_WG / 2; w > 0; w >>= 1) {
@@ -313,24 +322,6 @@ kernel void matmulnbits_rows(global const uchar *A, ulong oa, global const uchar
     long n = get_global_id(0), m = get_global_id(1);
     if (n >= N)
         return;
-    long kb = (K + bs - 1) / bs, blob = (long)bs * bits / 8;
-    global const float *a = AT(const float, A, oa) + m * K;
-    global const uchar *q = B + ob + n * kb * blob;
-    global const float *sc = AT(const float, S, os) + n * kb;
-    global const uchar *zp = Z + oz + n * zst;
-    float acc = 0;
-    for (long b = 0; b < kb; b++) {
-        int z = 1 << (bits - 1);
-        if (has_zp)
-            z = bits == 8 ? zp[b] : (zp[b >> 1] >> ((b & 1) * 4)) & 15;
-        long k0 = b * bs, kn = min((long)bs, K - k0);
-        global const uchar *qb = q + b * blob;
-        float s = 0;
-        for (long k = 0; k < kn; k++) {
-            int c = bits == 8 ? qb[k] : (qb[k >> 1] >> ((k & 1) * 4)) & 15;
-            s += a[k0 + k] * (float)(c - z);
-        }
-        acc += s * sc[b];
-    }
+    float acc = mnb_blocks(A, oa, B, ob, S, os, Z, oz, n, m, K, bits, bs, has_zp, zst, 0, 1);
     AT(float, Y, oy)[m * N + n] = acc + (has_bias ? AT(const float, Bi, obi)[n] : 0.0f);
 }
