@@ -133,14 +133,28 @@ def error_body(body, status, what):
 
 def openai_part(snug, model, srv):
     import openai
-    cl = openai.OpenAI(base_url=f"http://127.0.0.1:{srv.port}/v1", api_key="unused", max_retries=0, timeout=300)
+    # max_retries=0: every error is seen. The server closes a connection idle for --idle-timeout
+    # (2 s here); after a pause (snug generate running beside) the client is made anew, so that
+    # no pooled connection the server closes just as it is reused fails a request: that race is
+    # the test's, not an answer of the server's
+    def client():
+        return openai.OpenAI(base_url=f"http://127.0.0.1:{srv.port}/v1", api_key="unused", max_retries=0,
+                             timeout=300)
+    cl = client()
+
+    def gen(*args, **kw):  # snug generate, then a fresh client (above)
+        nonlocal cl
+        out = generate(*args, **kw)
+        cl.close()
+        cl = client()
+        return out
     models = cl.models.list()
     check([m.id for m in models.data] == [os.path.basename(model.rstrip("/"))], f"models.list: {models}")
     chats = ["What is the capital of France? Answer in one sentence.", "Name three colors.",
              "Write a haiku about the sea."]
     n = 24
     for q in chats:
-        want = generate(snug, model, q, n)
+        want = gen(snug, model, q, n)
         r = cl.chat.completions.create(model="snug", messages=[{"role": "user", "content": q}], temperature=0,
                                        max_tokens=n)
         got = r.choices[0].message.content
@@ -168,7 +182,7 @@ def openai_part(snug, model, srv):
     check(isinstance(r.choices[0].message.content, str) and r.usage.prompt_tokens > 20,
           f"multi-turn chat: {r}")
     for text in ["The capital of France is", "def fibonacci(n):\n"]:
-        want = generate(snug, model, text, n, chat=False)
+        want = gen(snug, model, text, n, chat=False)
         r = cl.completions.create(model="snug", prompt=text, temperature=0, max_tokens=n)
         check(r.choices[0].text == want and r.object == "text_completion",
               f"completion {text!r}: {r.choices[0].text!r}, snug generate {want!r}")
@@ -176,7 +190,7 @@ def openai_part(snug, model, srv):
                                                                          max_tokens=n, stream=True) if c.choices)
         check(got == want, f"completion stream {text!r}: {got!r}, snug generate {want!r}")
     # stop strings and seeded sampling
-    want = generate(snug, model, chats[0], n)
+    want = gen(snug, model, chats[0], n)
     if " is " in want:
         r = cl.chat.completions.create(model="snug", messages=[{"role": "user", "content": chats[0]}], temperature=0,
                                        max_tokens=n, stop=[" is "])
@@ -186,7 +200,7 @@ def openai_part(snug, model, srv):
     # others waiting, a prompt joining while another answer decodes) are each snug generate's
     check("decoded together" in srv.tail(), f"--parallel 2 on a genai model is not batched:\n{srv.tail()}")
     jobs = [(q, True) for q in chats] + [("The capital of France is", False), ("def fibonacci(n):\n", False)]
-    wants = [generate(snug, model, q, n, chat=c) for q, c in jobs]
+    wants = [gen(snug, model, q, n, chat=c) for q, c in jobs]
     gots = [None] * len(jobs)
 
     def one(i):
