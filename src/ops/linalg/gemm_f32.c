@@ -33,11 +33,17 @@ typedef void (*ukr_fn)(int64_t kc, const float *a, const float *b, float *c, int
 typedef void (*tail_fn)(int64_t kc, const float *a, const float *b, int64_t ps, float *c, int64_t ldc,
                         float alpha, float beta, int m, int n);
 
+/* fn that also prefetches pf_bytes from pf, a line every few k, while it
+ * computes: the next panel of a B that comes from memory. */
+typedef void (*ukr_pf_fn)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float alpha,
+                          float beta, int m, int n, const char *pf, size_t pf_bytes);
+
 typedef struct ukr {
     const char *name;
     int mr, nr;
     ukr_fn fn;
     tail_fn tail;
+    ukr_pf_fn fn_pf; /* or NULL: the prefetches are issued between calls */
 } ukr;
 
 /* Writes the m x n valid part of an accumulator tile into C. */
@@ -277,12 +283,12 @@ static void ukr_neon_8x8(int64_t kc, const float *restrict a, const float *restr
 }
 #endif
 
-static const ukr k_ukr_c = {"c6x8", 6, 8, ukr_c6x8, NULL};
+static const ukr k_ukr_c = {"c6x8", 6, 8, ukr_c6x8, NULL, NULL};
 #ifdef SN_HAVE_NEON_KERNEL
-static const ukr k_ukr_neon = {"neon-8x8", 8, 8, ukr_neon_8x8, NULL};
+static const ukr k_ukr_neon = {"neon-8x8", 8, 8, ukr_neon_8x8, NULL, NULL};
 #endif
 #ifdef SN_HAVE_AVX2_KERNEL
-static const ukr k_ukr_avx2 = {"avx2-6x16", 6, 16, ukr_avx2_6x16, tail_avx2_rows};
+static const ukr k_ukr_avx2 = {"avx2-6x16", 6, 16, ukr_avx2_6x16, tail_avx2_rows, NULL};
 #endif
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
@@ -624,13 +630,21 @@ static void panel_dot_neon(const float *a, int64_t inca, const float *panels, in
  * chain over k from zero as in the 6 x 16 AVX2 kernel and the portable
  * one, stored the same way: the same bits, at twice the width. Short
  * last panels run padded to twelve rows. */
-__attribute__((target("avx512f"))) static void ukr_avx512_12x32(int64_t kc, const float *restrict a,
-                                                               const float *restrict b, float *restrict c,
-                                                               int64_t ldc, float alpha, float beta, int m, int n) {
+__attribute__((target("avx512f"), always_inline)) static inline void
+ukr_avx512_body(int64_t kc, const float *restrict a, const float *restrict b, float *restrict c, int64_t ldc,
+                float alpha, float beta, int m, int n, const char *pf, size_t pf_bytes) {
     __m512 r[12][2];
     _Pragma("GCC unroll 12") for (int i = 0; i < 12; i++)
         r[i][0] = r[i][1] = _mm512_setzero_ps();
+    /* one line of pf per `every` k (a burst between calls stalled on the
+     * fill buffers) */
+    size_t lines = pf_bytes / 64, pfo = 0;
+    int64_t every = lines ? sn_imax(1, kc / (int64_t)lines) : kc + 1, until = every;
     for (int64_t p = 0; p < kc; p++, a += 12, b += 32) {
+        if (pf && p == until - 1 && pfo < pf_bytes) {
+            __builtin_prefetch(pf + pfo);
+            pfo += 64, until += every;
+        }
         __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
         _Pragma("GCC unroll 12") for (int i = 0; i < 12; i++) {
             __m512 x = _mm512_set1_ps(a[i]);
@@ -638,6 +652,8 @@ __attribute__((target("avx512f"))) static void ukr_avx512_12x32(int64_t kc, cons
             r[i][1] = _mm512_fmadd_ps(x, b1, r[i][1]);
         }
     }
+    for (; pf && pfo < pf_bytes; pfo += 64) /* kc shorter than the lines */
+        __builtin_prefetch(pf + pfo);
     if (n == 32) {
         const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
         for (int i = 0; i < m; i++)
@@ -658,6 +674,24 @@ __attribute__((target("avx512f"))) static void ukr_avx512_12x32(int64_t kc, cons
         _mm512_storeu_ps(acc[i] + 16, r[i][1]);
     }
     UKR_STORE(12, 32);
+}
+
+/* 12 x 32 accumulators in 24 of the 32 ZMM registers; per k: two B
+ * vectors, twelve broadcasts, 24 FMAs. Each element is the same fused
+ * chain over k from zero as in the 6 x 16 AVX2 kernel and the portable
+ * one, stored the same way: the same bits, at twice the width. Short
+ * last panels run padded to twelve rows. */
+__attribute__((target("avx512f"))) static void ukr_avx512_12x32(int64_t kc, const float *restrict a,
+                                                               const float *restrict b, float *restrict c,
+                                                               int64_t ldc, float alpha, float beta, int m, int n) {
+    ukr_avx512_body(kc, a, b, c, ldc, alpha, beta, m, n, NULL, 0);
+}
+
+__attribute__((target("avx512f"))) static void ukr_avx512_12x32_pf(int64_t kc, const float *restrict a,
+                                                                  const float *restrict b, float *restrict c,
+                                                                  int64_t ldc, float alpha, float beta, int m,
+                                                                  int n, const char *pf, size_t pf_bytes) {
+    ukr_avx512_body(kc, a, b, c, ldc, alpha, beta, m, n, pf, pf_bytes);
 }
 
 /* Short last row panels, as tail_avx2 for the 6 x 16 kernel: R rows over P
@@ -760,7 +794,7 @@ static const kset k_kset_avx2 = {&k_ukr_avx2, skinny_avx2, dot_avx2, panel_dot_a
 #endif
 #ifdef SN_HAVE_AVX512_KERNEL
 /* B read in place (skinny, dot) stays on the AVX2 loops: bound by memory */
-static const ukr k_ukr_avx512 = {"avx512-12x32", 12, 32, ukr_avx512_12x32, tail_avx512_rows};
+static const ukr k_ukr_avx512 = {"avx512-12x32", 12, 32, ukr_avx512_12x32, tail_avx512_rows, ukr_avx512_12x32_pf};
 static const kset k_kset_avx512 = {&k_ukr_avx512, skinny_avx2, dot_avx2, panel_dot_avx512};
 #endif
 
@@ -1212,7 +1246,13 @@ static void gemm_task(void *arg, int64_t t0, int64_t t1) {
 
     for (int64_t t = t0; t < t1; t++) {
         int64_t jc = t % g->n_jc, ic = t / g->n_jc;
-        int64_t j0 = jc * g->nc, nb = sn_imin(g->nc, g->N - j0);
+        /* the column blocks share the panels evenly (none wider than nc),
+         * the wider ones first: 18 panels in 4 blocks are 5, 5, 4, 4, and
+         * two threads taking blocks in turn do 9 each (blocks of nc = 5
+         * panels were 5, 5, 5, 3: one thread did 10) */
+        int64_t panels = (g->N + nr - 1) / nr, q = panels / g->n_jc, rem = panels % g->n_jc;
+        int64_t j0 = (jc * q + sn_imin(jc, rem)) * nr;
+        int64_t nb = sn_imin(j0 + (q + (jc < rem)) * nr, g->N) - j0;
         int64_t r0 = ic * g->rows_per_task, r1 = sn_imin(g->M, r0 + g->rows_per_task);
         for (int64_t p0 = 0; p0 < g->K; p0 += g->kc) {
             int64_t kb = sn_imin(g->kc, g->K - p0);
@@ -1250,9 +1290,16 @@ static void gemm_task(void *arg, int64_t t0, int64_t t1) {
                     size_t nx_at = 0;
                     for (int64_t ir = 0; ir < mb; ir += mr) {
                         int m = (int)sn_imin(mr, mb - ir);
+                        float *c = g->C + (i0 + ir) * g->ldc + j0 + jr;
+                        if (nx && m == mr && g->k->fn_pf && nx_at < nx_bytes) {
+                            size_t len = sn_imin((int64_t)nx_step, (int64_t)(nx_bytes - nx_at));
+                            g->k->fn_pf(kb, a + ir * kb, b + jr / nr * ps, c, g->ldc, g->alpha, beta, m, n,
+                                        nx + nx_at, len);
+                            nx_at += len;
+                            continue;
+                        }
                         for (size_t e = nx_at + nx_step; nx && nx_at < e && nx_at < nx_bytes; nx_at += 64)
                             __builtin_prefetch(nx + nx_at);
-                        float *c = g->C + (i0 + ir) * g->ldc + j0 + jr;
                         if (m == mr || !g->k->tail)
                             g->k->fn(kb, a + ir * kb, b + jr / nr * ps, c, g->ldc, g->alpha, beta, m, n);
                         else if (m > 2) /* one panel */
@@ -1386,6 +1433,11 @@ blocked:;
             g.n_jc = (N + nc - 1) / nc;
         }
     }
+    /* a multiple of the threads where the panels allow: 36 panels in five
+     * blocks of at most 8 left one thread 22 panels and the other 14 */
+    if (n_threads > 1 && g.n_jc % n_threads &&
+        (g.n_jc + n_threads - 1) / n_threads * n_threads <= (N + g.k->nr - 1) / g.k->nr)
+        g.n_jc = (g.n_jc + n_threads - 1) / n_threads * n_threads;
     int64_t n_ic = 1;
     if (n_threads > 1 && g.n_jc < 2 * n_threads) {
         n_ic = (2 * n_threads + g.n_jc - 1) / g.n_jc;
