@@ -597,130 +597,6 @@ static void test_mnb4_cols(void) {
     }
 }
 
-/* Weights of the float-zero-point kernels: w = q * s + (-(s * zp)). */
-static float mnbu_w_of(const llm_mnbu_args *g, int64_t n, int64_t k) {
-    int64_t blob = g->bs * g->bits / 8, b = k / g->bs, bit = (k % g->bs) * g->bits;
-    int q = (g->b[(n * g->kb + b) * blob + (bit >> 3)] >> (bit & 7)) & ((1 << g->bits) - 1);
-    float s = g->sc[n * g->kb + b];
-    return llm_mnbu_w(q, s, -(s * g->zpf[n * g->kb + b]));
-}
-
-/* The float-zero-point MatMulNBits kernels (ORT's dequantize-then-SGEMM
- * rounding, src/ops/llm/mnb_f32.c): the references near the plain sum of
- * a * w + bias; the SIMD forms bit-identical to them. 2, 4 and 8 bits,
- * blocks of 16 to 128, K not a multiple of 8 nor of the block, N with tails
- * of 1, 2 and 3 columns past the groups of four, M = 1 (lanes) and M > 1
- * (panels, K slices of 128, 256 and 512 as N narrows), split column
- * ranges, with and without bias. */
-static void test_mnbu(void) {
-    static const int64_t Ks[] = {8, 13, 32, 77, 100, 300, 576, 1100};
-    static const int64_t Ns[] = {1, 2, 3, 4, 5, 6, 7, 9, 13, 36, 70};
-    static const int64_t Ms[] = {1, 2, 3, 5, 9};
-    static const int bitss[] = {2, 4, 8};
-    static const int64_t bss[] = {16, 32, 64, 128};
-    int cases = 0;
-    for (size_t ki = 0; ki < sizeof Ks / sizeof *Ks; ki++)
-        for (size_t ni = 0; ni < sizeof Ns / sizeof *Ns; ni++)
-            for (size_t mi = 0; mi < sizeof Ms / sizeof *Ms; mi++) {
-                int64_t K = Ks[ki], N = Ns[ni], M = Ms[mi];
-                size_t v = ki + ni + mi;
-                int bits = bitss[v % 3];
-                int64_t bs = bss[(v / 3) % 4], kb = (K + bs - 1) / bs, blob = bs * bits / 8;
-                int biason = (int)(v & 1);
-                float *a = malloc(sizeof(float) * (size_t)(M * K));
-                uint8_t *b = malloc((size_t)(N * kb * blob));
-                float *sc = malloc(sizeof(float) * (size_t)(N * kb));
-                float *zpf = malloc(sizeof(float) * (size_t)(N * kb));
-                float *bias = malloc(sizeof(float) * (size_t)N);
-                float *y = malloc(sizeof(float) * (size_t)(M * N));
-                float *yr = malloc(sizeof(float) * (size_t)(M * N));
-                int64_t ldp = (N + 7) / 8 * 8 + 8;
-                float *p = malloc(sizeof(float) * (size_t)(K * ldp));
-                float *pr = malloc(sizeof(float) * (size_t)(K * ldp));
-                for (int64_t i = 0; i < M * K; i++)
-                    a[i] = frand() * (i % 37 == 0 ? 20.0f : 1.0f);
-                for (int64_t i = 0; i < N * kb * blob; i++)
-                    b[i] = (uint8_t)(g_rng >> 20), frand();
-                for (int64_t i = 0; i < N * kb; i++) {
-                    sc[i] = 0.001f + fabsf(frand()) * 0.01f;
-                    zpf[i] = (float)(1 << bits) * fabsf(frand());
-                }
-                fill(bias, N);
-                llm_mnbu_args g = {M, N, K, bits, bs, kb, a, b, sc, zpf, biason ? bias : NULL, y, N};
-                /* the references compute the product */
-                llm_mnbu_args gr = g;
-                gr.y = yr;
-                if (M == 1) {
-                    llm_mnbu_m1_cols_ref(&gr, 0, N);
-                } else {
-                    llm_mnbu_panel_ref(&gr, 0, N, pr, ldp);
-                    llm_mnbu_gemm_cols_ref(&gr, pr, ldp, 0, 0, N);
-                }
-                for (int64_t m = 0; m < M; m++)
-                    for (int64_t n = 0; n < N; n++) {
-                        double want = biason ? bias[n] : 0, mag = fabs(want);
-                        for (int64_t k = 0; k < K; k++) {
-                            double t = (double)a[m * K + k] * mnbu_w_of(&g, n, k);
-                            want += t;
-                            mag += fabs(t);
-                        }
-                        if (fabs(yr[m * N + n] - want) > 1e-5 * mag + 1e-6) {
-                            fprintf(stderr, "FAIL mnbu ref M %lld N %lld K %lld: [%lld, %lld] %g vs %g\n",
-                                    (long long)M, (long long)N, (long long)K, (long long)m,
-                                    (long long)n, (double)yr[m * N + n], want);
-                            g_fail = 1;
-                            m = M;
-                            break;
-                        }
-                    }
-                /* the SIMD forms, on two column ranges */
-                int64_t split = M == 1 ? N / 3 : (N / 2) / 8 * 8;
-                if (M == 1) {
-                    llm_mnbu_m1_cols(&g, 0, split);
-                    llm_mnbu_m1_cols(&g, split, N);
-                } else {
-                    for (int64_t i = 0; i < K * ldp; i++)
-                        p[i] = pr[i] = 1e30f; /* past the zeroed columns: untouched */
-                    llm_mnbu_panel(&g, 0, split, p, ldp);
-                    llm_mnbu_panel(&g, split, N - split, p + split, ldp);
-                    llm_mnbu_panel_ref(&gr, 0, split, pr, ldp);
-                    llm_mnbu_panel_ref(&gr, split, N - split, pr + split, ldp);
-                    if (memcmp(p, pr, sizeof(float) * (size_t)(K * ldp))) {
-                        fprintf(stderr, "FAIL mnbu panel N %lld K %lld bits %d bs %lld\n",
-                                (long long)N, (long long)K, bits, (long long)bs);
-                        g_fail = 1;
-                    }
-                    llm_mnbu_gemm_cols(&g, p, ldp, 0, 0, split);
-                    llm_mnbu_gemm_cols(&g, p, ldp, 0, split, N);
-                }
-                if (memcmp(y, yr, sizeof(float) * (size_t)(M * N))) {
-                    for (int64_t i = 0; i < M * N; i++)
-                        if (memcmp(&y[i], &yr[i], 4)) {
-                            fprintf(stderr,
-                                    "FAIL mnbu M %lld N %lld K %lld bits %d bs %lld bias %d: "
-                                    "[%lld] %.9g, ref %.9g\n",
-                                    (long long)M, (long long)N, (long long)K, bits, (long long)bs,
-                                    biason, (long long)i, (double)y[i], (double)yr[i]);
-                            break;
-                        }
-                    g_fail = 1;
-                }
-                cases++;
-                free(a), free(b), free(sc), free(zpf), free(bias), free(y), free(yr), free(p), free(pr);
-            }
-    /* the K slices: 128 unless N is narrow (SGEMM widens them) */
-    if (llm_mnbu_slice(576, 576) != 128 || llm_mnbu_slice(192, 576) != 128 ||
-        llm_mnbu_slice(40, 600) != 256 || llm_mnbu_slice(20, 600) != 512 ||
-        llm_mnbu_slice(3, 600) != 1024) {
-        fprintf(stderr, "FAIL mnbu slices\n");
-        g_fail = 1;
-    }
-    if (cases < 400) {
-        fprintf(stderr, "FAIL mnbu: only %d cases\n", cases);
-        g_fail = 1;
-    }
-}
-
 /* The 8-bit int8 MatMulNBits kernels (src/ops/llm/mnb_q8.c): the lanes
  * plus the block sums equal the block-scaled integer dot with the zero
  * points; llm_mnb8_cols, SIMD and scalar, bit-identical to the composition
@@ -1088,7 +964,6 @@ int main(void) {
     test_mnb4_cols();
     test_mnb4_fast1();
     test_mnb4f();
-    test_mnbu();
     test_mnb8();
     test_mlas_functions();
     if (g_fail)

@@ -72,52 +72,6 @@ void llm_q4_dequant_panel_ref(const uint8_t *b, int64_t bstride, const float *sc
                               int64_t sstride, const uint8_t *zp8, int64_t zstride,
                               const float *zpf, int64_t nc, int64_t k0, int64_t kn, int64_t bs,
                               float *panel, int64_t ldp);
-/* MatMulNBits the way ONNX Runtime computes it when it dequantizes B first
- * (its "unpacked" path, taken for float zero points at every accuracy
- * level; src/ops/llm/mnb_f32.c). Each weight is
- *   w = (float)q * s + (-(s * zp))      (llm_mnbu_w: both steps rounded)
- * and A x W^T then runs through MLAS's SGEMM, whose rounding order depends
- * on M:
- *  - M == 1: per column eight lanes, lane j the running sum over the k with
- *    k % 8 == j of the rounded products a_k * w_k (no fused multiply-add),
- *    reduced by llm_mnbu_red, plus the bias (or + 0);
- *  - M > 1: per element, K in slices of llm_mnbu_slice(N, K) values, each
- *    slice one fused multiply-add chain from zero, added to the output in
- *    order (the output starts as the bias, or as the first slice).
- * Zero points: float, [N, kb] (zpf). */
-typedef struct llm_mnbu_args {
-    int64_t M, N, K, bits, bs, kb;
-    const float *a;       /* [M, K] */
-    const uint8_t *b;     /* [N, kb, bs * bits / 8] */
-    const float *sc;      /* [N, kb] */
-    const float *zpf;     /* [N, kb] */
-    const float *bias;    /* [N] or NULL */
-    float *y;             /* [M, ldy] */
-    int64_t ldy;
-} llm_mnbu_args;
-static inline float llm_mnbu_w(int q, float s, float zadj) {
-    float t = (float)q * s;
-    return t + zadj;
-}
-/* SGEMM's M = 1 lane reduction for column n of N: columns below N - N % 4
- * in groups of four (llm_fold8), then a pair, then a single column. */
-float llm_mnbu_red(const float l[8], int64_t n, int64_t N);
-/* SGEMM's K slice for an N-column product (single-threaded partition). */
-int64_t llm_mnbu_slice(int64_t N, int64_t K);
-/* M == 1: y[0, n] for the columns [n0, n1). */
-void llm_mnbu_m1_cols(const llm_mnbu_args *g, int64_t n0, int64_t n1);
-void llm_mnbu_m1_cols_ref(const llm_mnbu_args *g, int64_t n0, int64_t n1);
-/* Dequantizes the columns [n0, n0 + nc) into panel[k * ldp + c] (k < K);
- * columns [nc, ldp) of the panel are zeroed. */
-void llm_mnbu_panel(const llm_mnbu_args *g, int64_t n0, int64_t nc, float *panel, int64_t ldp);
-void llm_mnbu_panel_ref(const llm_mnbu_args *g, int64_t n0, int64_t nc, float *panel,
-                        int64_t ldp);
-/* M > 1: y[m, n0 + c] for every row and the panel's columns [c0, c1)
- * (c0 a multiple of 8), from a panel of llm_mnbu_panel. */
-void llm_mnbu_gemm_cols(const llm_mnbu_args *g, const float *panel, int64_t ldp, int64_t n0,
-                        int64_t c0, int64_t c1);
-void llm_mnbu_gemm_cols_ref(const llm_mnbu_args *g, const float *panel, int64_t ldp,
-                            int64_t n0, int64_t c0, int64_t c1);
 /* Codes minus an integer zero point as int8-range ints (for the int8 path;
  * 8-bit codes minus zp may exceed int8, hence int16). */
 void llm_q_codes(const uint8_t *blob, int bits, int64_t len, int zp, int16_t *out);

@@ -7,7 +7,7 @@
  *                                    or A's type [N * k_blocks]; default 2^(bits-1)
  *   g_idx   (deprecated, must be absent), bias [N] (optional)
  *
- * Four paths:
+ * Three paths:
  *   - M < MNB_GEMM_MIN_M (decode), float: rows of A against the 4-bit
  *     columns in float (llm_mnb4f_cols, four columns per pass on a
  *     permuted copy of A), other widths block by block; parallel over
@@ -24,11 +24,12 @@
  *     rows of A prepared once per call, 8 bits through llm_mnb8_cols
  *     (src/ops/llm/mnb_q8.c). ORT only takes this path when it can prepack
  *     B (a constant); with B a graph input it computes level 4 in float,
- *     and so does snug;
- *   - float zero points, any accuracy_level: ORT never prepacks B then; it
- *     dequantizes B to float and runs MLAS's SGEMM, whose rounding
- *     llm_mnbu_* (src/ops/llm/mnb_f32.c) reproduce: by columns for M = 1,
- *     through [K, 8c] panels for M > 1.
+ *     and so does snug.
+ * Float zero points take the two float paths at every accuracy_level, as in
+ * ORT (which never prepacks B then: no int8). ORT dequantizes B and runs
+ * MLAS's SGEMM; snug's float kernels sum in their own order, within the
+ * float tolerance (a copy of MLAS's order was carried until issue #22, 1.5x
+ * slower; docs/accuracy.md).
  * Non-float32 tensors are staged to float32 in the workspace. */
 #include <string.h>
 
@@ -51,7 +52,6 @@ typedef struct mnb_geom {
     bool int8;    /* accuracy_level 4 path */
     bool ort4;    /* int8 path rounding exactly like ORT's AVX2 kernels (4-bit, block 32) */
     bool ort8;    /* int8 path rounding exactly like ORT's AVX2 kernels (8-bit, block 32) */
-    bool unpacked; /* float zero points: B dequantized, MLAS SGEMM rounding (llm_mnbu_*) */
     bool gemm;    /* prefill path */
 } mnb_geom;
 
@@ -162,8 +162,7 @@ static int mnb_geom_of(const sn_node *node, int n_in, const sn_tensor *const *in
               (g->bits == 4 || g->bits == 8);
     g->ort4 = g->int8 && g->bits == 4 && g->bs == 32 && g->zp_kind != 2;
     g->ort8 = g->int8 && g->bits == 8 && g->bs == 32;
-    g->unpacked = g->zp_kind == 2;
-    g->gemm = !g->int8 && !g->unpacked && g->M >= MNB_GEMM_MIN_M;
+    g->gemm = !g->int8 && g->M >= MNB_GEMM_MIN_M;
     return SNUG_OK;
 }
 
@@ -190,12 +189,6 @@ int llm_mnb_infer(sn_infer_ctx *c) {
 static int64_t mnb_panel_cols(const mnb_geom *g) {
     int64_t nb = MNB_PANEL_BYTES / (g->K * (int64_t)sizeof(float)) / 16 * 16;
     return sn_imin(g->N, sn_imax(nb, MNB_PANEL_MIN));
-}
-
-/* Columns per panel of the float-zero-point path (M > 1), a multiple of 8. */
-static int64_t mnb_upanel_cols(const mnb_geom *g) {
-    int64_t nb = MNB_PANEL_BYTES / (g->K * (int64_t)sizeof(float)) / 16 * 16;
-    return sn_imin((g->N + 7) / 8 * 8, sn_imax(nb, MNB_PANEL_MIN));
 }
 
 /* Workspace layout (each part 64-byte aligned). */
@@ -232,9 +225,6 @@ static void mnb_ws_layout(const mnb_geom *g, sn_dtype dt, int threads, mnb_ws *w
         int64_t nb = mnb_panel_cols(g);
         w->panel = sn_align64((size_t)(nb * g->K) * f);
         w->gemm = sn_align64(sn_sgemm_workspace(g->M, nb, g->K, threads));
-    } else if (g->unpacked) {
-        if (g->M > 1)
-            w->panel = sn_align64((size_t)(mnb_upanel_cols(g) * g->K) * f);
     } else if (!g->ort4 && !g->ort8) {
         w->slot = g->int8 ? MNB_SLOTS * sn_align64((size_t)g->bs * f) : 0;
         if (!g->int8)
@@ -308,10 +298,9 @@ typedef struct mnb_job {
     const float *ap;      /* 4-bit float path: A's full blocks permuted [M, K / bs * bs] */
     char *slots;          /* MNB_SLOTS buffers of slot_bytes */
     size_t slot_bytes;
-    float *panel;         /* prefill: [nb, K], or [K, nb] for 4 bits; float zp: [K, ldp] */
-    int64_t n0, nb, ldp;  /* prefill: first column and width of the panel */
+    float *panel;         /* prefill, widths other than 4 bits: [nb, K] */
+    int64_t n0, nb;       /* prefill: first column and width of the panel */
     llm_mnb4_args q4;     /* ort4 path: prepared rows at q4.rows */
-    llm_mnbu_args u;      /* float-zero-point path */
     llm_mnb8_args q8;     /* ort8 path */
 } mnb_job;
 
@@ -469,25 +458,6 @@ static void mnb8_cols_task(void *arg, int64_t s0, int64_t s1) {
     llm_mnb8_cols(&j->q8, s0 * MNB4_GROUP, sn_imin(s1 * MNB4_GROUP, j->g->N));
 }
 
-/* Float-zero-point path, M == 1: column groups [s0, s1) of MNB4_GROUP. */
-static void mnbu_m1_task(void *arg, int64_t s0, int64_t s1) {
-    const mnb_job *j = arg;
-    llm_mnbu_m1_cols(&j->u, s0 * MNB4_GROUP, sn_imin(s1 * MNB4_GROUP, j->g->N));
-}
-
-/* Float-zero-point path, M > 1: panel columns [8 s0, 8 s1) dequantized. */
-static void mnbu_panel_task(void *arg, int64_t s0, int64_t s1) {
-    const mnb_job *j = arg;
-    int64_t c0 = 8 * s0, c1 = sn_imin(8 * s1, j->nb);
-    llm_mnbu_panel(&j->u, j->n0 + c0, c1 - c0, j->panel + c0, j->ldp);
-}
-
-/* ... and multiplied, all rows, groups of 16 columns. */
-static void mnbu_gemm_task(void *arg, int64_t s0, int64_t s1) {
-    const mnb_job *j = arg;
-    llm_mnbu_gemm_cols(&j->u, j->panel, j->ldp, j->n0, 16 * s0, sn_imin(16 * s1, j->nb));
-}
-
 static void mnb_quantize_a(void *arg, int64_t m0, int64_t m1) {
     const mnb_job *j = arg;
     const mnb_geom *g = j->g;
@@ -611,11 +581,7 @@ static int mnb_begin(sn_kctx *c, mnb_call *k) {
     /* column groups, and per task at least */
     k->groups = (g.N + MNB4_GROUP - 1) / MNB4_GROUP;
     k->grain = mnb_grain(&g, sn_pool_size(c->pool));
-    if (g.unpacked) {
-        j.u = (llm_mnbu_args){g.M, g.N, g.K, g.bits, g.bs, g.kb, a, j.b, j.sc, j.zpf, bias, y, g.N};
-        if (g.M == 1)
-            k->cols = mnbu_m1_task;
-    } else if (g.ort4) {
+    if (g.ort4) {
         j.q4 = (llm_mnb4_args){.M = g.M, .N = g.N, .kb = g.kb, .rows = j.qa, .b = j.b, .sb = j.sc, .zp = j.zp8,
                                .zp_stride = j.zp_stride, .bias = bias, .y = y, .ldy = g.N};
         if (st && st->tiled) {
@@ -649,7 +615,7 @@ static void mnb_before_cols(sn_kctx *c, mnb_call *k) {
         sn_pool_for(c->pool, k->g.M, 4, mnb4_prep_task, &k->j);
     else if (k->g.ort8)
         sn_pool_for(c->pool, k->g.M, 1, mnb_quantize_a, &k->j);
-    else if (!k->g.unpacked)
+    else
         memset(k->y, 0, (size_t)(k->g.M * k->g.N) * sizeof(float));
 }
 
@@ -661,15 +627,6 @@ static void mnb_compute(sn_kctx *c, mnb_call *k) {
     if (k->cols) {
         mnb_before_cols(c, k);
         sn_pool_for(c->pool, k->groups, k->grain, k->cols, j);
-    } else if (g.unpacked) {
-        j->panel = (float *)p;
-        j->ldp = mnb_upanel_cols(&g);
-        for (int64_t n0 = 0; n0 < g.N; n0 += j->ldp) {
-            j->n0 = n0;
-            j->nb = sn_imin(j->ldp, g.N - n0);
-            sn_pool_for(c->pool, (j->nb + 7) / 8, 2, mnbu_panel_task, j);
-            sn_pool_for(c->pool, (j->nb + 15) / 16, 1, mnbu_gemm_task, j);
-        }
     } else if (g.gemm && g.bits == 4) {
         sn_sgemm_cb_ws(g.M, g.N, g.K, j->a, g.K, mnb_q4_block, j, k->y, g.N, c->pool, p + w.panel,
                        sn_sgemm_workspace(g.M, g.N, g.K, sn_pool_size(c->pool)));
@@ -699,7 +656,7 @@ static void mnb_end(sn_kctx *c, mnb_call *k) {
     const mnb_geom *g = &k->g;
     if (k->stage == MNB_DONE)
         return;
-    if (k->stage == MNB_RUN && k->bias && !g->ort4 && !g->ort8 && !g->unpacked)
+    if (k->stage == MNB_RUN && k->bias && !g->ort4 && !g->ort8)
         for (int64_t m = 0; m < g->M; m++)
             for (int64_t n = 0; n < g->N; n++)
                 k->y[m * g->N + n] += k->bias[n];
