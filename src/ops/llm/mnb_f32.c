@@ -234,6 +234,85 @@ AVX2_INLINE void f32_m1_tile(const int NR, const llm_mnb4f_args *g, int64_t n) {
         g->y[n + c] = hsum(acc[c]);
 }
 
+#define AVX512 __attribute__((target("avx2,fma,avx512f")))
+#define AVX512_INLINE __attribute__((target("avx2,fma,avx512f"), always_inline)) static inline
+
+/* Two 8-float halves from memory as one vector (AVX-512F only). */
+AVX512_INLINE __m512 ld2x8(const float *lo, const float *hi) {
+    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(_mm256_loadu_ps(lo))),
+                                               _mm256_castps_pd(_mm256_loadu_ps(hi)), 1));
+}
+
+/* One row, blocks of 32, AVX-512: per block and column the 16 weights
+ * (q - z) s of the sixteen codes are a table (one fused multiply-subtract,
+ * q s - z s), each byte's two codes pick theirs (vpermps) and two FMA
+ * chains per column take the products: about half the operations per
+ * weight of f32_m1_tile's (code, convert, subtract, FMA, then the block's
+ * scale), which kept this product compute-bound below the memory's pace.
+ * The weight is rounded as dequantized (ORT dequantizes B the same way),
+ * not as (code - zero point) against A then scaled: within the float
+ * tolerance of either. A comes permuted (llm_q4_permute, per 16: evens then
+ * odds): the low codes of a block's 16 bytes are k 0, 2, .., 30, ap's first
+ * and third eight, the high ones its second and fourth. */
+AVX512_INLINE void f32_m1_tile512(const int NR, const llm_mnb4f_args *g, int64_t n) {
+    const __m512i m0f = _mm512_set1_epi32(15);
+    const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const int64_t nblk = g->nblk;
+    const uint8_t *bc[4];
+    const float *scc[4];
+    _Pragma("GCC unroll 4")
+    for (int c = 0; c < NR; c++) {
+        bc[c] = g->b + (n + c) * g->bstride;
+        scc[c] = g->sc + (n + c) * g->sstride;
+    }
+    __m512 al[4], ah[4];
+    _Pragma("GCC unroll 4")
+    for (int c = 0; c < NR; c++)
+        al[c] = ah[c] = _mm512_setzero_ps();
+    _Alignas(32) float zs[4][8];
+    for (int64_t b0 = 0; b0 < nblk; b0 += 8) {
+        int64_t nb = sn_imin(8, nblk - b0);
+        __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)nb), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        _Pragma("GCC unroll 4")
+        for (int c = 0; c < NR; c++) /* z s of eight blocks */
+            _mm256_store_ps(zs[c], _mm256_mul_ps(zp_blocks8(g, n + c, b0, live),
+                                                 _mm256_maskload_ps(scc[c] + b0, live)));
+        for (int64_t b = b0; b < b0 + nb; b++) {
+            const float *a = g->ap + b * 32;
+            __m512 alo = ld2x8(a, a + 16), ahi = ld2x8(a + 8, a + 24);
+            if ((b & 3) == 0) /* B from memory: the columns two tiles on, a line per four blocks */
+                _Pragma("GCC unroll 4") for (int c = 0; c < NR; c++)
+                    _mm_prefetch((const char *)(bc[c] + 8 * g->bstride + b * 16), _MM_HINT_T0);
+            if ((b & 15) == 0)
+                _Pragma("GCC unroll 4") for (int c = 0; c < NR; c++) {
+                    _mm_prefetch((const char *)(scc[c] + 8 * g->sstride + b), _MM_HINT_T0);
+                    if (g->zpf)
+                        _mm_prefetch((const char *)(g->zpf + (n + c + 8) * g->sstride + b), _MM_HINT_T0);
+                }
+            _Pragma("GCC unroll 4")
+            for (int c = 0; c < NR; c++) {
+                __m512 t = _mm512_fmsub_ps(iota, _mm512_set1_ps(scc[c][b]), _mm512_set1_ps(zs[c][b - b0]));
+                __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(bc[c] + b * 16)));
+                __m512 wl = _mm512_permutexvar_ps(_mm512_and_si512(x, m0f), t);
+                __m512 wh = _mm512_permutexvar_ps(_mm512_srli_epi32(x, 4), t);
+                al[c] = _mm512_fmadd_ps(wl, alo, al[c]);
+                ah[c] = _mm512_fmadd_ps(wh, ahi, ah[c]);
+            }
+        }
+    }
+    _Pragma("GCC unroll 4")
+    for (int c = 0; c < NR; c++)
+        g->y[n + c] = _mm512_reduce_add_ps(_mm512_add_ps(al[c], ah[c]));
+}
+
+AVX512 static void mnb4f_m1_avx512(const llm_mnb4f_args *g, int64_t n0, int64_t n1) {
+    int64_t n = n0;
+    for (; n + 4 <= n1; n += 4)
+        f32_m1_tile512(4, g, n);
+    for (; n < n1; n++)
+        f32_m1_tile512(1, g, n);
+}
+
 AVX2 static void mnb4f_cols_avx2(const llm_mnb4f_args *g, int64_t n0, int64_t n1) {
     for (int64_t m = 0; m < g->M; m += 3) {
         int mr = (int)sn_imin(3, g->M - m);
@@ -352,6 +431,10 @@ AVX2 static void dq4_panel_avx2(const uint8_t *b, int64_t bstride, const float *
 
 void llm_mnb4f_cols(const llm_mnb4f_args *g, int64_t n0, int64_t n1) {
 #if defined(__x86_64__) && defined(__GNUC__)
+    if (g->M == 1 && g->bs == 32 && sn_cpu_avx512f()) {
+        mnb4f_m1_avx512(g, n0, n1);
+        return;
+    }
     if (sn_cpu_avx2_fma() && g->bs % 16 == 0 && g->M <= 3) {
         mnb4f_cols_avx2(g, n0, n1);
         return;
