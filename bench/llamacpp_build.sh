@@ -1,22 +1,25 @@
 #!/usr/bin/env bash
-# Build llama.cpp's llama-bench and llama-server from the llama.cpp vendored in
-# PyPI's llama-cpp-python sdist (idempotently) and print the folder holding
-# the two binaries on stdout.
+# Build llama.cpp's llama-bench, llama-server and llama-quantize from the
+# llama.cpp vendored in PyPI's llama-cpp-python sdist (idempotently) and print
+# the folder holding the binaries on stdout.
 #
 #   bench/llamacpp_build.sh                    # llama-cpp-python 0.3.36
 #   LLAMACPP_VERSION=0.3.37 bench/llamacpp_build.sh
 #
 # CPU only, GGML_NATIVE=ON (tuned to this machine's CPU) but AMX off (below),
-# static, Release, no CURL/OpenSSL, no web UI: only the targets llama-bench and
-# llama-server.
+# static, Release, no CURL/OpenSSL, no web UI: only the targets llama-bench,
+# llama-server and llama-quantize.
 # Cache: ${SNUG_LLAMACPP:-~/.cache/snug/llamacpp}/: the sdist, <version>/src
 # (vendor/llama.cpp), <version>/llama.cpp-commit (the vendored llama.cpp's
 # commit, from the sdist's changelog), <version>/build (bin/llama-bench,
-# bin/llama-server). A second run rebuilds nothing unless the version, the
-# configure options or the CPU (GGML_NATIVE) changed. JOBS (default: nproc) sets the parallel jobs,
-# PYTHON the interpreter whose pip downloads the sdist (default python3).
+# bin/llama-server, bin/llama-quantize). A second run rebuilds nothing unless
+# the version, the configure options or the CPU (GGML_NATIVE) changed; a build
+# that lacks a target (one from before it was listed) only builds that target.
+# JOBS (default: nproc) sets the parallel jobs, PYTHON the interpreter whose pip
+# downloads the sdist (default python3).
 # Progress goes to stderr; the build's output is also kept in build/snug-build.log.
-# Used by bench/vs_llamacpp (and as the llama-server peer of bench/serve_load).
+# Used by bench/vs_llamacpp (and as the llama-server peer of bench/serve_load);
+# tests/models/build.py's genai-q40 style runs its llama-quantize.
 set -euo pipefail
 
 version="${LLAMACPP_VERSION:-0.3.36}"
@@ -26,7 +29,7 @@ py="${PYTHON:-python3}"
 dir="$cache/$version"
 src="$dir/src"
 build="$dir/build"
-targets=(llama-bench llama-server)
+targets=(llama-bench llama-server llama-quantize)
 t_start=$SECONDS
 
 log() { echo "llamacpp_build: [$(( SECONDS - t_start ))s] $*" >&2; }
@@ -50,10 +53,18 @@ if [[ "$(uname -m)" == x86_64 && "${LLAMACPP_AMX:-0}" != 1 ]]; then
   cfg+=("-DCMAKE_C_FLAGS=$noamx" "-DCMAKE_CXX_FLAGS=$noamx")
 fi
 
-# What the binaries depend on: a change in any of these rebuilds them.
+# What the binaries depend on: a change in any of these rebuilds them. The
+# targets are not part of it: a new target is built into the same folder.
 cpu="$(uname -m) $(grep -m1 -E '^(flags|Features)' /proc/cpuinfo 2>/dev/null | sha256sum | cut -c1-16)"
-want="llama-cpp-python $version | ${cfg[*]} | ${targets[*]} | cpu $cpu"
+want="llama-cpp-python $version | ${cfg[*]} | cpu $cpu"
+# the stamp's form while it named the targets (llama-bench and llama-server only)
+want_old="llama-cpp-python $version | ${cfg[*]} | llama-bench llama-server | cpu $cpu"
 stamp="$build/.snug-built"
+same_config() {
+  local s
+  s="$(cat "$stamp" 2>/dev/null)" || return 1
+  [[ "$s" == "$want" || "$s" == "$want_old" ]]
+}
 
 sdist="$cache/llama_cpp_python-$version.tar.gz"
 # The sdist has no .git (llama-bench reports build "unknown"): its changelog names the commit.
@@ -66,7 +77,7 @@ record_commit() {
 }
 
 built() {
-  [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]] || return 1
+  same_config || return 1
   local t
   for t in "${targets[@]}"; do [[ -x "$build/bin/$t" ]] || return 1; done
 }
@@ -129,7 +140,8 @@ if [[ ! -f "$src/CMakeLists.txt" ]]; then
 fi
 
 # A configure with other options (or for another CPU) starts from an empty build folder.
-if [[ -f "$stamp" || -f "$build/CMakeCache.txt" ]] && [[ "$(cat "$stamp" 2>/dev/null)" != "$want" ]]; then
+# The same configuration with a target missing keeps the folder: cmake builds only what is not there.
+if [[ -f "$stamp" || -f "$build/CMakeCache.txt" ]] && ! same_config; then
   log "options or CPU changed since the last build: rebuilding from scratch"
   rm -rf "$build"
 fi
@@ -149,5 +161,5 @@ for t in "${targets[@]}"; do
 done
 echo "$want" > "$stamp"
 record_commit
-log "done: $build/bin/llama-bench, $build/bin/llama-server"
+log "done: ${targets[*]} in $build/bin"
 echo "$build/bin"

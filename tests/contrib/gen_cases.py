@@ -190,17 +190,17 @@ def mnb(out_dir):
         ("mnb_m3_k64_n5_f16", (3,), 64, 5, {"dtype": np.float16}),
         ("mnb_m0_k32_n4", (0,), 32, 4, {}),
         # float zero points: ORT dequantizes B (q * s - s * zp) and runs MLAS's
-        # SGEMM at every accuracy level (no prepacking), M = 1 and M > 1 kernels;
-        # N % 4 = 1, 2, 3 (the M = 1 tails), K % 8 != 0, K slices of 128, 256
-        # (N 40) and 512 (N 20). _bx: bit-exact (run.sh)
-        ("mnb_m1_k100_n37_floatzp_bx", (1,), 100, 37, {"zp": "float"}),
-        ("mnb_m1_k77_n38_bs16_floatzp_bias_bx", (1,), 77, 38, {"zp": "float", "bs": 16, "bias": True}),
-        ("mnb_m1_k576_n39_floatzp_acc4_const_bx", (1,), 576, 39,
+        # SGEMM at every accuracy level (no prepacking); snug takes its float
+        # kernels (within the tolerance): M = 1 and M > 1, N tails, K % 8 != 0,
+        # several block sizes. _bx: bit-exact (run.sh)
+        ("mnb_m1_k100_n37_floatzp", (1,), 100, 37, {"zp": "float"}),
+        ("mnb_m1_k77_n38_bs16_floatzp_bias", (1,), 77, 38, {"zp": "float", "bs": 16, "bias": True}),
+        ("mnb_m1_k576_n39_floatzp_acc4_const", (1,), 576, 39,
          {"zp": "float", "acc": 4, "const": True}),
-        ("mnb_m5_k300_n39_bs128_floatzp_acc4_bx", (5,), 300, 39, {"zp": "float", "bs": 128, "acc": 4}),
-        ("mnb_b2s3_k600_n40_floatzp_bias_bx", (2, 3), 600, 40, {"zp": "float", "bias": True}),
-        ("mnb_m2_k1000_n20_bs64_floatzp_const_bx", (2,), 1000, 20, {"zp": "float", "bs": 64, "const": True}),
-        ("mnb_m7_k576_n130_floatzp_bias_const_bx", (7,), 576, 130,
+        ("mnb_m5_k300_n39_bs128_floatzp_acc4", (5,), 300, 39, {"zp": "float", "bs": 128, "acc": 4}),
+        ("mnb_b2s3_k600_n40_floatzp_bias", (2, 3), 600, 40, {"zp": "float", "bias": True}),
+        ("mnb_m2_k1000_n20_bs64_floatzp_const", (2,), 1000, 20, {"zp": "float", "bs": 64, "const": True}),
+        ("mnb_m7_k576_n130_floatzp_bias_const", (7,), 576, 130,
          {"zp": "float", "bias": True, "const": True}),
         # 8 bits at accuracy_level 4 with B constant: ORT's SQ8BitGemm CompInt8
         # (int8 A, lanes over pairs of blocks, zero points through A's block sums)
@@ -329,12 +329,13 @@ def mnb_const(out_dir):
         # int8 code downstream and grows, as through an LLM's layers
         ("mnb_const_acc4_chain8_m1", 1, 576, 576, 8, {"norm": True}),
         ("mnb_const_acc4_chain8_m6", 6, 576, 576, 8, {"norm": True}),
-        # float zero points (SGEMM rounding) and 8 bits (int8 A): the same
-        # amplification, as through SmolLM2's Q4_1 layers and Q8_0 head
-        ("mnb_const_q4f_acc0_chain8_m1_bx", 1, 576, 576, 8, {"norm": True, "kind": "q4f", "acc": 0}),
-        ("mnb_const_q4f_acc0_chain8_m6_bx", 6, 576, 576, 8,
+        # float zero points (float products: within the tolerance down the
+        # chain) and 8 bits (int8 A, bit-exact: the same amplification), as
+        # through SmolLM2's Q4_1 layers and Q8_0 head
+        ("mnb_const_q4f_acc0_chain8_m1", 1, 576, 576, 8, {"norm": True, "kind": "q4f", "acc": 0}),
+        ("mnb_const_q4f_acc0_chain8_m6", 6, 576, 576, 8,
          {"norm": True, "kind": "q4f", "acc": 0, "bias": True}),
-        ("mnb_const_q4f_acc4_chain4_m3_n192_bx", 3, 576, 192, 4, {"norm": True, "kind": "q4f"}),
+        ("mnb_const_q4f_acc4_chain4_m3_n192", 3, 576, 192, 4, {"norm": True, "kind": "q4f"}),
         ("mnb_const_q8_acc4_chain8_m1_bx", 1, 576, 576, 8, {"norm": True, "kind": "q8"}),
         ("mnb_const_q8_acc4_chain8_m5_bx", 5, 576, 576, 8, {"norm": True, "kind": "q8", "bias": True}),
     ]
@@ -609,6 +610,142 @@ def mha(out_dir):
     # packed KV (key 5-D) is not implemented by ORT's CPU kernel either
     mha_case(out_dir, "mha_bnsh_kv", 2, 3, 7, 2, 8, bnsh=True)
 
+
+
+# ------------------------------------------------------- GatherBlockQuantized
+
+
+def gbq_model(name, data, idx, scales, zp, attrs, const=(), pre=None):
+    """One GatherBlockQuantized node (after `pre` nodes, if any); the inputs
+    named in `const` become initializers. Returns (model, graph inputs)."""
+    ins = [("data", data), ("indices", idx), ("scales", scales), ("zero_points", zp)]
+    d_name = "data"
+    nodes = []
+    if pre is not None:  # the builder's tied embedding: Reshape of the lm_head's B
+        nodes.append(helper.make_node("Reshape", ["data", "shape"], ["table"], name="/model/embed_tokens/Reshape"))
+        d_name = "table"
+    names = [d_name if n == "data" else n for n, a in ins if a is not None]
+    nodes.append(helper.make_node("GatherBlockQuantized", names, ["Y"], domain=MS,
+                                  name="/model/embed_tokens/GatherBlockQuantized", **attrs))
+    out = "Y"
+    if pre is not None and pre.get("slice"):
+        nodes.append(helper.make_node("Slice", ["Y", "s0", "s1", "s2"], ["Ys"], name="/model/embed_tokens/Slice"))
+        out = "Ys"
+    inits = []
+    graph_in = []
+    for n, a in ins:
+        if a is None:
+            continue
+        t = numpy_helper.from_array(a, n) if a.dtype != object else a.item()
+        if n in const:
+            inits.append(t)
+        else:
+            graph_in.append(helper.make_tensor_value_info(n, t.data_type, list(t.dims)))
+    if pre is not None:
+        inits.append(numpy_helper.from_array(np.array(pre["shape"], np.int64), "shape"))
+        if pre.get("slice"):
+            for k, v in zip(("s0", "s1", "s2"), ([0], [pre["slice"]], [-1])):
+                inits.append(numpy_helper.from_array(np.array(v, np.int64), k))
+    g = helper.make_graph(nodes, name, graph_in,
+                          [helper.make_tensor_value_info(out, helper.np_dtype_to_tensor_dtype(scales.dtype), None)],
+                          initializer=inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(MS, 1)])
+    model.ir_version = 10
+    return model, [(n, a) for n, a in ins if a is not None and n not in const]
+
+
+def gbq_case(out_dir, name, rows, hidden, idx_shape, bits=4, bs=32, zp=False, idx_dtype=np.int64,
+             sdtype=np.float32, lead=(), pre=False, const=()):
+    """uint8 table [*lead, rows, ...] of `hidden` logical codes per row
+    (hidden padded to whole blocks, as the builder pads), gathered on axis 0."""
+    r = rng_for(name)
+    kb = (hidden + bs - 1) // bs
+    per = 8 // bits
+    codes = r.integers(0, 1 << bits, size=(rows, *lead, kb * bs))
+    data = pack_codes(codes, bits)  # [rows, *lead, kb*bs/per]
+    scales = (r.random((rows, *lead, kb)) * 0.05 + 0.01).astype(sdtype)
+    zpa = pack_codes(r.integers(0, 1 << bits, size=(rows, *lead, kb)), bits) if zp else None
+    idx = r.integers(-rows, rows, size=idx_shape).astype(idx_dtype)
+    idx.flat[0] = rows - 1
+    idx.flat[-1] = -rows
+    attrs = dict(bits=bits, block_size=bs, gather_axis=0, quantize_axis=len(lead) + 1)
+    pre_d = None
+    if pre:  # B as MatMulNBits stores it, [N, k_blocks, blob], reshaped to the table
+        pre_d = {"shape": list(data.shape), "slice": hidden if hidden != kb * bs else None}
+        data = data.reshape(rows, kb, bs // per)
+    model, ins = gbq_model(name, data, idx, scales, zpa, attrs, const=const, pre=pre_d)
+    save(out_dir, name, model, ins, ["Ys" if pre_d and pre_d["slice"] else "Y"])
+
+
+def gbq_int4_case(out_dir, name, dtype, shape, ga, qa, bs=16, zp=False):
+    """int4 / uint4 table (logical shape) with any gather and quantize axes:
+    the table and its zero points are initializers (the .pb runner inputs
+    stay byte types)."""
+    r = rng_for(name)
+    lo, hi = (-8, 8) if dtype == TensorProto.INT4 else (0, 16)
+    codes = r.integers(lo, hi, size=shape)
+    sshape = list(shape)
+    sshape[qa] = (shape[qa] + bs - 1) // bs
+    scales = (r.random(sshape) * 0.05 + 0.01).astype(np.float32)
+    data_t = helper.make_tensor("data", dtype, list(shape), codes.flatten().tolist())
+    zp_t = helper.make_tensor("zero_points", dtype, sshape, r.integers(lo, hi, size=sshape).flatten().tolist()) \
+        if zp else None
+    idx = np.array([[shape[ga] - 1, 0, -1], [1, -shape[ga], 2 % shape[ga]]], np.int64)
+    to_obj = lambda t: None if t is None else np.array(t, dtype=object)  # noqa: E731
+    model, ins = gbq_model(name, to_obj(data_t), idx, scales, to_obj(zp_t),
+                           dict(bits=4, block_size=bs, gather_axis=ga, quantize_axis=qa),
+                           const=("data", "zero_points"))
+    save(out_dir, name, model, ins, ["Y"])
+
+
+@case
+def gbq(out_dir):
+    gbq_case(out_dir, "gbq_u4", 37, 64, (2, 3))
+    gbq_case(out_dir, "gbq_u4_zp_i32", 37, 64, (5,), zp=True, idx_dtype=np.int32)
+    gbq_case(out_dir, "gbq_u4_pad_zp", 29, 40, (1, 4), zp=True)      # 40 of 64: the last block half padding
+    gbq_case(out_dir, "gbq_u4_odd_blocks_zp", 11, 80, (3,), bs=16, zp=True)  # 5 blocks: zero points padded per row
+    gbq_case(out_dir, "gbq_u4_bs128", 9, 256, (2,), bs=128)
+    gbq_case(out_dir, "gbq_u8", 19, 48, (2, 2), bits=8, bs=16)
+    gbq_case(out_dir, "gbq_u8_zp_i32", 19, 48, (3,), bits=8, bs=16, zp=True, idx_dtype=np.int32)
+    gbq_case(out_dir, "gbq_u2_zp", 13, 64, (4,), bits=2, bs=16, zp=True)
+    gbq_case(out_dir, "gbq_u4_f16", 23, 64, (1, 3), sdtype=np.float16)
+    gbq_case(out_dir, "gbq_u4_f16_zp", 23, 96, (2,), bs=32, zp=True, sdtype=np.float16)
+    gbq_case(out_dir, "gbq_u4_3d", 7, 32, (2,), bs=16, lead=(3,), zp=True)  # [7, 3, 16]: rows of 3 x 32
+    gbq_case(out_dir, "gbq_u4_scalar_idx", 17, 64, ())
+    # the builder's tied embedding (onnxruntime-genai 0.18 make_embedding_lookup):
+    # Reshape(lm_head B) -> GatherBlockQuantized [-> Slice], constants
+    gbq_case(out_dir, "gbq_builder", 50, 64, (1, 6), pre=True, const=("data", "scales"))
+    gbq_case(out_dir, "gbq_builder_slice", 50, 40, (1, 6), pre=True, const=("data", "scales"))
+    gbq_case(out_dir, "gbq_builder_slice_zp", 50, 72, (2, 3), pre=True, zp=True, const=("data", "scales", "zero_points"))
+    gbq_int4_case(out_dir, "gbq_i4_q0_g1", TensorProto.INT4, (32, 5), ga=1, qa=0)
+    gbq_int4_case(out_dir, "gbq_u4t_zp", TensorProto.UINT4, (6, 48), ga=0, qa=1, zp=True)
+    gbq_int4_case(out_dir, "gbq_i4_3d_zp", TensorProto.INT4, (4, 20, 3), ga=2, qa=1, zp=True)
+    gbq_errors(out_dir)
+
+
+def gbq_errors(out_dir):
+    """Cases snug must refuse (run.sh checks the message): OUT/errors/<name>/
+    with model.onnx, inputs and `expect` (a substring of the error). ONNX
+    Runtime 1.32 writes zeros for an index out of range; snug errors, as
+    Gather does."""
+    r = rng_for("gbq_errors")
+    data = pack_codes(r.integers(0, 16, size=(10, 32)), 4)
+    scales = (r.random((10, 1)) * 0.05).astype(np.float32)
+    for name, idx, expect in (("gbq_index_oob", np.array([[3, 10]], np.int64),
+                               "index 10 (at 1 of the indices) out of range [-10, 10)"),
+                              ("gbq_index_oob_neg", np.array([-11], np.int32),
+                               "index -11 (at 0 of the indices) out of range [-10, 10)")):
+        if FILTER and FILTER not in name:
+            continue
+        model, ins = gbq_model(name, data, idx, scales, None, dict(bits=4, block_size=32), const=("data", "scales"))
+        d = os.path.join(out_dir, "errors", name)
+        os.makedirs(d, exist_ok=True)
+        onnx.save(model, os.path.join(d, "model.onnx"))
+        for i, (n, a) in enumerate(ins):
+            with open(os.path.join(d, f"input_{i}.pb"), "wb") as f:
+                f.write(numpy_helper.from_array(a, n).SerializeToString())
+        with open(os.path.join(d, "expect"), "w") as f:
+            f.write(expect + "\n")
 
 def main():
     ap = argparse.ArgumentParser()

@@ -33,9 +33,25 @@ else
   "$runner" --rtol 1e-3 --atol 1e-4 "$out"
 fi
 "$py" "$here/check_int8.py" "$snug" "$out" "$chains"
+# GatherBlockQuantized computes (q - zero_point) * scale in float32 as ONNX
+# Runtime does: its cases (gbq_*) match bit for bit on every machine.
+"$runner" --rtol 0 --atol 0 --filter gbq_ "$out"
+# Models snug must refuse (gen_cases.py gbq_errors): snug run fails, with the
+# message in the case's `expect`.
+for e in "$out"/errors/*/; do
+  [[ -f "$e/expect" ]] || continue
+  if msg="$("$snug" run "$e/model.onnx" --input-dir "$e" 2>&1 >/dev/null)"; then
+    echo "FAIL $(basename "$e"): snug run succeeded, expected an error" >&2
+    exit 1
+  fi
+  if ! grep -qF "$(cat "$e/expect")" <<<"$msg"; then
+    echo "FAIL $(basename "$e"): error '$msg' lacks '$(cat "$e/expect")'" >&2
+    exit 1
+  fi
+  echo "ok   $(basename "$e"): $msg"
+done
 # Cases named *_bx must match bit for bit: snug reproduces the rounding of ONNX
-# Runtime's AVX2 MatMulNBits kernels there (float zero points through MLAS's
-# SGEMM, 8 bits through its int8 kernels). ORT takes other kernels on AVX-512 and
+# Runtime's AVX2 MatMulNBits kernels there (8 bits through its int8 kernels). ORT takes other kernels on AVX-512 and
 # AVX-VNNI machines, where only the tolerances above hold.
 if grep -qw avx2 /proc/cpuinfo 2>/dev/null && ! grep -qwE 'avx512f|avx_vnni' /proc/cpuinfo; then
   exec "$runner" --rtol 0 --atol 0 --filter _bx "$out"

@@ -105,18 +105,95 @@ def file_sha256(path: str) -> str:
     return h.hexdigest()
 
 
+# ------------------------------------------ a Q4_0 GGUF of a preset, by llama.cpp
+
+LLAMACPP_VERSION = "0.3.36"  # llama-cpp-python sdist; bench/llamacpp_build.sh's default
+# Q4_0 everywhere llama-quantize puts it, except output.weight: its default there is
+# Q6_K (super-blocks of 256 with 6-bit codes), which MatMulNBits cannot hold as it is;
+# Q8_0 it can (8 bits, zero point 128). token_embd stays Q4_0 (the Gather's fp32 table
+# is its exact dequantization).
+Q40_QUANTIZE_ARGS = ["--output-tensor-type", "q8_0"]
+
+
+def q40_gguf_path(root: str, preset: str) -> str:
+    return os.path.join(root, "src", f"{preset}.Q4_0.gguf")
+
+
+def llama_quantize() -> str:
+    """$LLAMA_QUANTIZE, else the llama-quantize that bench/llamacpp_build.sh builds (cached)."""
+    if os.environ.get("LLAMA_QUANTIZE"):
+        return os.environ["LLAMA_QUANTIZE"]
+    env = dict(os.environ, LLAMACPP_VERSION=os.environ.get("LLAMACPP_VERSION", LLAMACPP_VERSION),
+               PYTHON=sys.executable)
+    r = subprocess.run([os.path.join(os.path.dirname(os.path.dirname(HERE)), "bench", "llamacpp_build.sh")],
+                       env=env, stdout=subprocess.PIPE, text=True)
+    if r.returncode != 0 or not r.stdout.strip():
+        raise SystemExit("ERROR: bench/llamacpp_build.sh failed: no llama-quantize (run it alone to see why)")
+    return os.path.join(r.stdout.strip().splitlines()[-1], "llama-quantize")
+
+
+def make_q40_gguf(root: str, preset: str) -> str:
+    """<root>/src/<preset>.Q4_0.gguf: the preset's seeded weights written as an F16 GGUF
+    (snugmodels.weights.write_gguf_f16), then `llama-quantize --output-tensor-type q8_0
+    F16 OUT Q4_0`. Remade when <path>.json (the config, snugmodels/weights.py, which
+    makes and writes the weights, the quantize arguments, the llama.cpp and gguf
+    versions) differs."""
+    import importlib.metadata
+
+    from snugmodels.weights import random_weights, write_gguf_f16
+    cfg = C.PRESETS[preset]
+    path = q40_gguf_path(root, preset)
+    recipe = {"config": json.loads(cfg.to_json()),
+              "weights.py": file_sha256(os.path.join(HERE, "snugmodels", "weights.py")),
+              "quantize": Q40_QUANTIZE_ARGS + ["Q4_0"], "gguf": importlib.metadata.version("gguf"),
+              "llama_cpp_python": os.environ.get("LLAMACPP_VERSION", LLAMACPP_VERSION)}
+    try:
+        with open(path + ".json") as f:
+            if json.load(f)["recipe"] == recipe and os.path.exists(path):
+                return path
+    except (OSError, ValueError, KeyError):
+        pass
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    lq = llama_quantize()
+    f16 = path + ".f16.part"
+    t = time.time()
+    write_gguf_f16(cfg, random_weights(cfg), f16)
+    log(f"{preset}: F16 GGUF ({human(os.path.getsize(f16))}) in {time.time() - t:.1f}s; llama-quantize Q4_0")
+    t = time.time()
+    cmd = [lq] + Q40_QUANTIZE_ARGS + [f16, path + ".part", "Q4_0", str(os.cpu_count() or 1)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    os.remove(f16)
+    if r.returncode != 0:
+        sys.stderr.write(r.stdout[-3000:] + r.stderr[-3000:])
+        raise SystemExit(f"ERROR: {' '.join(cmd)} failed ({r.returncode})")
+    os.replace(path + ".part", path)
+    with open(path + ".json", "w") as f:
+        json.dump({"recipe": recipe, "command": " ".join(["llama-quantize"] + Q40_QUANTIZE_ARGS +
+                                                         ["F16.gguf", os.path.basename(path), "Q4_0"]),
+                   "sha256": file_sha256(path)}, f, indent=1)
+    log(f"{preset}: {os.path.basename(path)} ({human(os.path.getsize(path))}) in {time.time() - t:.1f}s")
+    return path
+
+
 # ------------------------------------------------------------------------ builders
 
 
 class Source:
-    """Config + weights (+ tokenizer) of one preset, loaded on first use."""
+    """Config + weights (+ tokenizer) of one preset, loaded on first use. For a style of
+    C.GGUF_STYLES the weights are those of the preset's llama.cpp GGUF (make_q40_gguf),
+    blocks kept; config and tokenizer stay the preset's."""
 
-    def __init__(self, preset: str, root: str):
+    def __init__(self, preset: str, root: str, style: str | None = None):
         self.preset, self.root = preset, root
         self._loaded = None
+        self.blocks_gguf = None  # the preset's GGUF made by llama-quantize (GGUF_STYLES)
         if preset == C.REAL:
             self.gguf = fetch_gguf(root)
             self.ident = "gguf:" + file_sha256(self.gguf)
+        elif style in C.GGUF_STYLES:
+            self.gguf = None
+            self.blocks_gguf = make_q40_gguf(root, preset)
+            self.ident = "gguf:" + file_sha256(self.blocks_gguf)
         else:
             self.gguf = None
             self.ident = C.PRESETS[preset].to_json()
@@ -129,6 +206,19 @@ class Source:
                 cfg, w, tok, meta = read_gguf(self.gguf)
                 self._loaded = (cfg, w, tok, meta)
                 log(f"{self.preset}: read and dequantized {GGUF_NAME} in {time.time() - t:.1f}s")
+            elif self.blocks_gguf:
+                from snugmodels.tokenizer import synthetic_tokenizer
+                from snugmodels.weights import read_gguf
+                cfg = C.PRESETS[self.preset]
+                gcfg, w, _, meta = read_gguf(self.blocks_gguf)
+                shape = ("layers", "hidden", "heads", "kv_heads", "intermediate", "vocab", "context",
+                         "rope_theta", "tie_embeddings")
+                if any(getattr(gcfg, k) != getattr(cfg, k) for k in shape):
+                    raise SystemExit(f"ERROR: {self.blocks_gguf} does not have the shapes of {self.preset}")
+                with open(os.path.join(HERE, "corpus.json"), encoding="utf-8") as f:
+                    _, tok = synthetic_tokenizer(cfg.vocab, json.load(f), cfg.pad_token_id)
+                self._loaded = (cfg, w, tok, meta)
+                log(f"{self.preset}: read {os.path.basename(self.blocks_gguf)}'s blocks in {time.time() - t:.1f}s")
             else:
                 from snugmodels.tokenizer import synthetic_tokenizer
                 from snugmodels.weights import random_weights
@@ -218,25 +308,29 @@ def build_fixture(src: Source, style: str, out: str, stamp: str, accuracy_level:
     else:
         prompts = [{"ids": p} for p in oracle.synthetic_prompts(cfg.vocab)]
     from snugmodels import ref64
-    if ref64.int8_activations(os.path.join(tmp, "model.onnx")):
+    # the float64 evaluation of a 1.1B model (GGUF_STYLES) is too big: ORT's oracle only
+    f64 = style not in C.GGUF_STYLES
+    if f64 and ref64.int8_activations(os.path.join(tmp, "model.onnx")):
         # int8 activations: judged by accuracy against float64 on enough positions
         positions = oracle.ACCURACY_POSITIONS["trained" if src.gguf else "random"]
         for ids in oracle.accuracy_prompts(cfg.vocab, [p["ids"] for p in prompts], positions):
             prompts.append({"ids": ids, "about": f"random ids: the accuracy rule's top-1 agreement is "
                                                  f"judged on {positions} positions"})
     t1 = time.time()
-    oracle.write_oracle(tmp, prompts, chat, tolerance_for(style), {})
+    oracle.write_oracle(tmp, prompts, chat, tolerance_for(style), {}, f64=f64)
     t_oracle = time.time() - t1
     fixture = {
         "preset": src.preset, "style": style, "config": json.loads(cfg.to_json()),
-        "params": cfg.params(), "source": src.ident if src.gguf else "random weights (seeded)",
+        "params": cfg.params(),
+        "source": src.ident if src.gguf or src.blocks_gguf else "random weights (seeded)",
         "gguf_metadata": meta, "model": info, "stamp": stamp,
         "files": {f: os.path.getsize(os.path.join(tmp, f)) for f in sorted(os.listdir(tmp))
                   if os.path.isfile(os.path.join(tmp, f))},
         "build_seconds": {"write": round(t_write, 1), "oracle": round(t_oracle, 1)},
     }
     if style.startswith("genai") and style != "genai-fp32":
-        fixture["matmulnbits"] = {"bits": 4, "block_size": info["block_size"], "zero_points": True,
+        fixture["matmulnbits"] = {"bits": 4, "block_size": info["block_size"],
+                                  "zero_points": info.get("zero_points", True),
                                   "accuracy_level": info["accuracy_level"]}
     write_json(os.path.join(tmp, "fixture.json"), fixture)
     with open(os.path.join(tmp, ".stamp"), "w") as f:
@@ -280,6 +374,8 @@ def plan(presets: list[str], styles: list[str] | None) -> list[tuple[str, str]]:
                 raise SystemExit(f"unknown style {s}; one of {', '.join(C.STYLES + C.EXTRA_STYLES)}")
             if s == "genai-q41" and p != C.REAL:
                 raise SystemExit("genai-q41 re-encodes the GGUF's own quantization: only for " + C.REAL)
+            if s in C.GGUF_STYLES and p not in C.GGUF_STYLES[s]:
+                raise SystemExit(f"{s} is made from a GGUF of llama.cpp's: only for {', '.join(C.GGUF_STYLES[s])}")
             todo.append((p, s))
         if p == C.REAL and styles is None:
             todo.append((p, "tokenizer"))
@@ -313,9 +409,10 @@ def main(argv=None) -> int:
     sources: dict[str, Source] = {}
     built = skipped = 0
     for p, s in todo:
-        if p not in sources:
-            sources[p] = Source(p, root)
-        src = sources[p]
+        key = (p, s in C.GGUF_STYLES)  # a GGUF style's weights are not the preset's own
+        if key not in sources:
+            sources[key] = Source(p, root, s)
+        src = sources[key]
         out = os.path.join(root, p, s)
         st = stamp_for(gen, src.ident, s, a.accuracy_level)
         if not a.force and up_to_date(out, st):
@@ -329,7 +426,8 @@ def main(argv=None) -> int:
         built += 1
         # free the big ones as soon as their last style is done
         if all(pp != p for pp, _ in todo[todo.index((p, s)) + 1:]):
-            sources.pop(p, None)
+            sources.pop((p, False), None)
+            sources.pop((p, True), None)
     log(f"done: {built} built, {skipped} up to date, {time.time() - t_all:.1f}s, cache {root}")
     return 0
 

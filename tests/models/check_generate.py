@@ -23,6 +23,9 @@ import sys
 
 from bench_checks import fixture_args, report
 
+# genai-sym is not here: its chat answer parts from the oracle's at a near tie of the int8
+# rounding (" cuisine" for " culture": float64 prefers the oracle's by 0.43, snug's decode its
+# own by 0.12), so an exact text would test ORT's rounding; models.snug holds it to accuracy.
 FIXTURES = ("smollm2-135m/genai", "smollm2-135m/genai-q41", "smollm2-135m/optimum")
 FIGURES = re.compile(r"\[prompt (\d+) tokens \((\d+) prefilled\).*stop: ([a-z ]+)\]")
 

@@ -10,7 +10,7 @@ multiplies in float32) ORT's float32 oracle must be within float32's error of
 it (|d| <= 1e-4 + 1e-3 |ref|, the float paths' tolerance; measured max |d| 8e-5
 and 5e-5, relative RMS 3e-6); and on tiny/genai (int8 activations) it must
 reproduce the float64 logits stored in the fixture's oracle. Its
-GatherBlockQuantized (no CI fixture has one yet) is checked against ONNX
+GatherBlockQuantized (genai-sym's tied embedding) is checked against ONNX
 Runtime on small tables of 4 and 8 bits, with and without zero points.
 
     tests/models/py.sh tests/models/check_oracle_f64.py --snug build/snug

@@ -4,8 +4,9 @@
 # models.build sets up the fixtures (FIXTURES_SETUP snug_models).
 set(SNUG_CHECK_FIXTURES
   smollm2-135m/optimum smollm2-135m/optimum-noname smollm2-135m/optimum-extdata smollm2-135m/onnxscript
-  smollm2-135m/genai smollm2-135m/genai-q41
-  tiny/optimum tiny/optimum-noname tiny/optimum-extdata tiny/onnxscript tiny/genai tiny/genai-acc0 tiny/genai-fp32)
+  smollm2-135m/genai smollm2-135m/genai-q41 smollm2-135m/genai-sym
+  tiny/optimum tiny/optimum-noname tiny/optimum-extdata tiny/onnxscript tiny/genai tiny/genai-acc0 tiny/genai-fp32
+  tiny/genai-sym)
 set(SNUG_CHECK_ARGS)
 foreach(f ${SNUG_CHECK_FIXTURES})
   list(APPEND SNUG_CHECK_ARGS --fixture ${f})

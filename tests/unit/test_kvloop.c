@@ -922,6 +922,8 @@ int main(void) {
     const char *load_styles[] = {"optimum", "optimum-extdata", "genai", "genai-fp32"};
     for (size_t i = 0; i < sizeof load_styles / sizeof *load_styles; i++)
         check_fixture(root, "tiny", load_styles[i], "load");
+    /* today's genai builder: packed QKV, symmetric int4 blocks (no zero points), external data */
+    check_fixture(root, "tiny", "genai-sym", "map");
     /* The real model through the padded path (a few seconds). */
     g_atol = 1e-3 + 1e-3 * 30, g_rtol = 0;
     check_fixture(root, "smollm2-135m", "optimum", "map");
@@ -929,18 +931,21 @@ int main(void) {
     check_fixture(root, "smollm2-135m", "genai", "load");
     check_groups(root, "tiny", "genai");
     check_groups(root, "tiny", "genai-acc0");
+    check_groups(root, "tiny", "genai-sym");
     check_groups(root, "smollm2-135m", "genai");
     check_last_logits(root, "tiny", "optimum", true);           /* MatMul, fp32 */
     /* MatMulNBits with int8 activations: one summation order for one row and many on AVX-512 VNNI;
      * ORT's AVX2 order elsewhere treats them differently */
     bool q4_exact = llm_mnb4_fast1_available();
     check_last_logits(root, "tiny", "genai", q4_exact);
+    check_last_logits(root, "tiny", "genai-sym", q4_exact); /* the default zero point 8 */
     check_last_logits(root, "tiny", "genai-acc0", false);       /* MatMulNBits, float */
     check_last_logits(root, "smollm2-135m", "genai-q41", true); /* the 8-bit head */
     check_last_logits(root, "smollm2-135m", "optimum", true);   /* tied embedding as lm_head */
     check_last_logits(root, "smollm2-135m", "genai", q4_exact); /* the int4 head, int8 activations */
     check_slots(root, "tiny", "genai-fp32", true);
     check_slots(root, "tiny", "genai", q4_exact);
+    check_slots(root, "tiny", "genai-sym", q4_exact);
     check_slots(root, "smollm2-135m", "genai", q4_exact);
     /* padded past: masks per row, rows copied. A row padded to the batch's longest sequence
      * sums its attention over more (masked, zero) terms than alone: equal to rounding */

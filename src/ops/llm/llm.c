@@ -3,8 +3,8 @@
  * domain) and their opset-23 ONNX counterparts. Semantics follow ONNX
  * Runtime's CPU kernels. This file holds the family's table and the small
  * ops (GELU variants, normalizations, rotary embedding, and TensorScatter,
- * the KV-cache update of opset 24); MatMulNBits and the attention ops live
- * in matmulnbits.c and attention.c.
+ * the KV-cache update of opset 24); MatMulNBits, GatherBlockQuantized and
+ * the attention ops live in matmulnbits.c, gather_bq.c and attention.c.
  *
  * float32 is computed directly; float16, bfloat16 and double are staged
  * through float (chunks on the stack, or rows in the workspace). */
@@ -726,6 +726,8 @@ const sn_op_def sn_ops_llm[] = {
      .cpu = {.prepare = rope_prepare, .run = rope_run}},
     {.domain = MS, .name = "MatMulNBits", .since_version = 1, .required = 0x7, .infer = llm_mnb_infer, .estimate = llm_mnb_estimate, .group_ok = llm_mnb_group_ok,
      .cpu = {.prepare = llm_mnb_prepare, .run = llm_mnb_run, .free_state = llm_mnb_free, .run_group = llm_mnb_run_group}},
+    {.domain = MS, .name = "GatherBlockQuantized", .since_version = 1, .required = 0x7, .infer = llm_gbq_infer,
+     .flags = SN_OP_PACKED_OK, .estimate = llm_gbq_estimate, .cpu = {.prepare = llm_gbq_prepare, .run = llm_gbq_run}},
     {.domain = MS, .name = "GroupQueryAttention", .since_version = 1, .required = 0x61, .infer = llm_gqa_infer,
      .flags = SN_OP_KV_SHARE, .estimate = llm_gqa_estimate, .cpu = {.prepare = llm_gqa_prepare, .run = llm_gqa_run}},
     {.domain = MS, .name = "MultiHeadAttention", .since_version = 1, .infer = llm_mha_infer, .estimate = llm_mha_estimate,

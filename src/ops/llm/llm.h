@@ -24,6 +24,12 @@ int llm_mnb_run(sn_kctx *c);
 bool llm_mnb_group_ok(const sn_node *first, const sn_node *next);
 int llm_mnb_run_group(sn_kctx *const *cs, int n);
 
+/* gather_bq.c: GatherBlockQuantized */
+int llm_gbq_infer(sn_infer_ctx *c);
+int llm_gbq_prepare(sn_prep_ctx *c);
+size_t llm_gbq_estimate(const sn_infer_ctx *c);
+int llm_gbq_run(sn_kctx *c);
+
 /* attention.c */
 /* RotaryEmbedding's geometry (com.microsoft: input, position_ids, cos,
  * sin; ONNX opset 23: X, cos, sin, position_ids?), checked: input (B, S,

@@ -101,9 +101,16 @@ ALL_PRESETS = [REAL] + list(PRESETS)
 # Styles: how a model is written. The *-noname / *-extdata variants are the same graph.
 STYLES = ["optimum", "optimum-noname", "optimum-extdata", "genai", "onnxscript"]
 EXTRA_STYLES = ["genai-acc0", "genai-fp32", "genai-q41"]  # benchmarks / conversion checks; q41: real model only
+# What onnxruntime-genai 0.18.0's builder writes for CPU int4: symmetric blocks, no zero points
+EXTRA_STYLES += ["genai-sym"]
+# Styles made from a GGUF that llama.cpp's llama-quantize writes from the preset's own
+# weights (tests/models/build.py make_q40_gguf; bench/vs_llamacpp's pairs), with the
+# presets each is for. Not in any preset's defaults.
+GGUF_STYLES = {"genai-q40": ["tinyllama-1.1b"]}
+EXTRA_STYLES += list(GGUF_STYLES)
 DEFAULT_STYLES = {
-    REAL: STYLES + ["genai-q41"],
-    "tiny": STYLES + ["genai-acc0", "genai-fp32"],
+    REAL: STYLES + ["genai-q41", "genai-sym"],
+    "tiny": STYLES + ["genai-acc0", "genai-fp32", "genai-sym"],
     "smollm2-360m": ["optimum", "genai", "genai-acc0"],
     "tinyllama-1.1b": ["optimum-extdata", "genai", "genai-acc0"],
 }

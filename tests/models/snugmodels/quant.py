@@ -1,4 +1,5 @@
-"""Blockwise int4 quantization in com.microsoft MatMulNBits layout (our own quantizer).
+"""Blockwise int4 quantization in com.microsoft MatMulNBits layout: our own asymmetric
+quantizer (quantize_int4) and onnxruntime's symmetric one (quantize_int4_sym_ort).
 
 For y = x @ W with W of shape [K, N]: each output column n is cut along K into blocks of
 `block` values (the last padded with zeros). Per block, asymmetric: the range
@@ -52,3 +53,23 @@ def dequantize_int4(b: np.ndarray, scales: np.ndarray, zp: np.ndarray, k: int, n
     z = z[:, :kb]
     w = (q - z[:, :, None]) * scales.reshape(n, kb)[:, :, None]
     return w.reshape(n, kb * block)[:, :k].T
+
+
+def quantize_int4_sym_ort(w_kn: np.ndarray, block: int = 32):
+    """Symmetric int4 blocks as onnxruntime's MatMulNBitsQuantizer writes them by default
+    (DefaultWeightOnlyQuantizer.qbits_block_quant, QOperator format, is_symmetric=True):
+    ORT's own MLAS routine quantize_matmul_4bits, K padded with zeros to whole blocks.
+    Its rule: per block, scale = v_m / -8 with v_m the value of largest magnitude (its
+    sign kept), q = clamp(round(v / scale) + 8, 0, 15); no zero points (the default 8).
+    w_kn: float32 [K, N]. Returns (B uint8 [N, kb, block/2], scales f32 [N, kb])."""
+    from onnxruntime.capi._pybind_state import quantize_matmul_4bits
+
+    k, n = w_kn.shape
+    kb = (k + block - 1) // block
+    w = np.zeros((kb * block, n), dtype=np.float32)
+    w[:k] = w_kn
+    packed = np.zeros((n, kb, block // 2), dtype=np.uint8)
+    scales = np.zeros((n, kb), dtype=np.float32)
+    zp = np.zeros((n, (kb + 1) // 2), dtype=np.uint8)  # written, unused when symmetric
+    quantize_matmul_4bits(packed, w, scales, zp, block, n, k, True)  # rows = K unpadded, as ORT passes
+    return packed, scales

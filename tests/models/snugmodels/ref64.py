@@ -18,7 +18,8 @@ Semantics follow ONNX Runtime's ContribOperators.md (com.microsoft, 1.32):
   MatMulNBits: B [N, k_blocks, blob] uint8, bits 4 or 8 packed low bits first;
     scales [N * k_blocks]; zero_points packed like B (uint8) or as float, default
     2^(bits-1); Y = A @ dequant(B).T (+ bias, input 5).
-  GroupQueryAttention: query/key/value packed [B, S, H*D]; past [B, Hkv, P, D];
+  GroupQueryAttention: query/key/value packed [B, S, H*D], or query [B, S, (H+2Hkv)*D]
+    holding all three (key and value absent); past [B, Hkv, P, D];
     seqlens_k = total - 1 per batch row; rotary (non-interleaved halves or
     interleaved pairs) on q and k at positions total-S..total-1 when do_rotary;
     causal; kv head h // (H / Hkv) for query head h; present = past ++ new.
@@ -106,6 +107,9 @@ def _gqa(ins, a):
     if a.get("local_window_size", -1) not in (-1, 0) or a.get("softcap", 0.0):
         raise ValueError("GroupQueryAttention: local_window_size / softcap not supported by the float64 reference")
     B, S, _ = q.shape
+    if k is None:  # packed QKV: query [B, S, (H + 2 Hkv) * D], key and value absent
+        D = q.shape[2] // (H + 2 * Hkv)
+        q, k, v = q[..., :H * D], q[..., H * D:(H + Hkv) * D], q[..., (H + Hkv) * D:]
     D = q.shape[2] // H
     q = q.reshape(B, S, H, D).transpose(0, 2, 1, 3)
     k = k.reshape(B, S, Hkv, D).transpose(0, 2, 1, 3)

@@ -12,6 +12,19 @@ genai       onnxruntime-genai's model builder: GroupQueryAttention with rotary f
             cos/sin caches, seqlens_k/total_sequence_length from the attention mask,
             SimplifiedLayerNormalization + SkipSimplifiedLayerNormalization,
             MatMulNBits int4 (block 32, zero points) named '<MatMul>_Q4', opset 21.
+genai-sym   what onnxruntime-genai 0.18.0's builder writes for `-p int4 -e cpu` (its
+            defaults: accuracy_level 4, block 32, symmetric, MatMul quantized): Q/K/V
+            packed into one qkv_proj MatMul, blocks from onnxruntime 1.32.0's
+            MatMulNBitsQuantizer (symmetric: no zero_points input, the default 8),
+            weights in model.onnx.data. A tied model's embedding is the builder's
+            default (shared_embeddings follows tie_word_embeddings): the lm_head's int4
+            B reshaped to [vocab, padded_hidden/2] (/model/embed_tokens/Reshape) and
+            com.microsoft GatherBlockQuantized over it with the lm_head's scales (bits 4,
+            block 32, gather_axis 0, quantize_axis 1, no zero points), a Slice when the
+            hidden size is not a multiple of the block (builders/base.py
+            make_embedding_lookup); an untied one keeps the fp32 Gather. Differs from
+            the builder: tensors under 1 KB stay in model.onnx (the builder
+            externalizes all).
 """
 from __future__ import annotations
 
@@ -19,7 +32,7 @@ import numpy as np
 
 from .config import LlmConfig
 from .graph import FLOAT, INT32, INT64, GenaiNaming, Graph, Naming, OnnxscriptNaming
-from .quant import quantize_int4
+from .quant import quantize_int4, quantize_int4_sym_ort
 from .weights import Weights
 
 F32_MIN = float(np.finfo(np.float32).min)
@@ -207,8 +220,9 @@ class _Standard:
 
 def gguf_to_nbits(raw) -> tuple[int, np.ndarray, np.ndarray, np.ndarray | None]:
     """Re-encode GGUF blocks losslessly as MatMulNBits (block 32): Q4_1 (d*q + m) as
-    4 bits with float zero points -m/d; Q8_0 (d*q, q int8) as 8 bits with the default
-    zero point 128. Returns (bits, B, scales, zero_points or None)."""
+    4 bits with float zero points -m/d; Q4_0 (d*(q - 8)) as 4 bits with the default
+    zero point 8; Q8_0 (d*q, q int8) as 8 bits with the default zero point 128.
+    Returns (bits, B, scales, zero_points or None)."""
     kind, codes, d, m = raw
     n, k = codes.shape
     kb = k // 32
@@ -222,6 +236,10 @@ def gguf_to_nbits(raw) -> tuple[int, np.ndarray, np.ndarray, np.ndarray | None]:
         scale[flat] = m[flat]
         b = (q[:, :, 0::2] | (q[:, :, 1::2] << 4)).astype(np.uint8)
         return 4, b, scale.reshape(-1).astype(np.float32), zp.reshape(-1)
+    if kind == "q4_0":
+        q = codes.reshape(n, kb, 32)
+        b = (q[:, :, 0::2] | (q[:, :, 1::2] << 4)).astype(np.uint8)
+        return 4, b, d.reshape(-1).astype(np.float32), None
     if kind == "q8_0":
         b = (codes.astype(np.int16) + 128).astype(np.uint8).reshape(n, kb, 32)
         return 8, b, d.reshape(-1).astype(np.float32), None
@@ -229,11 +247,19 @@ def gguf_to_nbits(raw) -> tuple[int, np.ndarray, np.ndarray, np.ndarray | None]:
 
 
 class _Genai:
+    """sym: as onnxruntime-genai 0.18.0's builder writes `-p int4 -e cpu` (write_model's
+    genai-sym): Q, K and V in one qkv_proj MatMul into GroupQueryAttention's query (key
+    and value absent), the blocks quantized by onnxruntime's MatMulNBitsQuantizer
+    (symmetric, no zero points), scales [N, k_blocks] as it stores them, and for a tied
+    model the embedding a GatherBlockQuantized over the lm_head's blocks."""
+
     def __init__(self, cfg: LlmConfig, w: Weights, quant: bool, accuracy_level: int, block: int,
-                 from_gguf: bool = False):
+                 from_gguf: bool = False, sym: bool = False):
         self.cfg, self.w = cfg, w
         self.quant, self.acc, self.block = quant, accuracy_level, block
         self.from_gguf = from_gguf
+        self.sym = sym
+        self.head_q = None  # (B, scales) initializer names of the lm_head, shared by a tied embedding
         self.g = Graph(GenaiNaming())
 
     def linear(self, x: str, w_hf: np.ndarray, key: str = "", outputs=None) -> str:
@@ -257,11 +283,40 @@ class _Genai:
         k, n = w_kn.shape
         if not self.quant:
             return g.op("MatMul", [x, g.initializer(base + ".weight", w_kn)], outputs=outputs)
+        if self.sym:
+            # MatMulNBitsQuantizer's names: <weight>_Q4, <weight>_scales, node <MatMul>_Q4
+            if key == "lm_head" and self.head_q:  # shared with the embedding (tied_embedding)
+                ins = [x, *self.head_q]
+            else:
+                b, scales = quantize_int4_sym_ort(w_kn, self.block)
+                ins = [x, g.initializer(base + ".weight_Q4", b), g.initializer(base + ".weight_scales", scales)]
+            return g.op("MatMulNBits", ins, domain="com.microsoft", name_op="MatMul_Q4", outputs=outputs,
+                        K=k, N=n, bits=4, block_size=self.block, accuracy_level=self.acc)
         b, scales, zp, _ = quantize_int4(w_kn, self.block)
         ins = [x, g.initializer(base + ".weight_Q4", b), g.initializer(base + ".weight_scales", scales),
                g.initializer(base + ".weight_zero_points", zp)]
         return g.op("MatMulNBits", ins, domain="com.microsoft", name_op="MatMul_Q4", outputs=outputs,
                     K=k, N=n, bits=4, block_size=self.block, accuracy_level=self.acc)
+
+    def tied_embedding(self, ids: str) -> str:
+        """The builder's shared embedding (0.18.0 builders/base.py make_embedding_lookup,
+        tied and quantized): the lm_head's int4 B reshaped to [vocab, padded_hidden/2]
+        bytes, GatherBlockQuantized over it with the lm_head's scales (symmetric: no zero
+        points), Slice to hidden when the rows are padded to whole blocks. The lm_head
+        (linear) reuses these initializers."""
+        cfg, g, bs = self.cfg, self.g, self.block
+        b, scales = quantize_int4_sym_ort(np.ascontiguousarray(self.w.lm_head.T), bs)
+        self.head_q = (g.initializer("lm_head.MatMul.weight_Q4", b),
+                       g.initializer("lm_head.MatMul.weight_scales", scales))
+        padded = (cfg.hidden + bs - 1) // bs * bs
+        flat = padded * 4 // 8
+        shape = g.initializer(f"/model/constants/INT64/[{cfg.vocab}, {flat}]", np.array([cfg.vocab, flat], np.int64))
+        table = g.op("Reshape", [self.head_q[0], shape])
+        h = g.op("GatherBlockQuantized", [table, ids, self.head_q[1]], domain="com.microsoft",
+                 bits=4, block_size=bs, gather_axis=0, quantize_axis=1)
+        if padded != cfg.hidden:
+            h = g.op("Slice", [h, g.const([0]), g.const([cfg.hidden]), g.const([-1])])
+        return h
 
     def skip_norm(self, x: str, skip: str, weight: np.ndarray, param: str):
         out = self.g.op("SkipSimplifiedLayerNormalization", [x, skip, self.g.initializer(param, weight)],
@@ -280,7 +335,10 @@ class _Genai:
             past.append((g.input(f"past_key_values.{i}.key", FLOAT, [b, kvh, p, hd]),
                          g.input(f"past_key_values.{i}.value", FLOAT, [b, kvh, p, hd])))
         with g.scope("model", "embed_tokens"):
-            h = g.op("Gather", [g.initializer("model.embed_tokens.weight", w.embed), ids])
+            if self.sym and cfg.tie_embeddings:
+                h = self.tied_embedding(ids)
+            else:
+                h = g.op("Gather", [g.initializer("model.embed_tokens.weight", w.embed), ids])
         with g.scope("model", "attn_mask_reformat", "attn_mask_subgraph"):
             rs = g.op("ReduceSum", [mask_in, g.const([1])], keepdims=0)
             seqlens_k = g.op("Cast", [g.op("Sub", [rs, g.const([1])])], to=INT32)
@@ -304,18 +362,24 @@ class _Genai:
                         x, residual = self.skip_norm(mlp_out, residual, lw.input_norm,
                                                      f"{pre}.input_layernorm.weight")
                 with g.scope("attn"):
-                    with g.scope("q_proj"):
-                        q = self.linear(x, lw.q, f"layers.{i}.q")
-                    with g.scope("k_proj"):
-                        k = self.linear(x, lw.k, f"layers.{i}.k")
-                    with g.scope("v_proj"):
-                        v = self.linear(x, lw.v, f"layers.{i}.v")
+                    if self.sym:  # the builder's packed MatMul: rows q, then k, then v
+                        with g.scope("qkv_proj"):
+                            q = self.linear(x, np.concatenate([lw.q, lw.k, lw.v]), f"layers.{i}.qkv")
+                        k = v = ""
+                    else:
+                        with g.scope("q_proj"):
+                            q = self.linear(x, lw.q, f"layers.{i}.q")
+                        with g.scope("k_proj"):
+                            k = self.linear(x, lw.k, f"layers.{i}.k")
+                        with g.scope("v_proj"):
+                            v = self.linear(x, lw.v, f"layers.{i}.v")
+                    more = {"softcap": 0.0} if self.sym else {}
                     attn = g.op("GroupQueryAttention",
                                 [q, k, v, past[i][0], past[i][1], seqlens_k, total, cos_name, sin_name],
                                 domain="com.microsoft",
                                 outputs=[None, f"present.{i}.key", f"present.{i}.value"],
                                 num_heads=nh, kv_num_heads=kvh, do_rotary=1, rotary_interleaved=0,
-                                local_window_size=-1, scale=float(np.float32(1.0 / np.sqrt(hd))))[0]
+                                local_window_size=-1, scale=float(np.float32(1.0 / np.sqrt(hd))), **more)[0]
                     with g.scope("o_proj"):
                         o = self.linear(attn, lw.o, f"layers.{i}.o")
                 with g.scope("post_attention_layernorm"):
@@ -359,15 +423,31 @@ def write_model(cfg: LlmConfig, w: Weights, style: str, path: str, accuracy_leve
             opsets, ir, producer = {"": 18}, 10, ("pytorch", "2.7.0")
     elif base == "genai":
         quant = style != "genai-fp32"
-        acc = 0 if style in ("genai-acc0", "genai-q41") else accuracy_level
+        # genai-q41's 4-bit layers at accuracy_level 0, float activations against the blocks
+        # dequantized exactly: ORT computes its float zero points in float at any level (it
+        # never prepacks them). genai-q40's at 4: llama.cpp's Q4_0 products quantize the
+        # activations to Q8_0 (int8 blocks of 32), which is accuracy_level 4's arithmetic, and
+        # without zero points ORT takes its int8 kernels too. The 8-bit heads use 4 (linear).
+        acc = 0 if style in ("genai-acc0", "genai-q41") else 4 if style == "genai-q40" else accuracy_level
         g = _Genai(cfg, w, quant=quant, accuracy_level=acc, block=block,
-                   from_gguf=(style == "genai-q41")).build()
+                   from_gguf=(style in ("genai-q41", "genai-q40")), sym=(style == "genai-sym")).build()
         opsets, ir, producer = {"": 21, "com.microsoft": 1}, 10, ("onnxruntime-genai", "0.8.0")
+        if style == "genai-sym":
+            # the builder saves every tensor to model.onnx.data (ours: those of >= 1 KB, packed)
+            producer, external = ("onnxruntime-genai", "0.18.0"), True
     else:
         raise ValueError(f"unknown style {style}")
     if style == "genai-q41":
         extra = {"accuracy_level": "0 (4-bit layers), 4 (8-bit head)", "block_size": 32,
                  "bits": "4 (Q4_1 layers, float zero points), 8 (lm_head from the Q8_0 embedding)"}
+    elif style == "genai-q40":
+        extra = {"accuracy_level": 4, "block_size": 32, "zero_points": False,
+                 "bits": "4 (Q4_0 layers, no zero points: the default 8), 8 (lm_head from the Q8_0 output.weight)"}
+    elif style == "genai-sym":
+        extra = {"accuracy_level": acc, "block_size": block, "bits": 4, "zero_points": False,
+                 "qkv": "packed", "quantizer": "onnxruntime MatMulNBitsQuantizer (symmetric)",
+                 "embedding": ("GatherBlockQuantized over the lm_head's int4 blocks" if cfg.tie_embeddings
+                               else "fp32 Gather")}
     elif base == "genai" and style != "genai-fp32":
         extra = {"accuracy_level": acc, "block_size": block, "bits": 4}
     else:

@@ -30,7 +30,8 @@ class Weights:
     lm_head: np.ndarray      # [V, H]; the same array as embed when tied
     # GGUF block quantization of a weight, when the source had one, keyed like
     # "layers.3.q" / "lm_head": (kind, codes uint8/int8 [out, in], d f32 [out, in/32],
-    # m f32 [out, in/32] or None); value = d*q (+ m). Rows already un-permuted.
+    # m f32 [out, in/32] or None); value = d*q + m (q4_1), d*(q - 8) (q4_0), d*q (q8_0).
+    # Rows already un-permuted.
     gguf_quant: dict = dataclasses.field(default_factory=dict)
 
 
@@ -105,10 +106,25 @@ def _unpermute_rope(w: np.ndarray, n_head: int) -> np.ndarray:
     return w.reshape(n_head, hd // 2, 2, cols).swapaxes(1, 2).reshape(rows, cols)
 
 
+def _permute_rope(w: np.ndarray, n_head: int) -> np.ndarray:
+    """HF's rotate_half rows to llama.cpp's adjacent pairs (its converter's permute):
+    the inverse of _unpermute_rope."""
+    rows, cols = w.shape
+    hd = rows // n_head
+    return w.reshape(n_head, 2, hd // 2, cols).swapaxes(1, 2).reshape(rows, cols)
+
+
 def _raw_blocks(t) -> tuple | None:
-    """Codes and block constants of a Q4_1 / Q8_0 tensor (32 values per block)."""
+    """Codes and block constants of a Q4_1 / Q4_0 / Q8_0 tensor (32 values per block)."""
     import gguf
     rows = int(t.data.shape[0])
+    if t.tensor_type == gguf.GGMLQuantizationType.Q4_0:
+        # d f16, then 16 bytes: values 0..15 in the low nibbles, 16..31 in the high ones
+        blk = np.asarray(t.data, dtype=np.uint8).reshape(rows, -1, 18)
+        d = blk[:, :, 0:2].copy().view(np.float16)[:, :, 0].astype(np.float32)
+        qs = blk[:, :, 2:18]
+        codes = np.concatenate([qs & 0x0F, qs >> 4], axis=2).reshape(rows, -1)
+        return ("q4_0", codes.astype(np.uint8), d, None)
     if t.tensor_type == gguf.GGMLQuantizationType.Q4_1:
         blk = np.asarray(t.data, dtype=np.uint8).reshape(rows, -1, 20)
         d = blk[:, :, 0:2].copy().view(np.float16)[:, :, 0].astype(np.float32)
@@ -127,7 +143,10 @@ def _raw_blocks(t) -> tuple | None:
 def _raw_dequant(raw) -> np.ndarray:
     kind, codes, d, m = raw
     rows, n = codes.shape
-    v = codes.reshape(rows, -1, 32).astype(np.float32) * d[:, :, None]
+    q = codes.reshape(rows, -1, 32).astype(np.float32)
+    if kind == "q4_0":
+        q -= np.float32(8)
+    v = q * d[:, :, None]
     if m is not None:
         v += m[:, :, None]
     return v.reshape(rows, n)
@@ -232,3 +251,74 @@ def read_gguf(path: str) -> tuple[LlmConfig, Weights, GgufTokenizer, dict]:
     meta = {k: _field(reader, k) for k in ("general.name", "general.license", "general.organization",
                                            "general.file_type")}
     return cfg, weights, tok, meta
+
+
+def write_gguf_f16(cfg: LlmConfig, w: Weights, path: str) -> None:
+    """Write the weights as a llama-architecture GGUF as llama.cpp's convert_hf_to_gguf.py
+    would for LlamaForCausalLM (the input of llama-quantize): matrices and the embedding
+    F16, norms F32, Q and K rows permuted for llama.cpp's rope. The vocabulary is a
+    placeholder of cfg.vocab tokens in Llama 2's layout (SentencePiece: <unk>, <s>, </s>,
+    the 256 byte tokens, then "▁t<id>"): the presets have no real tokenizer, and
+    llama.cpp only needs one that loads (llama-bench draws token ids, it tokenizes no
+    text)."""
+    import gguf
+
+    cfg.validate()
+    if cfg.vocab < 259:
+        raise ValueError(f"{cfg.name}: vocab {cfg.vocab} below the placeholder's 259 fixed tokens")
+    g = gguf.GGUFWriter(path, "llama")
+    g.add_name(cfg.name)
+    g.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+    g.add_vocab_size(cfg.vocab)
+    g.add_context_length(cfg.context)
+    g.add_embedding_length(cfg.hidden)
+    g.add_block_count(cfg.layers)
+    g.add_feed_forward_length(cfg.intermediate)
+    g.add_rope_dimension_count(cfg.head_dim)
+    g.add_head_count(cfg.heads)
+    g.add_head_count_kv(cfg.kv_heads)
+    g.add_layer_norm_rms_eps(cfg.rms_eps)
+    g.add_rope_freq_base(cfg.rope_theta)
+
+    T = gguf.TokenType
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    types = [T.UNKNOWN, T.CONTROL, T.CONTROL] + [T.BYTE] * 256
+    tokens += [f"\u2581t{i}" for i in range(len(tokens), cfg.vocab)]
+    types += [T.NORMAL] * (cfg.vocab - len(types))
+    g.add_tokenizer_model("llama")
+    g.add_tokenizer_pre("default")
+    g.add_token_list(tokens)
+    g.add_token_scores([0.0] * 3 + [0.0] * 256 + [-float(i) for i in range(cfg.vocab - 259)])
+    g.add_token_types(types)
+    g.add_bos_token_id(0 if cfg.bos_token_id is None else cfg.bos_token_id)
+    g.add_eos_token_id(cfg.eos_token_id)
+    g.add_unk_token_id(0)
+    g.add_pad_token_id(cfg.pad_token_id)
+    # no BOS: llama-bench's prompt is then all drawn ids, as snug bench's
+    g.add_add_bos_token(False)
+    g.add_add_eos_token(False)
+
+    def mat(name: str, x: np.ndarray, rope_heads: int = 0) -> None:
+        if rope_heads:
+            x = _permute_rope(x, rope_heads)
+        g.add_tensor(name, np.ascontiguousarray(x, dtype=np.float16))
+
+    mat("token_embd.weight", w.embed)
+    for i, lw in enumerate(w.layers):
+        p = f"blk.{i}."
+        g.add_tensor(p + "attn_norm.weight", np.asarray(lw.input_norm, np.float32))
+        mat(p + "attn_q.weight", lw.q, cfg.heads)
+        mat(p + "attn_k.weight", lw.k, cfg.kv_heads)
+        mat(p + "attn_v.weight", lw.v)
+        mat(p + "attn_output.weight", lw.o)
+        g.add_tensor(p + "ffn_norm.weight", np.asarray(lw.post_norm, np.float32))
+        mat(p + "ffn_gate.weight", lw.gate)
+        mat(p + "ffn_up.weight", lw.up)
+        mat(p + "ffn_down.weight", lw.down)
+    g.add_tensor("output_norm.weight", np.asarray(w.final_norm, np.float32))
+    if not cfg.tie_embeddings:
+        mat("output.weight", w.lm_head)
+    g.write_header_to_file()
+    g.write_kv_data_to_file()
+    g.write_tensors_to_file()
+    g.close()
