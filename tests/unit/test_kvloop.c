@@ -699,6 +699,9 @@ static void check_slots(const char *root, const char *preset, const char *style,
         snug_options *opts = snug_options_new();
         snug_options_set(opts, "snug.threads", "2");
         snug_options_set(opts, "snug.last_logits", "1");
+        /* the Level-1 estimate of the batched plan holds what prepare declares (it assumed
+         * the last row of one sequence for the projection to logits: a warning per plan) */
+        snug_options_set(opts, "session.strict_workspace_verification", "1");
         int rc = sn_session_open(path, opts, &s[k], &err);
         snug_options_free(opts);
         if (rc == SNUG_OK)
