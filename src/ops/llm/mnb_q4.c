@@ -1134,7 +1134,7 @@ VNNI static void mnb4_fastr_vnni(const llm_mnb4_args *g, int64_t n0, int64_t n1)
 /* B of NR columns decoded ahead for all row tiles: per column, per group of
  * four blocks, 192 bytes (the low nibbles, the high ones, sb_b per lane),
  * then with zero points sb_b zp_b, 16 floats per 16 blocks. */
-#define FASTM_NR 4
+#define FASTM_NR 8
 #define FASTM_MR 2
 #define FASTM_MAX_KB (4 * FAST_CHUNK) /* blocks decoded ahead on the stack at a time (a multiple of 16) */
 #define FASTM_GROUP 192
@@ -1164,7 +1164,7 @@ VNNI_INLINE void fastm_tile(const int MR, const int NR, const bool ZP, const cha
                             const char *dec, size_t dcs, int64_t kb, float *out, int64_t ldo, bool add) {
     __m512 acc[FASTM_MR][FASTM_NR];
     _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++)
-        _Pragma("GCC unroll 4") for (int c = 0; c < NR; c++)
+        _Pragma("GCC unroll 8") for (int c = 0; c < NR; c++)
             acc[r][c] = _mm512_setzero_ps();
     const int64_t ng = (kb + 3) / 4;
     for (int64_t gi = 0; gi < ng; gi++) {
@@ -1177,7 +1177,7 @@ VNNI_INLINE void fastm_tile(const int MR, const int NR, const bool ZP, const cha
             sa[r] = _mm512_load_ps((const float *)(g + 128));
             T[r] = ZP ? _mm512_setzero_si512() : _mm512_load_si512(g + 192);
         }
-        _Pragma("GCC unroll 4") for (int c = 0; c < NR; c++) {
+        _Pragma("GCC unroll 8") for (int c = 0; c < NR; c++) {
             const char *d = dec + (size_t)c * dcs + (size_t)gi * FASTM_GROUP;
             __m512i lo = _mm512_load_si512(d), hi = _mm512_load_si512(d + 64);
             __m512 sbv = _mm512_load_ps((const float *)(d + 128));
@@ -1190,24 +1190,24 @@ VNNI_INLINE void fastm_tile(const int MR, const int NR, const bool ZP, const cha
     if (ZP) {
         __m512 zacc[FASTM_MR][FASTM_NR];
         _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++)
-            _Pragma("GCC unroll 4") for (int c = 0; c < NR; c++)
+            _Pragma("GCC unroll 8") for (int c = 0; c < NR; c++)
                 zacc[r][c] = _mm512_setzero_ps();
         for (int64_t i = 0; i < (kb + 15) / 16; i++) {
             __m512 abv[FASTM_MR];
             _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++)
                 abv[r] = _mm512_load_ps(rab + (size_t)r * (rst / sizeof(float)) + 16 * i);
-            _Pragma("GCC unroll 4") for (int c = 0; c < NR; c++) {
+            _Pragma("GCC unroll 8") for (int c = 0; c < NR; c++) {
                 __m512 w = _mm512_load_ps((const float *)(dec + (size_t)c * dcs + (size_t)ng * FASTM_GROUP) + 16 * i);
                 _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++)
                     zacc[r][c] = _mm512_fmadd_ps(abv[r], w, zacc[r][c]);
             }
         }
         _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++)
-            _Pragma("GCC unroll 4") for (int c = 0; c < NR; c++)
+            _Pragma("GCC unroll 8") for (int c = 0; c < NR; c++)
                 acc[r][c] = _mm512_sub_ps(acc[r][c], zacc[r][c]);
     }
     _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++)
-        _Pragma("GCC unroll 4") for (int c = 0; c < NR; c++) {
+        _Pragma("GCC unroll 8") for (int c = 0; c < NR; c++) {
             float s = _mm512_reduce_add_ps(acc[r][c]);
             out[r * ldo + c] = add ? out[r * ldo + c] + s : s;
         }
@@ -1236,6 +1236,10 @@ VNNI static void mnb4_fastm_vnni(const llm_mnb4_args *g, int64_t n0, int64_t n1)
 #define FT(R, C, Z) fastm_tile(R, C, Z, row0, rab, rst, dec, dcs, kn, y, g->ldy, k0 > 0)
 #define FT_COLS(R, Z)            \
     switch (nr) {                \
+    case 8: FT(R, 8, Z); break;  \
+    case 7: FT(R, 7, Z); break;  \
+    case 6: FT(R, 6, Z); break;  \
+    case 5: FT(R, 5, Z); break;  \
     case 4: FT(R, 4, Z); break;  \
     case 3: FT(R, 3, Z); break;  \
     case 2: FT(R, 2, Z); break;  \
