@@ -181,6 +181,10 @@ def mnb(out_dir):
         ("mnb_m1_k96_n9_b2", (1,), 96, 9, {"bits": 2}),
         ("mnb_m4_k64_n9_b2_bias", (4,), 64, 9, {"bits": 2, "bias": True}),
         ("mnb_m2_k64_n21_floatzp", (2,), 64, 21, {"zp": "float"}),
+        # float zero points at 2 bits: the float paths other than the 4-bit kernels (ORT's CPU
+        # kernel refuses 8 bits with float zero points)
+        ("mnb_m1_k64_n9_b2_floatzp", (1,), 64, 9, {"bits": 2, "zp": "float"}),
+        ("mnb_m6_k96_n9_b2_floatzp", (6,), 96, 9, {"bits": 2, "zp": "float"}),
         ("mnb_m20_k96_n300_bias", (20,), 96, 300, {"bias": True}),
         ("mnb_m1_k128_n8_acc4", (1,), 128, 8, {"acc": 4}),
         ("mnb_m5_k100_n37_acc4", (5,), 100, 37, {"acc": 4}),
