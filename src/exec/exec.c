@@ -17,7 +17,7 @@ void ex_bind_args(sn_exec *ex, const sn_node *n, const sn_tensor **in, sn_tensor
         const sn_tensor *x = in[0];
         sn_tensor *v = &ex->last_row;
         *v = *x;
-        if (x->kind == SN_KIND_TENSOR && x->rank == 3 && x->dims[0] == 1 && x->dims[1] > 1) {
+        if (sn_last_row_applies(x)) {
             v->dims[1] = 1;
             if (x->data)
                 v->data = (uint8_t *)x->data + (size_t)(x->dims[1] - 1) * (size_t)x->dims[2] * sn_dtype_size(x->dtype);

@@ -117,9 +117,8 @@ int sn_plan_reserve(sn_plan *p, const sn_graph *g, sn_err *err) {
             in[k] = n->in[k] >= 0 ? known_info(p, n->in[k], &copies[k]) : NULL;
         for (int k = 0; k < n->n_out; k++)
             out[k] = n->out[k] >= 0 ? known_info(p, n->out[k], &copies[max_io + k]) : NULL;
-        if (pn->last_row && in[0] && in[0]->kind == SN_KIND_TENSOR && in[0]->rank == 3 && in[0]->dims[0] == 1 &&
-            in[0]->dims[1] > 1)
-            copies[0].dims[1] = 1; /* it reads the last position only (one sequence: ex_bind_args) */
+        if (pn->last_row && sn_last_row_applies(in[0]))
+            copies[0].dims[1] = 1; /* it reads the last position only */
         bool tab;
         pn->has_reserve = sn_estimate_level1(n, in, out, p->threads, &pn->ws_reserved, &tab);
     }

@@ -249,6 +249,13 @@ int sn_plan_memory(sn_plan *p, const struct sn_graph *g, sn_err *err);
 /* A streamed value's bytes in its slot: 64-byte aligned. */
 static inline size_t sn_stream_align(size_t n) { return (n + 63) & ~(size_t)63; }
 
+/* A last_row node's input 0 is seen as its last position only when it is
+ * one sequence [1, S > 1, H] (the executor's binding, ex_bind_args, and the
+ * Level-1 estimate agree through this); a batch keeps every row. */
+static inline bool sn_last_row_applies(const sn_tensor *x) {
+    return x && x->kind == SN_KIND_TENSOR && x->rank == 3 && x->dims[0] == 1 && x->dims[1] > 1;
+}
+
 /* Whether constant v may stream: an initializer no plan stage released,
  * (released or not: a kernel that would pack it does not when it streams)
  * of SN_STREAM_MIN bytes or more, not a table only gathered (an embedding

@@ -176,6 +176,16 @@ AVX2_INLINE void f32_tile(const int MR, const int NR, const llm_mnb4f_args *g, i
             g->y[(m + r) * g->ldy + n + c] = hsum(acc[r][c]) - hsum(corr[r][c]);
 }
 
+/* The codes and scales of columns n .. n + NR - 1 (the one-row tiles). */
+AVX2_INLINE void m1_columns(const int NR, const llm_mnb4f_args *g, int64_t n, const uint8_t *bc[4],
+                            const float *scc[4]) {
+    _Pragma("GCC unroll 4")
+    for (int c = 0; c < NR; c++) {
+        bc[c] = g->b + (n + c) * g->bstride;
+        scc[c] = g->sc + (n + c) * g->sstride;
+    }
+}
+
 /* One row (decode), NR columns (n, n + 1, ..): per block, sum of
  * (code - zp) * a (the difference exact) in two chains per column (low and
  * high nibbles: eight FMA chains for four columns keep both FMA units
@@ -187,11 +197,7 @@ AVX2_INLINE void f32_m1_tile(const int NR, const llm_mnb4f_args *g, int64_t n) {
     const int64_t bs = g->bs, g16 = bs / 16, nblk = g->nblk;
     const uint8_t *bc[4];
     const float *scc[4];
-    _Pragma("GCC unroll 4")
-    for (int c = 0; c < NR; c++) {
-        bc[c] = g->b + (n + c) * g->bstride;
-        scc[c] = g->sc + (n + c) * g->sstride;
-    }
+    m1_columns(NR, g, n, bc, scc);
     __m256 acc[4];
     _Pragma("GCC unroll 4")
     for (int c = 0; c < NR; c++)
@@ -260,11 +266,7 @@ AVX512_INLINE void f32_m1_tile512(const int NR, const llm_mnb4f_args *g, int64_t
     const int64_t nblk = g->nblk;
     const uint8_t *bc[4];
     const float *scc[4];
-    _Pragma("GCC unroll 4")
-    for (int c = 0; c < NR; c++) {
-        bc[c] = g->b + (n + c) * g->bstride;
-        scc[c] = g->sc + (n + c) * g->sstride;
-    }
+    m1_columns(NR, g, n, bc, scc);
     __m512 al[4], ah[4];
     _Pragma("GCC unroll 4")
     for (int c = 0; c < NR; c++)
