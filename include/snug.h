@@ -809,6 +809,16 @@ int snug_generator_slot_done(const snug_generator *g, int slot);
 int snug_generator_finish(snug_generator *g, int slot, snug_generation *out);
 /* A free slot forgets its cached conversation. */
 void snug_generator_slot_reset(snug_generator *g, int slot);
+/* A free slot keeps of its cached conversation only the rows that prompt
+ * chunks of two tokens or more computed (attention rounds a decode row, and
+ * a one-token chunk, otherwise than a row of a longer prompt, as ONNX
+ * Runtime does): a prompt that starts with them prefills only the rest and
+ * still gets, to the bit, the answer a fresh prefill gives. An answer's
+ * tokens, and the turn after them, are fed again. */
+void snug_generator_slot_keep_exact(snug_generator *g, int slot);
+/* Tokens slot holds in its cache (exact nonzero: of those, the leading rows
+ * snug_generator_slot_keep_exact would keep). */
+int64_t snug_generator_slot_cached(const snug_generator *g, int slot, int exact);
 /* The ids slot's last answer sampled (as snug_generator_answer_ids). */
 int64_t snug_generator_slot_answer_ids(const snug_generator *g, int slot, const int32_t **ids);
 

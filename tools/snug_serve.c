@@ -3,9 +3,10 @@
  *
  * Requests become jobs in one bounded queue; --parallel N slots take them,
  * each with its own KV cache (the weights are the model file's pages,
- * mapped once and shared by all). With --cache-prompt a slot keeps its last conversation in its
- * cache, so a client that sends the conversation again with a new turn, and
- * lands on the same slot, prefills the new turn only. Where the model
+ * mapped once and shared by all). A slot keeps the rows of its last prompt
+ * in its cache (with --cache-prompt its whole conversation), so a prompt
+ * that starts as that one did, landing on that slot, prefills only the
+ * rest (slot_prepare). Where the model
  * takes a length per sequence (attention_mask: GroupQueryAttention's
  * seqlens_k, or keys masked in a padded cache) the slots are one
  * generator's (engine_main): a decode step runs every slot under way in
@@ -72,10 +73,17 @@ static const char k_serve_help[] =
     "  --timeout S         a request's limit in seconds, waiting included (default 600)\n"
     "  --idle-timeout S    close a connection idle this long (default 30)\n"
     "  --max-body SIZE     largest request body (default 1M); larger get 413\n"
-    "  --cache-prompt      a slot keeps its last conversation in its KV cache and a\n"
-    "                      prompt that starts with it prefills only the rest (a\n"
-    "                      request's \"cache_prompt\" overrides it; default off: every\n"
-    "                      answer is the one a fresh `snug generate` gives)\n"
+    "  --cache-prompt      a slot keeps its whole last conversation in its KV cache\n"
+    "                      (answers included) and a prompt that starts with it\n"
+    "                      prefills only the rest; an answer can then part from the\n"
+    "                      one a fresh `snug generate` gives at a near tie. Default:\n"
+    "                      a slot keeps only its prompts' rows, which a fresh\n"
+    "                      prefill computes to the bit, so every answer is the fresh\n"
+    "                      one and a prompt that starts as the last one did (a\n"
+    "                      system prompt) prefills only the rest\n"
+    "  --no-cache-prompt   every request starts from an empty cache. A request's\n"
+    "                      \"cache_prompt\" true asks for --cache-prompt, false for\n"
+    "                      this\n"
     "  --api-key KEY       require 'Authorization: Bearer KEY' (all but /health)\n"
     "  --model-name NAME   the model's id in responses (default: MODEL_DIR's name)\n"
     "  --chat-template F   a Jinja chat template file instead of the model's\n"
@@ -215,7 +223,21 @@ static bool job_begin(job *j, int slot) {
     return !skip;
 }
 
-static bool job_caches(const job *j) { return j->cache_prompt < 0 ? g_srv.cache_prompt : j->cache_prompt; }
+/* What a slot keeps of its cache for the next job: nothing, its prompts'
+ * rows (what a fresh prefill computes to the bit), or all of it. */
+enum { CACHE_NONE, CACHE_EXACT, CACHE_ALL };
+
+static int job_cache(const job *j) {
+    return j->cache_prompt < 0 ? g_srv.cache_prompt : j->cache_prompt ? CACHE_ALL : CACHE_NONE;
+}
+
+static void slot_prepare(snug_generator *g, int slot, const job *j) {
+    int mode = job_cache(j);
+    if (mode == CACHE_NONE)
+        snug_generator_slot_reset(g, slot); /* a fresh prefill */
+    else if (mode == CACHE_EXACT)
+        snug_generator_slot_keep_exact(g, slot); /* still the answer a fresh prefill gives */
+}
 
 /* A job's end: the figures first (a client that reads /metrics after its
  * answer sees its request in them), then the answer is done. */
@@ -266,8 +288,8 @@ static void *worker_main(void *arg) {
         snug_generation gen;
         memset(&gen, 0, sizeof gen);
         int rc = SNUG_OK;
-        if (run && !job_caches(j))
-            snug_generator_reset(g); /* a fresh prefill: the answer snug generate gives */
+        if (run)
+            slot_prepare(g, 0, j);
         if (run)
             rc = j->kind == JOB_CHAT ? snug_generator_chat(g, j->msgs, j->n_msgs, &j->s, on_text, j, &gen)
                                      : snug_generator_complete(g, j->prompt, &j->s, on_text, j, &gen);
@@ -307,8 +329,7 @@ static void *engine_main(void *arg) {
             t++;
             int rc = SNUG_OK;
             if (job_begin(j, k)) {
-                if (!job_caches(j))
-                    snug_generator_slot_reset(g, k);
+                slot_prepare(g, k, j);
                 rc = j->kind == JOB_CHAT ? snug_generator_start_chat(g, k, j->msgs, j->n_msgs, &j->s, on_text, j)
                                          : snug_generator_start_complete(g, k, j->prompt, &j->s, on_text, j);
                 if (rc == SNUG_OK) {
@@ -1001,6 +1022,7 @@ int cmd_serve(int argc, char **argv) {
     bool load = false, no_batch = false;
     cli_placement place = {0};
     memset(&g_srv, 0, sizeof g_srv);
+    g_srv.cache_prompt = CACHE_EXACT;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -1010,7 +1032,10 @@ int cmd_serve(int argc, char **argv) {
             g_srv.quiet = 1;
             continue;
         } else if (!strcmp(a, "--cache-prompt")) {
-            g_srv.cache_prompt = 1;
+            g_srv.cache_prompt = CACHE_ALL;
+            continue;
+        } else if (!strcmp(a, "--no-cache-prompt")) {
+            g_srv.cache_prompt = CACHE_NONE;
             continue;
         } else if (!strcmp(a, "--no-batch")) {
             no_batch = true;

@@ -23,6 +23,8 @@ typedef struct gen_seq {
     seq_phase phase;
     int64_t *fed;           /* owned [ctx]: the ids in the slot's cache, in order */
     int64_t n_fed;
+    int64_t n_exact;        /* the first n_exact of them came from prompt chunks of two tokens or more:
+                             * the rows a fresh prefill computes, to the bit (seq_prefill) */
     int32_t *ans;           /* owned [ctx + 1]: the ids this answer sampled, an EOS included */
     int64_t n_ans;
     int32_t *prompt;        /* owned [n_prompt]: the prompt of the answer under way */
@@ -384,8 +386,31 @@ void sn_generator_reset(sn_generator *g) { sn_generator_slot_reset(g, 0); }
 void sn_generator_slot_reset(sn_generator *g, int slot) {
     if (slot < 0 || slot >= g->n_slots || (g->seq[slot].phase != SEQ_FREE && g->seq[slot].phase != SEQ_DONE))
         return;
-    g->seq[slot].n_fed = 0;
+    g->seq[slot].n_fed = g->seq[slot].n_exact = 0;
     sn_kvloop_slot_reset(g->loop, slot);
+}
+
+/* Attention rounds a row of a prompt chunk and a decode row differently (as
+ * ONNX Runtime does), so only the rows prompt chunks computed are what a
+ * fresh prefill would compute; the rest (answers, one-token chunks) go. */
+void sn_generator_slot_keep_exact(sn_generator *g, int slot) {
+    if (slot < 0 || slot >= g->n_slots || (g->seq[slot].phase != SEQ_FREE && g->seq[slot].phase != SEQ_DONE))
+        return;
+    gen_seq *q = &g->seq[slot];
+    sn_err e = {0};
+    if (q->n_exact >= q->n_fed)
+        return;
+    if (sn_kvloop_slot_rewind(g->loop, slot, q->n_exact, &e) != SNUG_OK) {
+        q->n_exact = 0;
+        sn_kvloop_slot_reset(g->loop, slot);
+    }
+    q->n_fed = q->n_exact;
+}
+
+int64_t sn_generator_slot_cached(const sn_generator *g, int slot, bool exact) {
+    if (slot < 0 || slot >= g->n_slots)
+        return 0;
+    return exact ? g->seq[slot].n_exact : g->seq[slot].n_fed;
 }
 
 int sn_generator_chat_ids(sn_generator *g, const sn_chat_msg *msgs, int n, int32_t **ids, size_t *n_ids,
@@ -516,12 +541,16 @@ int sn_generator_start(sn_generator *g, int slot, const int32_t *ids, size_t n, 
     q->rc = SNUG_OK;
     q->err = (sn_err){0};
     q->t0 = now_s();
-    /* What is cached already: the common prefix (one token at least is fed, for its logits). */
+    /* What is cached already: the common prefix. Two tokens at least are
+     * fed (one alone would be a decode row, rounded otherwise than the same
+     * token in a fresh prompt), one for a one-token prompt. */
     int64_t held = sn_kvloop_slot_pos(g->loop, slot);
     if (q->n_fed > held) /* a decode step's stand-in took a full idle slot's last row */
         q->n_fed = held;
-    int64_t c = 0;
-    while (c < q->n_fed && c < (int64_t)n - 1 && q->fed[c] == ids[c])
+    if (q->n_exact > q->n_fed)
+        q->n_exact = q->n_fed;
+    int64_t c = 0, keep = (int64_t)n - (n >= 2 ? 2 : 1);
+    while (c < q->n_fed && c < keep && q->fed[c] == ids[c])
         c++;
     if (c < q->n_fed) {
         sn_err e = {0};
@@ -531,6 +560,8 @@ int sn_generator_start(sn_generator *g, int slot, const int32_t *ids, size_t n, 
         }
         q->n_fed = c;
     }
+    if (q->n_exact > c)
+        q->n_exact = c;
     q->at = c;
     q->res.prefilled = (int64_t)n - c;
     for (size_t k = 0; k < n; k++)
@@ -612,18 +643,22 @@ static void seq_take(sn_generator *g, int slot, const float *logits) {
 /* One chunk of the prompt of slot k; its last chunk samples the first token. */
 static void seq_prefill(sn_generator *g, int k) {
     gen_seq *q = &g->seq[k];
-    int64_t last = q->n_prompt - q->at < g->batch ? q->n_prompt - q->at : g->batch;
+    int64_t left = q->n_prompt - q->at, last = left < g->batch ? left : g->batch;
+    if (left - last == 1 && last > 2) /* no one-token last chunk (a decode row's rounding) */
+        last--;
     for (int64_t i = 0; i < last; i++)
         q->fed[q->at + i] = q->prompt[q->at + i];
     const float *logits = NULL;
     sn_err e = {0};
     int rc = sn_kvloop_slot_prefill(g->loop, k, q->fed + q->at, last, &logits, &e);
     if (rc != SNUG_OK) {
-        q->n_fed = 0; /* the cache is as before this step, but the caller's turn is lost */
+        q->n_fed = q->n_exact = 0; /* the cache is as before this step, but the caller's turn is lost */
         sn_kvloop_slot_reset(g->loop, k);
         seq_end(q, rc, &e);
         return;
     }
+    if (last >= 2 && q->n_exact == q->at)
+        q->n_exact = q->at + last;
     q->at += last;
     q->n_fed = q->at;
     if (q->at < q->n_prompt)

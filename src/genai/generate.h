@@ -131,6 +131,11 @@ bool sn_generator_slot_busy(const sn_generator *g, int slot); /* an answer on it
 bool sn_generator_slot_done(const sn_generator *g, int slot); /* its answer ended, not yet collected */
 int sn_generator_finish(sn_generator *g, int slot, sn_gen_result *res, sn_err *err);
 void sn_generator_slot_reset(sn_generator *g, int slot); /* a free slot forgets its conversation */
+/* A free slot keeps only the rows prompt chunks computed (sn_gen_seq.n_exact):
+ * a prompt that starts with them gets the answer a fresh prefill gives. */
+void sn_generator_slot_keep_exact(sn_generator *g, int slot);
+/* Tokens slot holds (exact: of those, the rows a fresh prefill computes the same). */
+int64_t sn_generator_slot_cached(const sn_generator *g, int slot, bool exact);
 int64_t sn_generator_slot_answer_ids(const sn_generator *g, int slot, const int32_t **ids);
 
 #endif

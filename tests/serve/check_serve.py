@@ -370,7 +370,22 @@ def queue_and_drain(snug, model):
                                     "temperature": 1.0, "top_p": 0.9, "seed": 42, "max_tokens": 16}, headers=auth)
             texts.append(json.loads(b)["choices"][0]["message"]["content"] if st == 200 else f"status {st}")
         check(texts[0] == texts[1], f"seeded sampling differs: {texts}")
-        # "cache_prompt": the second of two requests with the same conversation prefills only its last token
+        # by default a slot keeps its prompt's rows: the same question again prefills its last two
+        # tokens only (one alone would be a decode row), a new one all but the template's first
+        # tokens, and both answers are still snug generate's
+        ms, got = [], []
+        for q in ("Why is the sky blue?", "Why is the sky blue?", "Name a red fruit."):
+            st, _, b = srv.request("POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": q}],
+                                                                    "max_tokens": 12, "temperature": 0}, headers=auth)
+            got.append(json.loads(b)["choices"][0]["message"]["content"] if st == 200 else f"status {st}")
+            ms.append(srv.metrics(auth))
+        for i, q in enumerate(("Why is the sky blue?", "Name a red fruit.")):
+            want = generate(snug, model, q, 12)
+            check(got[2 * i] == want and got[1] == got[0], f"cached prompt rows: {got} against {want!r}")
+        pre = [ms[i]["snug_prefilled_tokens_total"] - ms[i - 1]["snug_prefilled_tokens_total"] for i in (1, 2)]
+        prompt = [ms[i]["snug_prompt_tokens_total"] - ms[i - 1]["snug_prompt_tokens_total"] for i in (1, 2)]
+        check(pre[0] == 2 and 2 < pre[1] < prompt[1], f"cached prompt rows: {pre} of {prompt} prompt tokens prefilled")
+        # "cache_prompt": the second of two requests with the same conversation prefills only its last two tokens
         ms = []
         for _ in range(2):
             srv.request("POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": "Count to three."}],
@@ -379,7 +394,7 @@ def queue_and_drain(snug, model):
             ms.append(srv.metrics(auth))
         prompt = ms[1]["snug_prompt_tokens_total"] - ms[0]["snug_prompt_tokens_total"]
         pre = ms[1]["snug_prefilled_tokens_total"] - ms[0]["snug_prefilled_tokens_total"]
-        check(prompt > 1 and pre == 1, f"cache_prompt: {pre} of {prompt} prompt tokens prefilled the second time")
+        check(prompt > 2 and pre == 2, f"cache_prompt: {pre} of {prompt} prompt tokens prefilled the second time")
         res = {}
 
         def long_one():
