@@ -819,6 +819,14 @@ void snug_generator_slot_keep_exact(snug_generator *g, int slot);
 /* Tokens slot holds in its cache (exact nonzero: of those, the leading rows
  * snug_generator_slot_keep_exact would keep). */
 int64_t snug_generator_slot_cached(const snug_generator *g, int slot, int exact);
+/* Of the slots[0..n_slots) that are free, the one whose cache a start of
+ * this conversation (text NULL) or raw text would reuse most of (exact
+ * nonzero: only the rows snug_generator_slot_keep_exact keeps; the first on
+ * a tie), and how many prompt tokens (reuse, may be NULL): where to start
+ * it. Negative on an error (a template or tokenizer failure, no free slot
+ * given). */
+int snug_generator_pick_slot(snug_generator *g, const int *slots, int n_slots, const snug_message *msgs, int n,
+                             const char *text, int exact, int64_t *reuse);
 /* The ids slot's last answer sampled (as snug_generator_answer_ids). */
 int64_t snug_generator_slot_answer_ids(const snug_generator *g, int slot, const int32_t **ids);
 

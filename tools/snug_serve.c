@@ -315,18 +315,42 @@ static void *engine_main(void *arg) {
             return NULL;
         }
         job *take[SNUG_SERVE_MAX_PARALLEL];
-        int nt = 0;
-        for (int k = 0; k < n && g_srv.head; k++)
-            if (!at[k] && !snug_generator_slot_done(g, k)) {
-                take[nt] = queue_pop();
-                at[k] = take[nt++];
-            }
+        int nt = 0, freed[SNUG_SERVE_MAX_PARALLEL], nf = 0;
+        for (int k = 0; k < n; k++)
+            if (!at[k] && !snug_generator_slot_done(g, k))
+                freed[nf++] = k;
+        while (nt < nf && g_srv.head)
+            take[nt++] = queue_pop();
         pthread_mutex_unlock(&g_srv.mu);
-        for (int k = 0, t = 0; k < n && t < nt; k++) {
-            job *j = at[k];
-            if (j != take[t])
-                continue;
-            t++;
+        for (int t = 0; t < nt; t++) {
+            job *j = take[t];
+            /* the free slot whose cache this prompt reuses most of (llama.cpp's server
+             * picks by prompt similarity too): a repeated system prompt or question, an
+             * earlier turn, prefills only the rest */
+            int mode = job_cache(j), k = freed[0], nc = 1; /* freed ascends */
+            /* candidates: the lowest free slot, and those below the highest busy one: a
+             * decode step runs rows up to the highest slot under way, so a cache hit
+             * higher up would cost stand-in rows at every step of the answer */
+            int top = 0;
+            for (int i = 0; i < n; i++)
+                if (at[i])
+                    top = i + 1;
+            while (nc < nf && freed[nc] < top)
+                nc++;
+            if (mode != CACHE_NONE && nc > 1) {
+                int best = j->kind == JOB_CHAT
+                               ? snug_generator_pick_slot(g, freed, nc, j->msgs, j->n_msgs, NULL, mode == CACHE_EXACT, NULL)
+                               : snug_generator_pick_slot(g, freed, nc, NULL, 0, j->prompt, mode == CACHE_EXACT, NULL);
+                if (best >= 0)
+                    k = best; /* else the start below says what is wrong with the prompt */
+            }
+            for (int i = 0; i < nf; i++)
+                if (freed[i] == k) {
+                    memmove(freed + i, freed + i + 1, sizeof *freed * (size_t)(nf - i - 1));
+                    nf--;
+                    break;
+                }
+            at[k] = j;
             int rc = SNUG_OK;
             if (job_begin(j, k)) {
                 slot_prepare(g, k, j);

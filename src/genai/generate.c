@@ -407,6 +407,36 @@ void sn_generator_slot_keep_exact(sn_generator *g, int slot) {
     q->n_fed = q->n_exact;
 }
 
+/* The ids a start on slot would keep of its cache for ids[0..n) (exact: of
+ * its prompt rows only): the common prefix, short of the two last ids. */
+static int64_t slot_reuse(const sn_generator *g, int slot, const int32_t *ids, size_t n, bool exact) {
+    const gen_seq *q = &g->seq[slot];
+    int64_t have = sn_imin(exact ? q->n_exact : q->n_fed, sn_kvloop_slot_pos(g->loop, slot));
+    int64_t keep = (int64_t)n - (n >= 2 ? 2 : 1), c = 0;
+    while (c < have && c < keep && q->fed[c] == ids[c])
+        c++;
+    return c;
+}
+
+int sn_generator_pick(const sn_generator *g, const int32_t *ids, size_t n, const int *slots, int n_slots, bool exact,
+                      int64_t *reuse) {
+    int best = -1;
+    int64_t most = -1;
+    for (int i = 0; i < n_slots; i++) {
+        int k = slots[i];
+        if (k < 0 || k >= g->n_slots || (g->seq[k].phase != SEQ_FREE && g->seq[k].phase != SEQ_DONE))
+            continue;
+        int64_t c = slot_reuse(g, k, ids, n, exact);
+        if (c > most) {
+            most = c;
+            best = k;
+        }
+    }
+    if (reuse)
+        *reuse = most < 0 ? 0 : most;
+    return best;
+}
+
 int64_t sn_generator_slot_cached(const sn_generator *g, int slot, bool exact) {
     if (slot < 0 || slot >= g->n_slots)
         return 0;

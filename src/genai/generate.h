@@ -134,6 +134,11 @@ void sn_generator_slot_reset(sn_generator *g, int slot); /* a free slot forgets 
 /* A free slot keeps only the rows prompt chunks computed (sn_gen_seq.n_exact):
  * a prompt that starts with them gets the answer a fresh prefill gives. */
 void sn_generator_slot_keep_exact(sn_generator *g, int slot);
+/* Of slots[0..n_slots), the free one whose cache a start of ids would reuse
+ * most of (exact: its prompt rows only; the first on a tie), and how many ids
+ * (reuse, may be NULL); -1 when none is free. */
+int sn_generator_pick(const sn_generator *g, const int32_t *ids, size_t n, const int *slots, int n_slots, bool exact,
+                      int64_t *reuse);
 /* Tokens slot holds (exact: of those, the rows a fresh prefill computes the same). */
 int64_t sn_generator_slot_cached(const sn_generator *g, int slot, bool exact);
 int64_t sn_generator_slot_answer_ids(const sn_generator *g, int slot, const int32_t **ids);

@@ -105,19 +105,30 @@ static int run(snug_generator *h, int slot, int32_t *ids, size_t n, const snug_s
     return rc;
 }
 
-static int chat(snug_generator *g, int slot, const snug_message *msgs, int n, const snug_sampling *s,
-                snug_text_fn fn, void *user, snug_generation *out) {
-    if (!g || (!msgs && n) || n < 0)
-        return g ? sn_errf(&g->err, SNUG_ERR_INVALID_ARG, "snug_generator_chat: no messages") : SNUG_ERR_INVALID_ARG;
+/* The ids of a conversation (text NULL) or of raw text, into *ids (owned). */
+static int prompt_ids(snug_generator *g, const snug_message *msgs, int n, const char *text, int32_t **ids,
+                      size_t *k) {
+    if (text)
+        return sn_generator_text_ids(g->g, text, ids, k, &g->err);
+    if ((!msgs && n) || n < 0)
+        return sn_errf(&g->err, SNUG_ERR_INVALID_ARG, "snug_generator_chat: no messages");
     sn_chat_msg *m = sn_calloc((size_t)n + 1, sizeof *m);
     if (!m)
         return sn_errf(&g->err, SNUG_ERR_OOM, "out of memory");
     for (int i = 0; i < n; i++)
         m[i] = (sn_chat_msg){msgs[i].role ? msgs[i].role : "", msgs[i].content ? msgs[i].content : ""};
+    int rc = sn_generator_chat_ids(g->g, m, n, ids, k, &g->err);
+    sn_free(m);
+    return rc;
+}
+
+static int chat(snug_generator *g, int slot, const snug_message *msgs, int n, const snug_sampling *s,
+                snug_text_fn fn, void *user, snug_generation *out) {
+    if (!g)
+        return SNUG_ERR_INVALID_ARG;
     int32_t *ids = NULL;
     size_t k = 0;
-    int rc = sn_generator_chat_ids(g->g, m, n, &ids, &k, &g->err);
-    sn_free(m);
+    int rc = prompt_ids(g, msgs, n, NULL, &ids, &k);
     return rc != SNUG_OK ? rc : run(g, slot, ids, k, s, fn, user, out);
 }
 
@@ -127,8 +138,24 @@ static int complete(snug_generator *g, int slot, const char *text, const snug_sa
         return g ? sn_errf(&g->err, SNUG_ERR_INVALID_ARG, "snug_generator_complete: no text") : SNUG_ERR_INVALID_ARG;
     int32_t *ids = NULL;
     size_t k = 0;
-    int rc = sn_generator_text_ids(g->g, text, &ids, &k, &g->err);
+    int rc = prompt_ids(g, NULL, 0, text, &ids, &k);
     return rc != SNUG_OK ? rc : run(g, slot, ids, k, s, fn, user, out);
+}
+
+int snug_generator_pick_slot(snug_generator *g, const int *slots, int n_slots, const snug_message *msgs, int n,
+                             const char *text, int exact, int64_t *reuse) {
+    if (reuse)
+        *reuse = 0;
+    if (!g || !slots || n_slots < 1)
+        return g ? sn_errf(&g->err, SNUG_ERR_INVALID_ARG, "snug_generator_pick_slot: no slots") : SNUG_ERR_INVALID_ARG;
+    int32_t *ids = NULL;
+    size_t k = 0;
+    int rc = prompt_ids(g, msgs, n, text, &ids, &k);
+    if (rc != SNUG_OK)
+        return rc;
+    int slot = sn_generator_pick(g->g, ids, k, slots, n_slots, exact != 0, reuse);
+    sn_free(ids);
+    return slot >= 0 ? slot : sn_errf(&g->err, SNUG_ERR_INVALID_ARG, "snug_generator_pick_slot: no free slot given");
 }
 
 int snug_generator_chat(snug_generator *g, const snug_message *msgs, int n, const snug_sampling *s,

@@ -116,6 +116,33 @@ static void heap_down(cand *c, int64_t n, int64_t i) {
     }
 }
 
+/* The first of the largest (a NaN never is; a NaN first value: 0), as the scan
+ * `if (v[i] > v[best]) best = i` gives it: the largest per lane, 16 lanes
+ * (the compiler's max instructions: a NaN in v loses, as in that scan), then
+ * the first index holding it. Greedy decoding over a 49152-token vocabulary
+ * at 16 sequences a step was 0.8 ms of scalar compares a step. */
+#define ARGMAX_LANES 16
+static int32_t argmax_first(const float *v, int64_t n) {
+    if (n < 1 || isnan(v[0]))
+        return 0; /* nothing is above a NaN first value in the scan */
+    float m[ARGMAX_LANES];
+    for (int j = 0; j < ARGMAX_LANES; j++)
+        m[j] = -INFINITY;
+    int64_t i = 0;
+    for (; i + ARGMAX_LANES <= n; i += ARGMAX_LANES)
+        for (int j = 0; j < ARGMAX_LANES; j++)
+            m[j] = v[i + j] > m[j] ? v[i + j] : m[j];
+    float top = -INFINITY;
+    for (int j = 0; j < ARGMAX_LANES; j++)
+        top = m[j] > top ? m[j] : top;
+    for (; i < n; i++)
+        top = v[i] > top ? v[i] : top;
+    for (int64_t k = 0; k < n; k++)
+        if (v[k] == top)
+            return (int32_t)k;
+    return 0; /* no value above -inf other than NaN: the scan keeps 0 */
+}
+
 int32_t sn_sampler_sample(sn_sampler *s, const float *logits) {
     const sn_sampler_params *p = &s->p;
     const int64_t V = s->vocab;
@@ -135,13 +162,8 @@ int32_t sn_sampler_sample(sn_sampler *s, const float *logits) {
         }
         val = pv;
     }
-    if (!(p->temperature > 0)) { /* greedy: the first of the largest */
-        int64_t best = 0;
-        for (int64_t i = 1; i < V; i++)
-            if (val[i] > val[best])
-                best = i;
-        return (int32_t)best;
-    }
+    if (!(p->temperature > 0))
+        return argmax_first(val, V);
     cand *c = s->c;
     int64_t n;
     if (p->top_k > 0 && p->top_k < V) {

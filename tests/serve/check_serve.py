@@ -346,6 +346,43 @@ def hostile(srv):
         check(k in m, f"/metrics has no {k}")
 
 
+def slot_pick(snug, model):
+    """A request lands on the free slot whose cache its prompt starts with (among the lowest free
+    one and those below the highest busy one: no stand-in rows for a cache hit)."""
+    srv = Server(snug, model, "--parallel", "3", "--threads", "2")
+    try:
+        res = {}
+
+        def ask(key, body, path="/v1/chat/completions"):
+            st, _, b = srv.request("POST", path, body)
+            res[key] = (st, b)
+        chat = lambda q, n: {"messages": [{"role": "user", "content": q}], "max_tokens": n, "temperature": 0}
+        ts = [threading.Thread(target=ask, args=("a", chat("Name a red fruit.", 48))),
+              threading.Thread(target=ask, args=("b", chat("What is 12 times 7?", 48))),
+              threading.Thread(target=ask, args=("long", {"prompt": "Once upon a time", "max_tokens": 1000,
+                                                          "temperature": 0}, "/v1/completions"))]
+        for t in ts:  # in this order: slots 0, 1, 2
+            t.start()
+            time.sleep(0.05)
+        ts[0].join()
+        ts[1].join()
+        m0 = srv.metrics()
+        if m0.get("snug_slots_busy", 0) < 1:
+            print("slot pick: the long answer ended before the check (a fast machine); not checked")
+        else:
+            ask("b2", chat("What is 12 times 7?", 12))
+            m1 = srv.metrics()
+            pre = m1["snug_prefilled_tokens_total"] - m0["snug_prefilled_tokens_total"]
+            want = generate(snug, model, "What is 12 times 7?", 12)
+            got = json.loads(res["b2"][1])["choices"][0]["message"]["content"] if res["b2"][0] == 200 else res["b2"]
+            check(pre == 2 and got == want, f"slot pick: {pre} tokens prefilled (2: on the slot that had it), "
+                                            f"{got!r} against {want!r}")
+        ts[2].join()
+        check(res["long"][0] == 200, f"slot pick: the long answer: {res['long'][0]}")
+    finally:
+        check(srv.stop() == 0, f"slot pick: the server did not exit 0:\n{srv.tail()}")
+
+
 def queue_and_drain(snug, model):
     srv = Server(snug, model, "--parallel", "1", "--queue", "0", "--threads", "1", "--api-key", "sekrit",
                  "--idle-timeout", "5")
@@ -531,6 +568,7 @@ def main():
         check(rc == 0, f"exit status after SIGTERM: {rc}\n{srv.tail()}")
     finally:
         srv.stop(signal.SIGKILL, 10)
+    slot_pick(a.snug, a.model)
     queue_and_drain(a.snug, a.model)
     optimum(a.snug, a.model)
     late_tokens(a.snug, a.model)

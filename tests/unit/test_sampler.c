@@ -52,6 +52,32 @@ int main(void) {
         float neg[5] = {-3, -2, -9, -2.5f, -2};
         CHECK(s && sn_sampler_sample(s, neg) == 1);
         sn_sampler_free(s);
+        /* a vocabulary of lanes and a tail: against the plain scan, ties, NaN and -inf included */
+        enum { V = 16 * 37 + 5 };
+        s = make(V, p);
+        float big[V];
+        uint64_t x = 88172645463325252ull;
+        for (int round = 0; s && round < 200; round++) {
+            for (int i = 0; i < V; i++) {
+                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                big[i] = (float)(x % 64) - 40.0f; /* few values: many ties */
+            }
+            if (round % 4 == 1)
+                big[x % V] = NAN;
+            if (round % 4 == 2)
+                big[0] = NAN; /* the scan never leaves a NaN first value */
+            if (round % 8 == 3)
+                for (int i = 0; i < V; i++)
+                    big[i] = -INFINITY;
+            if (round % 5 == 4)
+                big[V - 1 - (int)(x % 5)] = 99.0f; /* the largest in the tail */
+            int32_t want = 0;
+            for (int i = 1; i < V; i++)
+                if (big[i] > big[want])
+                    want = i;
+            CHECK(sn_sampler_sample(s, big) == want);
+        }
+        sn_sampler_free(s);
         p.temperature = 0.7f; /* top-k 1 is greedy at any temperature */
         p.top_k = 1;
         s = make(5, p);
