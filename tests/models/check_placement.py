@@ -6,7 +6,8 @@ docs/placement.md describes:
   (-ngl all): snug plan's device total stays within the budget, snug bench
   measures a peak (the backend's own count of its buffers) within it and
   places the layers snug plan said, and snug generate gives the host's 16
-  greedy ids;
+  greedy ids (optimum; genai computes int8 on the host and float on the
+  device, so there a split's ids are printed, not required: INT8_HOST);
 - -ngl N puts N layers there; snug.placement_overflow=skip fits at least as
   many layers as the default (contiguous) within the budget;
 - name rules (session.name_based_layer_assignment) that match nothing on the
@@ -44,6 +45,12 @@ import onnx
 from bench_checks import fixture_args, report
 
 CTX = "64"
+# Fixtures whose MatMulNBits run with int8 activations on the host (accuracy_level 4) while the
+# device sums in float (docs/opencl.md): a split placement mixes the two, and its greedy ids part
+# from the host's at a near tie (the 25% split did once the host's kernels took the block-sum
+# order, the 50% one at --ctx 256), so for them the ids are printed, not required; the fp32
+# fixture holds the device to the host's ids.
+INT8_HOST = ("smollm2-135m/genai",)
 PROMPT = "The capital of France is"
 
 
@@ -101,7 +108,9 @@ def sweep(a, fx, fails):
         if bd["layers"] != dev["layers"]:
             fails.append(f"{fx} {pct}%: bench placed {bd['layers']} layers, the plan said {dev['layers']}")
         got, r = ids(a.snug, d, "--device", "opencl", "--mem", mem)
-        if got != host:
+        if not got:
+            fails.append(f"{fx} {pct}%: generate on the device failed: {r.stderr[-300:]}")
+        elif got != host and fx not in INT8_HOST:
             fails.append(f"{fx} {pct}%: ids {got} differ from the host's {host}: {r.stderr[-300:]}")
         print(f"{fx} {pct:3d}%: budget {budget}, {dev['layers']} layers planned, bench peak {bd['peak_bytes']} "
               f"({bd['layers']} layers), ids {'equal' if got == host else 'DIFFER'}")

@@ -720,16 +720,17 @@ static void test_mnb8(void) {
 /* The AVX-512 VNNI kernels in snug's own order (llm_mnb4_fast1_cols one
  * row, llm_mnb4_fastm_cols many): against the float64 value of the same
  * int8 x int4 product (each block's integer dot exact, times sa_b sb_b,
- * summed in double), within float32 rounding of the sum's magnitude; and
- * each row of the many-row kernel's result the same bits as the one-row
+ * summed in double), within float32 rounding of the sum's magnitude; each
+ * row of the many-row kernel's result the same bits as the one-row
  * kernel's on that row alone (a prefill's last row, a batch of decode
- * steps). Block counts around its steps of four and its chunks of 96
- * blocks, with and without zero points and bias, columns in two ranges,
- * 3, 6 and 13 rows (the few-row form up to 8, the many-row one beyond). */
+ * steps), and both the same bits as the scalar form
+ * (llm_mnb4_fast_ref_cols). Block counts around its groups of four and
+ * past the 64 groups decoded ahead (8224), with and without zero points
+ * and bias, columns in two ranges and in quads with a short one, 3, 6 and
+ * 13 rows (one tile of four in registers, tiles of a quad decoded ahead). */
 static void test_mnb4_fast1(void) {
     /* without VNNI the scalar form of both is what is checked */
-    /* 3100, 6200: the many-row kernel's chunks of 96 blocks */
-    static const int64_t Ks[] = {32, 64, 96, 100, 160, 576, 2048, 2144, 3100, 6200};
+    static const int64_t Ks[] = {32, 64, 96, 100, 160, 576, 2048, 2144, 3100, 6200, 8224};
     static const int64_t Ns[] = {1, 3, 4, 5, 9, 17};
     int cases = 0;
     for (size_t ki = 0; ki < sizeof Ks / sizeof *Ks; ki++)
@@ -772,6 +773,16 @@ static void test_mnb4_fast1(void) {
                 int64_t split = N / 2;
                 llm_mnb4_fastm_cols(&g, 0, split);
                 llm_mnb4_fastm_cols(&g, split, N);
+                float *yr = malloc(sizeof(float) * (size_t)(M * N));
+                llm_mnb4_args gr = g;
+                gr.y = yr;
+                llm_mnb4_fast_ref_cols(&gr, 0, N);
+                if (memcmp(yr, y, sizeof(float) * (size_t)(M * N))) {
+                    fprintf(stderr, "FAIL mnb4 K %lld N %lld zp %d bias %d M %lld: fastm and the scalar form differ\n",
+                            (long long)K, (long long)N, zpon, biason, (long long)M);
+                    g_fail = 1;
+                }
+                free(yr);
                 for (int64_t m = 0; m < M; m++) {
                     llm_mnb4_args g1 = g;
                     g1.M = 1, g1.rows = row + (size_t)m * rb, g1.y = y1;

@@ -177,6 +177,8 @@ void llm_mnb4_fast1_cols(const llm_mnb4_args *g, int64_t n0, int64_t n1);
  * alone, so a row's result does not depend on the rows beside it. Without
  * VNNI, as llm_mnb4_fast1_cols. */
 void llm_mnb4_fastm_cols(const llm_mnb4_args *g, int64_t n0, int64_t n1);
+/* Their scalar form (what they run without VNNI): the same bits, slowly. */
+void llm_mnb4_fast_ref_cols(const llm_mnb4_args *g, int64_t n0, int64_t n1);
 /* B in tiles of four columns for the decode kernel: per pair of blocks,
  * the four columns' 32 bytes side by side (a lone last block padded to 32
  * with zeros), so that one row of A against four columns reads memory in

@@ -62,16 +62,15 @@ static mnb4_layout mnb4_layout_of(int64_t kb) {
 }
 
 /* A ROWS_Q4 row (llm_mnb4_fast1_cols, llm_mnb4_fastm_cols): per group of
- * four blocks, 256 bytes: the four blocks' even codes (64), their odd codes
- * (64), sa_b for each int32 lane of a block (16 floats), and -8 times the
- * sum of the eight codes a lane multiplies (16 int32: what the default zero
- * point takes off, where a kernel's integer sums start); then ab_b per block (what a zero point given in
- * the model takes off, times sb_b zp_b). */
-#define Q4_GROUP_BYTES 256
-/* after the groups: ab_b = sa_b x the block's code sum, 16 floats per 16
- * blocks (zero-padded) */
-static size_t q4_ab_at(int64_t kb) { return (size_t)((kb + 3) / 4) * Q4_GROUP_BYTES; }
-static size_t q4_row_bytes(int64_t kb) { return q4_ab_at(kb) + (size_t)((kb + 15) / 16) * 64; }
+ * four blocks, 192 bytes: the codes (128, q4_place), sa_b (4 floats), -8 x
+ * each block's code sum (4 int32: what the default zero point takes off,
+ * where a kernel's integer sums start), each block's code sum (4 int32:
+ * times -z_b with zero points given in the model), 16 bytes of padding. */
+#define Q4_GROUP_BYTES 192
+#define Q4_SA 128
+#define Q4_T8 144
+#define Q4_AS 160
+static size_t q4_row_bytes(int64_t kb) { return (size_t)((kb + 3) / 4) * Q4_GROUP_BYTES; }
 
 size_t llm_mnb4_row_bytes(int64_t kb) {
     size_t a = mnb4_layout_of(kb).total, b = q4_row_bytes(kb);
@@ -425,24 +424,26 @@ AVX2 static void q4_prep_row_avx2(const float *a, int64_t K, char *row) {
     const __m256i evod = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15,
                                           0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
     const __m256i one8 = _mm256_set1_epi8(1), one16 = _mm256_set1_epi16(1);
-    float *ab = (float *)(row + q4_ab_at(kb));
     for (int64_t b = 0; b < kb; b++) {
         __m256i nat;
         float s = q8_block_at(a, K, b, &nat);
-        __m256i eo = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(nat, evod), 0xD8);
-        /* sums of codes [4i, 4i + 4), then lane j's: [8j, 8j + 8) */
+        /* [evens | odds]: code 2 t at t, 2 t + 1 at 16 + t */
+        _Alignas(32) int8_t eo[32];
+        _mm256_store_si256((__m256i *)eo, _mm256_permute4x64_epi64(_mm256_shuffle_epi8(nat, evod), 0xD8));
         __m256i quads = _mm256_madd_epi16(_mm256_maddubs_epi16(one8, nat), one16);
-        __m256i pairs = _mm256_hadd_epi32(quads, quads);
-        __m128i lanes = _mm256_castsi256_si128(_mm256_permute4x64_epi64(pairs, 0x08));
-        __m128i t = _mm_add_epi32(lanes, _mm_shuffle_epi32(lanes, 0x4E));
+        __m128i t = _mm_add_epi32(_mm256_castsi256_si128(quads), _mm256_extracti128_si256(quads, 1));
+        t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
         t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
+        int32_t sum = _mm_cvtsi128_si32(t);
         char *g = row + (b / 4) * Q4_GROUP_BYTES;
         int h = (int)(b % 4);
-        _mm_store_si128((__m128i *)(g + 16 * h), _mm256_castsi256_si128(eo));
-        _mm_store_si128((__m128i *)(g + 64 + 16 * h), _mm256_extracti128_si256(eo, 1));
-        _mm_store_ps((float *)(g + 128) + 4 * h, _mm_set1_ps(s));
-        _mm_store_si128((__m128i *)(g + 192 + 16 * h), _mm_mullo_epi32(lanes, _mm_set1_epi32(-8)));
-        ab[b] = s * (float)_mm_cvtsi128_si32(t);
+        for (int j = 0; j < 4; j++) { /* q4_place's positions, four codes at a time */
+            memcpy(g + 32 * j + 4 * h, eo + 4 * j, 4);
+            memcpy(g + 32 * j + 16 + 4 * h, eo + 16 + 4 * j, 4);
+        }
+        ((float *)(g + Q4_SA))[h] = s;
+        ((int32_t *)(g + Q4_T8))[h] = -8 * sum;
+        ((int32_t *)(g + Q4_AS))[h] = sum;
     }
 }
 
@@ -887,26 +888,35 @@ AVX2 static void mnb4_cols_avx2(const llm_mnb4_args *g, int64_t n0, int64_t n1) 
 /* ---- snug's own order: AVX-512 VNNI, any number of rows ---------------
  * The product where ONNX Runtime's rounding is not the reference (issue
  * #22, docs/accuracy.md: an int8-activation kernel must be as accurate as
- * ORT's against float64, not equal to it). Both kernels read ROWS_Q4 rows
+ * ORT's against float64, not equal to it). The kernels read ROWS_Q4 rows
  * and B in its original [N, kb, 16] layout, and give every output element
  * the same bits however many rows the call has (a prefill's last row and a
- * decode step, one sequence or a batch of them):
+ * decode step, one sequence or a batch of them), which is what the scalar
+ * form below computes too:
  *
- *  - per group of four blocks, int32 lane t (block t / 4, eight codes)
- *    holds sum q c exactly (two vpdpbusd of B's low and high nibbles
- *    against the row's even and odd codes), less 8 x the lane's code sum
- *    when there are no zero points (the default 8, exact in the integers);
- *  - acc (16 floats) += float(lane) x (sa_b x sb_b), group after group;
- *  - with zero points, zacc (16 floats, lane l: blocks 16 i + l) +=
- *    ab_b x (sb_b x zp_b), sixteen blocks at a time, after the groups;
- *  - every FAST_CHUNK groups (96 blocks) the lanes acc - zacc are reduced
- *    (_mm512_reduce_add_ps) and added to the column's sum (the first chunk's
- *    reduction is the sum); then the bias.
+ *  - per block b, s_b = sum_k a_k (q_k - z_b), exact in the integers;
+ *  - acc[b % 4] = fma(float(s_b), sa_b x sb_b, acc[b % 4]), the four
+ *    accumulators from +0, block after block (the blocks past kb up to a
+ *    multiple of four count as s = 0 with a scale of 0);
+ *  - y = (acc[0] + acc[1]) + (acc[2] + acc[3]), then + bias.
  *
- * The one-row kernel reads each column once, four short columns at a time
- * (the row's loads shared) or one long one as an ascending stream; the
- * many-row kernel decodes a chunk of four columns ahead on the stack and
- * applies it to the rows two at a time. */
+ * A zmm holds four columns by four blocks (lane 4 c + b): B's bytes of a
+ * group of four blocks of four columns are transposed once into eight
+ * registers of nibbles (low and high, per 4-byte unit of a block), each
+ * applied to every row by one vpdpbusd against the row's codes broadcast to
+ * the four columns; so a block's 32 products land in one int32 lane, and
+ * the float work is one convert, multiply and fused add per lane per four
+ * blocks (the order before, per 8-code lane, took four times as many:
+ * TinyLlama-class prefill and 16-row decode steps were bound by them).
+ * One row takes q4s (below: B as loaded, the integer sums transposed);
+ * two to four rows take each decoded group from registers; more rows
+ * decode a column quad once into a buffer on the stack and apply it to the
+ * rows four at a time. B is read with plain unaligned loads but for a short
+ * last group: a masked load that crosses a cache line or a page is slow,
+ * and the model's weights sit at any offset of the file (the masked loads
+ * alone made SmolLM2's one-sequence decode 1.2x slower than the order
+ * before; with plain ones it is 1.5x faster, 2.6 against 4.0 ms a token,
+ * and a 16-row step 1.25x, `snug bench --slots 16`). */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define MNB4_FAST1 1
 /* Each column's stream fetched 4 KiB ahead into L2 (TinyLlama decode, 2
@@ -914,356 +924,284 @@ AVX2 static void mnb4_cols_avx2(const llm_mnb4_args *g, int64_t n0, int64_t n1) 
  * 8 KiB no faster) */
 #define FAST1_PF 4096
 #define FAST1_HINT _MM_HINT_T2
-#define FAST1_SHORT 1024 /* bytes: columns up to this long go four at a time */
-#define FAST_CHUNK 24    /* groups of four blocks per reduction (96 blocks; fastm's decode buffer) */
 #define VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
 #define VNNI_INLINE __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"), always_inline)) static inline
+#define Q4V_MR 4        /* rows per tile */
+#define Q4V_DEC 640     /* one decoded group of a column quad: 8 nibble vectors, sb, -z */
+#define Q4V_MAX_G 64    /* groups of a column quad decoded ahead on the stack (40 KiB; deeper: per row tile) */
 
-/* sb_b zp_b of blocks b .. b + r - 1 (b a multiple of 16, r <= 16; zero
- * past r), as floats */
-VNNI_INLINE __m512 q4_sbzp16(const float *sb, const uint8_t *zp, int64_t b, int r) {
-    const __m128i m0f = _mm_set1_epi8(15);
-    __m128i x = _mm_maskz_loadu_epi8((__mmask16)((1u << ((r + 1) / 2)) - 1), zp + b / 2);
-    __m128i z = _mm_unpacklo_epi8(_mm_and_si128(x, m0f), _mm_and_si128(_mm_srli_epi16(x, 4), m0f));
-    return _mm512_mul_ps(_mm512_maskz_loadu_ps((__mmask16)((1u << r) - 1), sb + b),
-                         _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(z)));
-}
+/* The 16 bytes at p in every 128-bit lane. */
+VNNI_INLINE __m512i bc128(const void *p) { return _mm512_broadcast_i32x4(_mm_load_si128((const __m128i *)p)); }
 
-/* sb of blocks b .. b + rb - 1, each to its four lanes */
-VNNI_INLINE __m512 q4_sb_lanes(const float *sb, int64_t b, int rb) {
-    const __m512i rep4 = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-    return _mm512_permutexvar_ps(rep4, _mm512_castps128_ps512(_mm_maskz_loadu_ps((__mmask8)((1u << rb) - 1), sb + b)));
-}
-
-/* NR columns from col0 (kb * 16 bytes apart; scales s0, kb apart; zero
- * points zp0, zst apart, or NULL) against one ROWS_Q4 row. */
-VNNI_INLINE void fast1_tile(const int NR, const bool ZP, const char *row, const uint8_t *col0, const float *s0,
-                            const uint8_t *zp0, int64_t zst, int64_t kb, float *out) {
-    const __m512i m0f = _mm512_set1_epi8(15);
-    const int64_t ng = (kb + 3) / 4;
-    const float *ab = (const float *)(row + q4_ab_at(kb));
-    __m512 acc[4];
-    for (int64_t g0 = 0; g0 < ng; g0 += FAST_CHUNK) {
-        int64_t g1 = sn_imin(ng, g0 + FAST_CHUNK);
-        _Pragma("GCC unroll 4") for (int c = 0; c < NR; c++)
-            acc[c] = _mm512_setzero_ps();
-        for (int64_t gi = g0; gi < g1; gi++) {
-            int64_t b = 4 * gi;
-            int rb = (int)sn_imin(4, kb - b);
-            const char *gr = row + (size_t)gi * Q4_GROUP_BYTES;
-            __m512i ae = _mm512_load_si512(gr), ao = _mm512_load_si512(gr + 64);
-            __m512 sav = _mm512_load_ps((const float *)(gr + 128));
-            /* the default zero point's -8 x code sum, the sums' start (exact in the integers) */
-            __m512i T = ZP ? _mm512_setzero_si512() : _mm512_load_si512(gr + 192);
-            __mmask64 kb64 = rb == 4 ? ~(__mmask64)0 : (((__mmask64)1 << (16 * rb)) - 1);
-            _Pragma("GCC unroll 4") for (int c = 0; c < NR; c++) {
-                const uint8_t *bc = col0 + (size_t)c * (size_t)kb * 16 + 16 * b;
-                _mm_prefetch((const char *)bc + FAST1_PF, FAST1_HINT);
-                __m512i v = rb == 4 ? _mm512_loadu_si512(bc) : _mm512_maskz_loadu_epi8(kb64, bc);
-                __m512i lo = _mm512_and_si512(v, m0f), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m0f);
-                __m512i d = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(T, lo, ae), hi, ao);
-                __m512 sbv = q4_sb_lanes(s0 + c * kb, b, rb);
-                acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(sav, sbv), acc[c]);
+/* Group gi of columns n .. n + nc - 1 (nc <= 4; the others zero): w[2 j]
+ * and w[2 j + 1] the low and high nibbles of each block's 4-byte unit j,
+ * lane 4 c + b; sb_b of each lane; -z_b of each lane (ZP). */
+VNNI_INLINE void q4v_decode(const llm_mnb4_args *g, int64_t n, int nc, int64_t gi, bool ZP, __m512i w[8], __m512 *sb,
+                            __m512i *zn) {
+    const int64_t kb = g->kb;
+    const int rb = (int)sn_imin(4, kb - 4 * gi);
+    const __mmask64 m = rb == 4 ? ~(__mmask64)0 : (((__mmask64)1 << (16 * rb)) - 1);
+    const __mmask8 m4 = (__mmask8)((1u << rb) - 1);
+    /* Z_c dword 4 j + b = X_c dword 4 b + j (X_c: column c's 64 bytes) */
+    const __m512i tr = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    __m512i Z[4];
+    __m128 s4[4];
+    uint64_t zb = 0;
+    _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {
+        if (c < nc) {
+            const uint8_t *col = g->b + (size_t)(n + c) * (size_t)kb * 16 + 64 * gi;
+            _mm_prefetch((const char *)col + FAST1_PF, FAST1_HINT); /* B streams from memory */
+            Z[c] = _mm512_permutexvar_epi32(tr, rb == 4 ? _mm512_loadu_si512(col) : _mm512_maskz_loadu_epi8(m, col));
+            s4[c] = rb == 4 ? _mm_loadu_ps(g->sb + (n + c) * kb + 4 * gi) : _mm_maskz_loadu_ps(m4, g->sb + (n + c) * kb + 4 * gi);
+            if (ZP) {
+                const uint8_t *z = g->zp + (n + c) * g->zp_stride + 2 * gi;
+                uint64_t v = z[0];
+                if (2 * gi + 1 < g->zp_stride)
+                    v |= (uint64_t)z[1] << 8;
+                zb |= v << (16 * c);
             }
-        }
-        if (ZP) {
-            __m512 zacc[4];
-            _Pragma("GCC unroll 4") for (int c = 0; c < NR; c++)
-                zacc[c] = _mm512_setzero_ps();
-            for (int64_t b = 4 * g0; b < sn_imin(kb, 4 * g1); b += 16) {
-                int r = (int)sn_imin(16, kb - b);
-                __m512 abv = _mm512_load_ps(ab + b);
-                _Pragma("GCC unroll 4") for (int c = 0; c < NR; c++)
-                    zacc[c] = _mm512_fmadd_ps(abv, q4_sbzp16(s0 + c * kb, zp0 + c * zst, b, r), zacc[c]);
-            }
-            _Pragma("GCC unroll 4") for (int c = 0; c < NR; c++)
-                acc[c] = _mm512_sub_ps(acc[c], zacc[c]);
-        }
-        _Pragma("GCC unroll 4") for (int c = 0; c < NR; c++) {
-            float r = _mm512_reduce_add_ps(acc[c]);
-            out[c] = g0 ? out[c] + r : r;
-        }
-    }
-}
-
-VNNI static void mnb4_fast1_vnni(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
-    const char *row = g->rows;
-    int64_t kb = g->kb;
-    /* short columns four at a time (the row's loads shared), long ones one
-     * at a time: B then is one ascending stream, which the prefetchers
-     * follow best (TinyLlama's 5632-deep down_proj). Single runs, decode
-     * tok/s: four at a time up to 512 B, SmolLM2 308, TinyLlama 29.1; up
-     * to 1024 B, 332 and 31.0. */
-    const int64_t nr_max = kb * 16 <= FAST1_SHORT ? 4 : 1;
-    for (int64_t n = n0; n < n1; n += nr_max) {
-        int nr = (int)sn_imin(nr_max, n1 - n);
-        const uint8_t *col = g->b + (size_t)n * (size_t)kb * 16;
-        const float *s0 = g->sb + n * kb;
-        const uint8_t *zp = g->zp ? g->zp + n * g->zp_stride : NULL;
-        float out[4];
-#define F1(R, Z) fast1_tile(R, Z, row, col, s0, zp, g->zp_stride, kb, out)
-#define F1_COLS(Z)            \
-    switch (nr) {             \
-    case 4: F1(4, Z); break;  \
-    case 3: F1(3, Z); break;  \
-    case 2: F1(2, Z); break;  \
-    default: F1(1, Z); break; \
-    }
-        if (zp) {
-            F1_COLS(true);
         } else {
-            F1_COLS(false);
+            Z[c] = _mm512_setzero_si512();
+            s4[c] = _mm_setzero_ps();
         }
-#undef F1_COLS
-#undef F1
-        for (int c = 0; c < nr; c++)
-            g->y[n + c] = g->bias ? out[c] + g->bias[n + c] : out[c];
     }
-}
-
-/* A few rows at once: fast1_tile's sums for MR rows (ROWS_Q4, rst apart)
- * against NR columns decoded in registers once for all of them, in
- * fast1_tile's order for each row, so every row's result is the bits
- * fast1_tile gives it alone. The rows' bytes come from L1; a column set's
- * bytes stay there from one row tile to the next. */
-#define FASTR_MR 4
-/* The few-row form up to this many rows, the many-row one (decoded columns
- * in L1, shared by every row tile) beyond. SmolLM2 int4, 2 threads, decode
- * steps of B rows, ms: B 2: 4.2 against 6.8; 4: 6.7, 8.7; 8: 12.3, 12.7;
- * 16: 23.0, 21.8. */
-#define FASTR_MAX_M 8
-VNNI_INLINE void fastr_tile(const int MR, const int NR, const bool ZP, const char *rows, size_t rst,
-                            const uint8_t *col0, const float *s0, const uint8_t *zp0, int64_t zst, int64_t kb,
-                            float *out, int64_t ldo) {
+    /* W_j lane 4 c + b = Z_c lane j: a transpose of 128-bit lanes */
+    __m512i T0 = _mm512_shuffle_i32x4(Z[0], Z[1], 0x44), T1 = _mm512_shuffle_i32x4(Z[0], Z[1], 0xEE);
+    __m512i T2 = _mm512_shuffle_i32x4(Z[2], Z[3], 0x44), T3 = _mm512_shuffle_i32x4(Z[2], Z[3], 0xEE);
+    __m512i W[4] = {_mm512_shuffle_i32x4(T0, T2, 0x88), _mm512_shuffle_i32x4(T0, T2, 0xDD),
+                    _mm512_shuffle_i32x4(T1, T3, 0x88), _mm512_shuffle_i32x4(T1, T3, 0xDD)};
     const __m512i m0f = _mm512_set1_epi8(15);
-    const int64_t ng = (kb + 3) / 4;
-    __m512 acc[FASTR_MR][4];
-    for (int64_t g0 = 0; g0 < ng; g0 += FAST_CHUNK) {
-        int64_t g1 = sn_imin(ng, g0 + FAST_CHUNK);
-        _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++)
-            _Pragma("GCC unroll 4") for (int c = 0; c < NR; c++)
-                acc[r][c] = _mm512_setzero_ps();
-        for (int64_t gi = g0; gi < g1; gi++) {
-            int64_t b = 4 * gi;
-            int rb = (int)sn_imin(4, kb - b);
-            __mmask64 kb64 = rb == 4 ? ~(__mmask64)0 : (((__mmask64)1 << (16 * rb)) - 1);
-            _Pragma("GCC unroll 4") for (int c = 0; c < NR; c++) {
-                const uint8_t *bc = col0 + (size_t)c * (size_t)kb * 16 + 16 * b;
-                _mm_prefetch((const char *)bc + FAST1_PF, FAST1_HINT);
-                __m512i v = rb == 4 ? _mm512_loadu_si512(bc) : _mm512_maskz_loadu_epi8(kb64, bc);
-                __m512i lo = _mm512_and_si512(v, m0f), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m0f);
-                __m512 sbv = q4_sb_lanes(s0 + c * kb, b, rb);
-                _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++) {
-                    const char *gr = rows + (size_t)r * rst + (size_t)gi * Q4_GROUP_BYTES;
-                    __m512i T = ZP ? _mm512_setzero_si512() : _mm512_load_si512(gr + 192);
-                    __m512i d = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(T, lo, _mm512_load_si512(gr)), hi,
-                                                    _mm512_load_si512(gr + 64));
-                    __m512 sav = _mm512_load_ps((const float *)(gr + 128));
-                    acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(sav, sbv), acc[r][c]);
-                }
-            }
-        }
-        if (ZP) {
-            _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++) {
-                const float *ab = (const float *)(rows + (size_t)r * rst + q4_ab_at(kb));
-                __m512 zacc[4];
-                _Pragma("GCC unroll 4") for (int c = 0; c < NR; c++)
-                    zacc[c] = _mm512_setzero_ps();
-                for (int64_t b = 4 * g0; b < sn_imin(kb, 4 * g1); b += 16) {
-                    int n16 = (int)sn_imin(16, kb - b);
-                    __m512 abv = _mm512_load_ps(ab + b);
-                    _Pragma("GCC unroll 4") for (int c = 0; c < NR; c++)
-                        zacc[c] = _mm512_fmadd_ps(abv, q4_sbzp16(s0 + c * kb, zp0 + c * zst, b, n16), zacc[c]);
-                }
-                _Pragma("GCC unroll 4") for (int c = 0; c < NR; c++)
-                    acc[r][c] = _mm512_sub_ps(acc[r][c], zacc[c]);
-            }
-        }
-        _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++)
-            _Pragma("GCC unroll 4") for (int c = 0; c < NR; c++) {
-                float x = _mm512_reduce_add_ps(acc[r][c]);
-                out[r * ldo + c] = g0 ? out[r * ldo + c] + x : x;
-            }
+    _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+        w[2 * j] = _mm512_and_si512(W[j], m0f);
+        w[2 * j + 1] = _mm512_and_si512(_mm512_srli_epi16(W[j], 4), m0f);
+    }
+    __m512 v = _mm512_castps128_ps512(s4[0]);
+    v = _mm512_insertf32x4(v, s4[1], 1);
+    v = _mm512_insertf32x4(v, s4[2], 2);
+    *sb = _mm512_insertf32x4(v, s4[3], 3);
+    if (ZP) { /* byte 2 c: z of blocks 0 (low nibble) and 1, byte 2 c + 1: blocks 2 and 3 */
+        __m128i x = _mm_cvtsi64_si128((long long)zb), f = _mm_set1_epi8(15);
+        __m128i z = _mm_unpacklo_epi8(_mm_and_si128(x, f), _mm_and_si128(_mm_srli_epi16(x, 4), f));
+        *zn = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_cvtepu8_epi32(z));
     }
 }
 
-VNNI static void mnb4_fastr_vnni(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
-    int64_t kb = g->kb;
-    size_t rst = llm_mnb4_row_bytes(kb);
-    const int64_t nr_max = kb * 16 <= FAST1_SHORT ? 4 : 1; /* as fast1 */
-    for (int64_t n = n0; n < n1; n += nr_max) {
-        int nr = (int)sn_imin(nr_max, n1 - n);
-        const uint8_t *col = g->b + (size_t)n * (size_t)kb * 16;
-        const float *s0 = g->sb + n * kb;
-        const uint8_t *zp = g->zp ? g->zp + n * g->zp_stride : NULL;
-        for (int64_t m = 0; m < g->M; m += FASTR_MR) {
-            int mr = (int)sn_imin(FASTR_MR, g->M - m);
-            const char *rows = (const char *)g->rows + (size_t)m * rst;
-            float *y = g->y + m * g->ldy + n;
-#define FR(R, C, Z) fastr_tile(R, C, Z, rows, rst, col, s0, zp, g->zp_stride, kb, y, g->ldy)
-#define FR_COLS(R, Z)            \
-    switch (nr) {                \
-    case 4: FR(R, 4, Z); break;  \
-    case 3: FR(R, 3, Z); break;  \
-    case 2: FR(R, 2, Z); break;  \
-    default: FR(R, 1, Z); break; \
+/* One row's group (grp) against a decoded group: acc + float(s) x (sa x sb). */
+VNNI_INLINE __m512 q4v_row(const char *grp, const __m512i w[8], __m512 sb, __m512i zn, bool ZP, __m512 acc) {
+    __m512i s = ZP ? _mm512_mullo_epi32(zn, bc128(grp + Q4_AS)) : bc128(grp + Q4_T8);
+    _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+        s = _mm512_dpbusd_epi32(s, w[2 * j], bc128(grp + 32 * j));
+        s = _mm512_dpbusd_epi32(s, w[2 * j + 1], bc128(grp + 32 * j + 16));
     }
-#define FR_ROWS(Z)                \
-    switch (mr) {                 \
-    case 4: FR_COLS(4, Z); break; \
-    case 3: FR_COLS(3, Z); break; \
-    case 2: FR_COLS(2, Z); break; \
-    default: FR_COLS(1, Z); break; \
+    __m512 scale = _mm512_mul_ps(_mm512_castsi512_ps(bc128(grp + Q4_SA)), sb);
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), scale, acc);
+}
+
+/* (acc0 + acc1) + (acc2 + acc3) of each column (lanes 4 c .. 4 c + 3), + bias, into y[0..nc). */
+VNNI_INLINE void q4v_out(__m512 acc, int nc, const float *bias, float *y) {
+    __m512 v = _mm512_add_ps(acc, _mm512_permute_ps(acc, 0xB1));
+    v = _mm512_add_ps(v, _mm512_permute_ps(v, 0x4E));
+    __m128 r = _mm512_castps512_ps128(
+        _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), v));
+    __mmask8 mc = (__mmask8)((1u << nc) - 1);
+    if (bias)
+        r = _mm_add_ps(r, _mm_maskz_loadu_ps(mc, bias));
+    _mm_mask_storeu_ps(y, mc, r);
+}
+
+/* MR rows (from rows, rst apart) x the column quad at n, each group decoded
+ * in registers (or read from dec, decoded ahead). */
+VNNI_INLINE void q4v_tile(const int MR, const bool ZP, const llm_mnb4_args *g, const char *rows, size_t rst,
+                          int64_t n, int nc, const char *dec, float *y) {
+    const int64_t ng = (g->kb + 3) / 4;
+    __m512 acc[Q4V_MR];
+    _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++)
+        acc[r] = _mm512_setzero_ps();
+    for (int64_t gi = 0; gi < ng; gi++) {
+        __m512i w[8], zn = _mm512_setzero_si512();
+        __m512 sb;
+        if (dec) {
+            const char *d = dec + (size_t)gi * Q4V_DEC;
+            _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++)
+                w[i] = _mm512_load_si512(d + 64 * i);
+            sb = _mm512_load_ps((const float *)(d + 512));
+            if (ZP)
+                zn = _mm512_load_si512(d + 576);
+        } else {
+            q4v_decode(g, n, nc, gi, ZP, w, &sb, &zn);
+        }
+        _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++)
+            acc[r] = q4v_row(rows + (size_t)r * rst + (size_t)gi * Q4_GROUP_BYTES, w, sb, zn, ZP, acc[r]);
+    }
+    _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++)
+        q4v_out(acc[r], nc, g->bias ? g->bias + n : NULL, y + r * g->ldy);
+}
+
+VNNI static void q4v_decode_all(const llm_mnb4_args *g, int64_t n, int nc, bool zp, char *dec) {
+    for (int64_t gi = 0; gi < (g->kb + 3) / 4; gi++) {
+        __m512i w[8], zn = _mm512_setzero_si512();
+        __m512 sb;
+        if (zp)
+            q4v_decode(g, n, nc, gi, true, w, &sb, &zn);
+        else
+            q4v_decode(g, n, nc, gi, false, w, &sb, &zn);
+        char *d = dec + (size_t)gi * Q4V_DEC;
+        for (int i = 0; i < 8; i++)
+            _mm512_store_si512(d + 64 * i, w[i]);
+        _mm512_store_ps((float *)(d + 512), sb);
+        _mm512_store_si512(d + 576, zn);
+    }
+}
+
+VNNI static void mnb4_q4v_vnni(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
+    const size_t rst = llm_mnb4_row_bytes(g->kb);
+    const int64_t ng = (g->kb + 3) / 4;
+    const bool zp = g->zp != NULL;
+    /* decoded once per column quad when several row tiles share it */
+    const bool ahead = g->M > Q4V_MR && ng <= Q4V_MAX_G;
+    _Alignas(64) char dec[Q4V_MAX_G * Q4V_DEC];
+    for (int64_t n = n0; n < n1; n += 4) {
+        int nc = (int)sn_imin(4, n1 - n);
+        if (ahead)
+            q4v_decode_all(g, n, nc, zp, dec);
+        for (int64_t m = 0; m < g->M; m += Q4V_MR) {
+            int mr = (int)sn_imin(Q4V_MR, g->M - m);
+            const char *rows = (const char *)g->rows + (size_t)m * rst, *d = ahead ? dec : NULL;
+            float *y = g->y + m * g->ldy + n;
+#define QT(R, Z) q4v_tile(R, Z, g, rows, rst, n, nc, d, y)
+#define QT_ROWS(Z)            \
+    switch (mr) {             \
+    case 4: QT(4, Z); break;  \
+    case 3: QT(3, Z); break;  \
+    case 2: QT(2, Z); break;  \
+    default: QT(1, Z); break; \
     }
             if (zp) {
-                FR_ROWS(true);
+                QT_ROWS(true);
             } else {
-                FR_ROWS(false);
+                QT_ROWS(false);
             }
-#undef FR_ROWS
-#undef FR_COLS
-#undef FR
+#undef QT_ROWS
+#undef QT
         }
-        if (g->bias)
-            for (int64_t m = 0; m < g->M; m++)
-                for (int c = 0; c < nr; c++)
-                    g->y[m * g->ldy + n + c] += g->bias[n + c];
+    }
+}
+/* The one-row form: B's 64 bytes of a group of four blocks of a column as
+ * loaded, against the row's codes of those blocks in B's order (block b's
+ * unit p in lane 4 b + p: ae the low nibbles', ao the high ones'); two
+ * vpdpbusd give each lane the sum of eight products, and the four lanes of
+ * a block of each of four columns are summed in the integers (lane 4 b + c
+ * after the transposing adds), where the float work is as above, lane by
+ * lane: the same operations on each element in the same order. Cheaper
+ * than the transpose of B when B is not shared by rows. The row, per group
+ * in Q4S_GROUP bytes: ae, ao, then for lane 4 b + c: -8 x the code sum of
+ * block b, sa_b, the code sum. */
+#define Q4S_GROUP 320
+
+VNNI static void q4s_row(const char *row, int64_t kb, char *out) {
+    const __m512i ie = _mm512_setr_epi32(0, 8, 16, 24, 1, 9, 17, 25, 2, 10, 18, 26, 3, 11, 19, 27);
+    const __m512i io = _mm512_add_epi32(ie, _mm512_set1_epi32(4));
+    const __m512i rep = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    for (int64_t gi = 0; gi < (kb + 3) / 4; gi++) {
+        const char *grp = row + (size_t)gi * Q4_GROUP_BYTES;
+        char *o = out + (size_t)gi * Q4S_GROUP;
+        __m512i c0 = _mm512_load_si512(grp), c1 = _mm512_load_si512(grp + 64);
+        _mm512_store_si512(o, _mm512_permutex2var_epi32(c0, ie, c1));
+        _mm512_store_si512(o + 64, _mm512_permutex2var_epi32(c0, io, c1));
+        _mm512_store_si512(o + 128, _mm512_permutexvar_epi32(rep, bc128(grp + Q4_T8)));
+        _mm512_store_si512(o + 192, _mm512_permutexvar_epi32(rep, bc128(grp + Q4_SA)));
+        _mm512_store_si512(o + 256, _mm512_permutexvar_epi32(rep, bc128(grp + Q4_AS)));
     }
 }
 
-/* B of NR columns decoded ahead for all row tiles: per column, per group of
- * four blocks, 192 bytes (the low nibbles, the high ones, sb_b per lane),
- * then with zero points sb_b zp_b, 16 floats per 16 blocks. */
-#define FASTM_NR 8
-#define FASTM_MR 2
-#define FASTM_MAX_KB (4 * FAST_CHUNK) /* blocks decoded ahead on the stack at a time (a multiple of 16) */
-#define FASTM_GROUP 192
-static size_t fastm_dec_bytes(int64_t kn) { return (size_t)((kn + 3) / 4) * FASTM_GROUP + (size_t)((kn + 15) / 16) * 64; }
-
-VNNI_INLINE void fastm_decode(const uint8_t *col, const float *sb, const uint8_t *zp, int64_t kb, char *dec) {
+/* One row (srow: q4s_row's) x the column quad at n. */
+VNNI_INLINE void q4s_quad(const bool ZP, const llm_mnb4_args *g, const char *srow, int64_t n, int nc, float *y) {
+    const int64_t kb = g->kb, ng = (kb + 3) / 4;
     const __m512i m0f = _mm512_set1_epi8(15);
-    char *d = dec;
-    for (int64_t b = 0; b < kb; b += 4, d += FASTM_GROUP) {
-        int rb = (int)sn_imin(4, kb - b);
-        __mmask64 kb64 = rb == 4 ? ~(__mmask64)0 : (((__mmask64)1 << (16 * rb)) - 1);
-        _mm_prefetch((const char *)col + 16 * b + FAST1_PF, FAST1_HINT); /* B streams from memory */
-        __m512i v = _mm512_maskz_loadu_epi8(kb64, col + 16 * b);
-        _mm512_store_si512(d, _mm512_and_si512(v, m0f));
-        _mm512_store_si512(d + 64, _mm512_and_si512(_mm512_srli_epi16(v, 4), m0f));
-        _mm512_store_ps((float *)(d + 128), q4_sb_lanes(sb, b, rb));
-    }
-    if (zp)
-        for (int64_t b = 0; b < kb; b += 16, d += 64)
-            _mm512_store_ps((float *)d, q4_sbzp16(sb, zp, b, (int)sn_imin(16, kb - b)));
-}
-
-/* MR rows (ROWS_Q4, rst apart; their ab at rab) x NR decoded columns (dcs
- * apart), ZP: with zero points. The order of llm_mnb4_fast1_cols (above),
- * for one chunk; add: the chunk's sums go onto out. */
-VNNI_INLINE void fastm_tile(const int MR, const int NR, const bool ZP, const char *row0, const float *rab, size_t rst,
-                            const char *dec, size_t dcs, int64_t kb, float *out, int64_t ldo, bool add) {
-    __m512 acc[FASTM_MR][FASTM_NR];
-    _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++)
-        _Pragma("GCC unroll 8") for (int c = 0; c < NR; c++)
-            acc[r][c] = _mm512_setzero_ps();
-    const int64_t ng = (kb + 3) / 4;
+    const __m512i tr = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    const __m128i ztr = _mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    const uint8_t *col[4];
+    for (int c = 0; c < 4; c++)
+        col[c] = g->b + (size_t)(n + sn_imin(c, nc - 1)) * (size_t)kb * 16;
+    __m512 acc = _mm512_setzero_ps();
     for (int64_t gi = 0; gi < ng; gi++) {
-        __m512i ae[FASTM_MR], ao[FASTM_MR], T[FASTM_MR];
-        __m512 sa[FASTM_MR];
-        _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++) {
-            const char *g = row0 + (size_t)r * rst + (size_t)gi * Q4_GROUP_BYTES;
-            ae[r] = _mm512_load_si512(g);
-            ao[r] = _mm512_load_si512(g + 64);
-            sa[r] = _mm512_load_ps((const float *)(g + 128));
-            T[r] = ZP ? _mm512_setzero_si512() : _mm512_load_si512(g + 192);
-        }
-        _Pragma("GCC unroll 8") for (int c = 0; c < NR; c++) {
-            const char *d = dec + (size_t)c * dcs + (size_t)gi * FASTM_GROUP;
-            __m512i lo = _mm512_load_si512(d), hi = _mm512_load_si512(d + 64);
-            __m512 sbv = _mm512_load_ps((const float *)(d + 128));
-            _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++) {
-                __m512i x = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(T[r], lo, ae[r]), hi, ao[r]);
-                acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(x), _mm512_mul_ps(sa[r], sbv), acc[r][c]);
+        const char *o = srow + (size_t)gi * Q4S_GROUP;
+        const int rb = (int)sn_imin(4, kb - 4 * gi);
+        const __mmask64 m = rb == 4 ? ~(__mmask64)0 : (((__mmask64)1 << (16 * rb)) - 1);
+        const __mmask8 m4 = (__mmask8)((1u << rb) - 1);
+        __m512i ae = _mm512_load_si512(o), ao = _mm512_load_si512(o + 64), D[4];
+        __m128 s4[4];
+        uint64_t zb = 0;
+        _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {
+            if (c < nc) {
+                const uint8_t *bc = col[c] + 64 * gi;
+                _mm_prefetch((const char *)bc + FAST1_PF, FAST1_HINT);
+                /* a masked load only for a short last group: one that crosses a page is slow */
+                __m512i v = rb == 4 ? _mm512_loadu_si512(bc) : _mm512_maskz_loadu_epi8(m, bc);
+                __m512i lo = _mm512_and_si512(v, m0f), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m0f);
+                D[c] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, ae), hi, ao);
+                s4[c] = rb == 4 ? _mm_loadu_ps(g->sb + (n + c) * kb + 4 * gi) : _mm_maskz_loadu_ps(m4, g->sb + (n + c) * kb + 4 * gi);
+                if (ZP) {
+                    const uint8_t *z = g->zp + (n + c) * g->zp_stride + 2 * gi;
+                    uint64_t zv = z[0];
+                    if (2 * gi + 1 < g->zp_stride)
+                        zv |= (uint64_t)z[1] << 8;
+                    zb |= zv << (16 * c);
+                }
+            } else {
+                D[c] = _mm512_setzero_si512();
+                s4[c] = _mm_setzero_ps();
             }
         }
-    }
-    if (ZP) {
-        __m512 zacc[FASTM_MR][FASTM_NR];
-        _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++)
-            _Pragma("GCC unroll 8") for (int c = 0; c < NR; c++)
-                zacc[r][c] = _mm512_setzero_ps();
-        for (int64_t i = 0; i < (kb + 15) / 16; i++) {
-            __m512 abv[FASTM_MR];
-            _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++)
-                abv[r] = _mm512_load_ps(rab + (size_t)r * (rst / sizeof(float)) + 16 * i);
-            _Pragma("GCC unroll 8") for (int c = 0; c < NR; c++) {
-                __m512 w = _mm512_load_ps((const float *)(dec + (size_t)c * dcs + (size_t)ng * FASTM_GROUP) + 16 * i);
-                _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++)
-                    zacc[r][c] = _mm512_fmadd_ps(abv[r], w, zacc[r][c]);
-            }
+        /* per 128-bit lane b: [D0 p0+p2, D1 p0+p2, D0 p1+p3, D1 p1+p3], then the columns' block sums */
+        __m512i u01 = _mm512_add_epi32(_mm512_unpacklo_epi32(D[0], D[1]), _mm512_unpackhi_epi32(D[0], D[1]));
+        __m512i u23 = _mm512_add_epi32(_mm512_unpacklo_epi32(D[2], D[3]), _mm512_unpackhi_epi32(D[2], D[3]));
+        __m512i S = _mm512_add_epi32(_mm512_unpacklo_epi64(u01, u23), _mm512_unpackhi_epi64(u01, u23));
+        if (ZP) {
+            __m128i x = _mm_cvtsi64_si128((long long)zb), f = _mm_set1_epi8(15);
+            __m128i z = _mm_unpacklo_epi8(_mm_and_si128(x, f), _mm_and_si128(_mm_srli_epi16(x, 4), f));
+            __m512i zn = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_cvtepu8_epi32(_mm_shuffle_epi8(z, ztr)));
+            S = _mm512_add_epi32(S, _mm512_mullo_epi32(zn, _mm512_load_si512(o + 256)));
+        } else {
+            S = _mm512_add_epi32(S, _mm512_load_si512(o + 128));
         }
-        _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++)
-            _Pragma("GCC unroll 8") for (int c = 0; c < NR; c++)
-                acc[r][c] = _mm512_sub_ps(acc[r][c], zacc[r][c]);
+        __m512 sv = _mm512_castps128_ps512(s4[0]);
+        sv = _mm512_insertf32x4(sv, s4[1], 1);
+        sv = _mm512_insertf32x4(sv, s4[2], 2);
+        sv = _mm512_permutexvar_ps(tr, _mm512_insertf32x4(sv, s4[3], 3));
+        __m512 scale = _mm512_mul_ps(_mm512_load_ps((const float *)(o + 192)), sv);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), scale, acc);
     }
-    _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++)
-        _Pragma("GCC unroll 8") for (int c = 0; c < NR; c++) {
-            float s = _mm512_reduce_add_ps(acc[r][c]);
-            out[r * ldo + c] = add ? out[r * ldo + c] + s : s;
-        }
+    /* lane c of the first 128 bits: (acc0 + acc1) + (acc2 + acc3) */
+    __m512 v = _mm512_add_ps(acc, _mm512_shuffle_f32x4(acc, acc, 0xB1));
+    v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, 0x4E));
+    __m128 r = _mm512_castps512_ps128(v);
+    __mmask8 mc = (__mmask8)((1u << nc) - 1);
+    if (g->bias)
+        r = _mm_add_ps(r, _mm_maskz_loadu_ps(mc, g->bias + n));
+    _mm_mask_storeu_ps(y, mc, r);
 }
 
-VNNI static void mnb4_fastm_vnni(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
-    int64_t kb = g->kb;
-    size_t rst = llm_mnb4_row_bytes(kb);
-    _Alignas(64) char dec[FASTM_NR * ((FASTM_MAX_KB / 4) * FASTM_GROUP + (FASTM_MAX_KB / 16) * 64)];
-    for (int64_t n = n0; n < n1; n += FASTM_NR) {
-        int nr = (int)sn_imin(FASTM_NR, n1 - n);
-        /* deeper columns in chunks of FASTM_MAX_KB blocks, each chunk's sums
-         * added to the last ones' */
-        for (int64_t k0 = 0; k0 < kb; k0 += FASTM_MAX_KB) {
-            int64_t kn = sn_imin(FASTM_MAX_KB, kb - k0);
-            size_t dcs = fastm_dec_bytes(kn);
-            for (int c = 0; c < nr; c++)
-                fastm_decode(g->b + (size_t)(n + c) * (size_t)kb * 16 + 16 * k0, g->sb + (n + c) * kb + k0,
-                             g->zp ? g->zp + (n + c) * g->zp_stride + k0 / 2 : NULL, kn, dec + (size_t)c * dcs);
-            for (int64_t m = 0; m < g->M; m += FASTM_MR) {
-                int mr = (int)sn_imin(FASTM_MR, g->M - m);
-                const char *row0 = (const char *)g->rows + (size_t)m * rst + (size_t)(k0 / 4) * Q4_GROUP_BYTES;
-                const float *rab = (const float *)((const char *)g->rows + (size_t)m * rst + q4_ab_at(kb)) + k0;
-                float *y = g->y + m * g->ldy + n;
-                bool zp = g->zp != NULL;
-#define FT(R, C, Z) fastm_tile(R, C, Z, row0, rab, rst, dec, dcs, kn, y, g->ldy, k0 > 0)
-#define FT_COLS(R, Z)            \
-    switch (nr) {                \
-    case 8: FT(R, 8, Z); break;  \
-    case 7: FT(R, 7, Z); break;  \
-    case 6: FT(R, 6, Z); break;  \
-    case 5: FT(R, 5, Z); break;  \
-    case 4: FT(R, 4, Z); break;  \
-    case 3: FT(R, 3, Z); break;  \
-    case 2: FT(R, 2, Z); break;  \
-    default: FT(R, 1, Z); break; \
+/* The row in q4s_row's layout on the stack up to this many groups (40 KiB;
+ * deeper rows take the register form, the same bits: no run allocates). */
+#define Q4S_STACK_G 128
+
+VNNI static void mnb4_q4s_vnni(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
+    if ((g->kb + 3) / 4 > Q4S_STACK_G) {
+        mnb4_q4v_vnni(g, n0, n1);
+        return;
     }
-                if (mr == 2 && zp) {
-                    FT_COLS(2, true);
-                } else if (mr == 2) {
-                    FT_COLS(2, false);
-                } else if (zp) {
-                    FT_COLS(1, true);
-                } else {
-                    FT_COLS(1, false);
-                }
-#undef FT_COLS
-#undef FT
-            }
-        }
-        if (g->bias)
-            for (int64_t m = 0; m < g->M; m++)
-                for (int c = 0; c < nr; c++)
-                    g->y[m * g->ldy + n + c] += g->bias[n + c];
+    _Alignas(64) char srow[Q4S_STACK_G * Q4S_GROUP];
+    q4s_row(g->rows, g->kb, srow);
+    for (int64_t n = n0; n < n1; n += 4) {
+        int nc = (int)sn_imin(4, n1 - n);
+        if (g->zp)
+            q4s_quad(true, g, srow, n, nc, g->y + n);
+        else
+            q4s_quad(false, g, srow, n, nc, g->y + n);
     }
 }
+
 #endif
 
 bool llm_mnb4_fast1_available(void) {
@@ -1278,37 +1216,48 @@ bool llm_mnb4_fast1_available(void) {
 #endif
 }
 
-/* The portable form of the two, and where there is no VNNI: the same
- * product on ROWS_Q4 rows, summed in double (per element, so it too is
- * the same whatever M). */
+/* The portable form, and where there is no VNNI: the same operations in the
+ * same order on each element (so the same bits as the kernels above). */
 static void q4_own_order_ref(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
-    int64_t kb = g->kb;
+    int64_t kb = g->kb, ng = (kb + 3) / 4;
     size_t rst = llm_mnb4_row_bytes(kb);
     for (int64_t m = 0; m < g->M; m++) {
         const char *row = (const char *)g->rows + (size_t)m * rst;
         for (int64_t n = n0; n < n1; n++) {
             const uint8_t *bcol = g->b + (size_t)n * (size_t)kb * 16;
             const uint8_t *zp = g->zp ? g->zp + n * g->zp_stride : NULL;
-            double s = g->bias ? g->bias[n] : 0;
-            for (int64_t b = 0; b < kb; b++) {
-                const char *grp = row + (b / 4) * Q4_GROUP_BYTES;
-                float sa = ((const float *)(grp + 128))[4 * (b % 4)];
-                int64_t d = 0;
-                for (int k = 0; k < 32; k++) {
-                    int q = ((const int8_t *)grp)[(k & 1) * 64 + 16 * (b % 4) + k / 2];
-                    d += (int64_t)q * (code4(bcol, b, k) - zp4(zp, b));
+            float acc[4] = {0, 0, 0, 0};
+            for (int64_t gi = 0; gi < ng; gi++) {
+                const char *grp = row + (size_t)gi * Q4_GROUP_BYTES;
+                for (int h = 0; h < 4; h++) {
+                    int64_t b = 4 * gi + h;
+                    int32_t s = 0;
+                    float sbv = 0;
+                    if (b < kb) {
+                        int z = zp4(zp, b);
+                        for (int k = 0; k < 32; k++) {
+                            int j = k / 8, i = (k % 8) / 2;
+                            int q = ((const int8_t *)grp)[32 * j + 16 * (k & 1) + 4 * h + i];
+                            s += q * (code4(bcol, b, k) - z);
+                        }
+                        sbv = g->sb[n * kb + b];
+                    }
+                    float sa = ((const float *)(grp + Q4_SA))[h];
+                    acc[h] = fmaf((float)s, sa * sbv, acc[h]);
                 }
-                s += (double)sa * g->sb[n * kb + b] * (double)d;
             }
-            g->y[m * g->ldy + n] = (float)s;
+            float y = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+            g->y[m * g->ldy + n] = g->bias ? y + g->bias[n] : y;
         }
     }
 }
 
+void llm_mnb4_fast_ref_cols(const llm_mnb4_args *g, int64_t n0, int64_t n1) { q4_own_order_ref(g, n0, n1); }
+
 void llm_mnb4_fast1_cols(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
 #ifdef MNB4_FAST1
     if (llm_mnb4_fast1_available()) {
-        mnb4_fast1_vnni(g, n0, n1);
+        mnb4_q4s_vnni(g, n0, n1);
         return;
     }
 #endif
@@ -1318,14 +1267,28 @@ void llm_mnb4_fast1_cols(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
 void llm_mnb4_fastm_cols(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
 #ifdef MNB4_FAST1
     if (llm_mnb4_fast1_available()) {
-        if (g->M <= FASTR_MAX_M)
-            mnb4_fastr_vnni(g, n0, n1);
-        else
-            mnb4_fastm_vnni(g, n0, n1);
+        mnb4_q4v_vnni(g, n0, n1);
         return;
     }
 #endif
     q4_own_order_ref(g, n0, n1);
+}
+
+/* Block b's natural codes (zero past K) and scale into its group: code k at
+ * 32 (k / 8) + 16 (k & 1) + 4 (b % 4) + (k % 8) / 2, the unit of B's byte
+ * k / 2 that the kernels' lane for block b multiplies; sa_b, -8 x and 1 x
+ * the code sum. */
+static void q4_place(char *row, int64_t b, const int8_t nat[32], float sa) {
+    char *grp = row + (size_t)(b / 4) * Q4_GROUP_BYTES;
+    int h = (int)(b % 4);
+    int32_t sum = 0;
+    for (int k = 0; k < 32; k++) {
+        sum += nat[k];
+        grp[32 * (k / 8) + 16 * (k & 1) + 4 * h + (k % 8) / 2] = (char)nat[k];
+    }
+    ((float *)(grp + Q4_SA))[h] = sa;
+    ((int32_t *)(grp + Q4_T8))[h] = -8 * sum;
+    ((int32_t *)(grp + Q4_AS))[h] = sum;
 }
 
 static void q4_prep_row(const float *a, int64_t K, char *row) {
@@ -1336,26 +1299,7 @@ static void q4_prep_row(const float *a, int64_t K, char *row) {
         int64_t len = sn_imin(32, K - 32 * b);
         float sa = llm_q8_quantize(a + 32 * b, len, nat);
         memset(nat + len, 0, (size_t)(32 - len));
-        int32_t codes = 0;
-        for (int k = 0; k < 32; k++)
-            codes += nat[k];
-        ((float *)(row + q4_ab_at(kb)))[b] = sa * (float)codes;
-        char *g = row + (b / 4) * Q4_GROUP_BYTES;
-        int h = (int)(b % 4);
-        int8_t *ev = (int8_t *)g + 16 * h, *od = (int8_t *)g + 64 + 16 * h;
-        float *sal = (float *)(g + 128) + 4 * h;
-        int32_t *sum = (int32_t *)(g + 192) + 4 * h;
-        for (int i = 0; i < 16; i++) {
-            ev[i] = nat[2 * i];
-            od[i] = nat[2 * i + 1];
-        }
-        for (int j = 0; j < 4; j++) { /* lane j: byte positions 4j..4j+3 of evens and odds */
-            int s = 0;
-            for (int i = 4 * j; i < 4 * j + 4; i++)
-                s += ev[i] + od[i];
-            sal[j] = sa;
-            sum[j] = -8 * s;
-        }
+        q4_place(row, b, nat, sa);
     }
 }
 
