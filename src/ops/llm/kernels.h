@@ -163,19 +163,22 @@ typedef struct llm_mnb4_args {
     int tiled;          /* b is llm_mnb4_tile's layout, not [N, kb, 16] */
 } llm_mnb4_args;
 /* One row (M = 1, a ROWS_Q4 row) against untiled B in the fastest order the
- * CPU has (AVX-512 VNNI), not ONNX Runtime's: each lane's integer dot, zero
- * points included, is exact; the float sum over blocks in snug's own order
- * (issue #22's accuracy rule, docs/accuracy.md), reduced every 96 blocks.
- * Without VNNI (llm_mnb4_fast1_available false) a scalar form computes the
- * same product in double, slowly: the executor then uses llm_mnb4_cols
- * instead. */
+ * CPU has (AVX-512 VNNI), not ONNX Runtime's (issue #22's accuracy rule,
+ * docs/accuracy.md): each block's integer dot, its zero point taken off,
+ * exact in one int32; then per block one fused multiply-add by sa_b sb_b
+ * into one of four float accumulators (block b into b % 4), summed as
+ * (acc0 + acc1) + (acc2 + acc3), then the bias (src/ops/llm/mnb_q4.c).
+ * Without VNNI (llm_mnb4_fast1_available false) the scalar form
+ * (llm_mnb4_fast_ref_cols) computes the same bits, slowly: the executor
+ * then uses llm_mnb4_cols instead. */
 bool llm_mnb4_fast1_available(void);
 void llm_mnb4_fast1_cols(const llm_mnb4_args *g, int64_t n0, int64_t n1);
-/* Any number of rows (ROWS_Q4 rows) in the same order, two rows by four
- * columns at a time over B decoded ahead in chunks of 96 blocks (on the
- * stack): every element the same bits as llm_mnb4_fast1_cols gives its row
- * alone, so a row's result does not depend on the rows beside it. Without
- * VNNI, as llm_mnb4_fast1_cols. */
+/* Any number of rows (ROWS_Q4 rows) in the same order: B decoded per group
+ * of four columns by four blocks, in registers for up to four rows, or once
+ * into a buffer on the stack for the row tiles of more: every element the
+ * same bits as llm_mnb4_fast1_cols gives its row alone, so a row's result
+ * does not depend on the rows beside it. Without VNNI, as
+ * llm_mnb4_fast1_cols. */
 void llm_mnb4_fastm_cols(const llm_mnb4_args *g, int64_t n0, int64_t n1);
 /* Their scalar form (what they run without VNNI): the same bits, slowly. */
 void llm_mnb4_fast_ref_cols(const llm_mnb4_args *g, int64_t n0, int64_t n1);
