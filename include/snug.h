@@ -816,9 +816,6 @@ void snug_generator_slot_reset(snug_generator *g, int slot);
  * still gets, to the bit, the answer a fresh prefill gives. An answer's
  * tokens, and the turn after them, are fed again. */
 void snug_generator_slot_keep_exact(snug_generator *g, int slot);
-/* Tokens slot holds in its cache (exact nonzero: of those, the leading rows
- * snug_generator_slot_keep_exact would keep). */
-int64_t snug_generator_slot_cached(const snug_generator *g, int slot, int exact);
 /* Of the slots[0..n_slots) that are free, the one whose cache a start of
  * this conversation (text NULL) or raw text would reuse most of (exact
  * nonzero: only the rows snug_generator_slot_keep_exact keeps; the first on

@@ -437,11 +437,6 @@ int sn_generator_pick(const sn_generator *g, const int32_t *ids, size_t n, const
     return best;
 }
 
-int64_t sn_generator_slot_cached(const sn_generator *g, int slot, bool exact) {
-    if (slot < 0 || slot >= g->n_slots)
-        return 0;
-    return exact ? g->seq[slot].n_exact : g->seq[slot].n_fed;
-}
 
 int sn_generator_chat_ids(sn_generator *g, const sn_chat_msg *msgs, int n, int32_t **ids, size_t *n_ids,
                           sn_err *err) {
@@ -579,9 +574,7 @@ int sn_generator_start(sn_generator *g, int slot, const int32_t *ids, size_t n, 
         q->n_fed = held;
     if (q->n_exact > q->n_fed)
         q->n_exact = q->n_fed;
-    int64_t c = 0, keep = (int64_t)n - (n >= 2 ? 2 : 1);
-    while (c < q->n_fed && c < keep && q->fed[c] == ids[c])
-        c++;
+    int64_t c = slot_reuse(g, slot, ids, n, false);
     if (c < q->n_fed) {
         sn_err e = {0};
         if (sn_kvloop_slot_rewind(g->loop, slot, c, &e) != SNUG_OK) {

@@ -139,8 +139,6 @@ void sn_generator_slot_keep_exact(sn_generator *g, int slot);
  * (reuse, may be NULL); -1 when none is free. */
 int sn_generator_pick(const sn_generator *g, const int32_t *ids, size_t n, const int *slots, int n_slots, bool exact,
                       int64_t *reuse);
-/* Tokens slot holds (exact: of those, the rows a fresh prefill computes the same). */
-int64_t sn_generator_slot_cached(const sn_generator *g, int slot, bool exact);
 int64_t sn_generator_slot_answer_ids(const sn_generator *g, int slot, const int32_t **ids);
 
 #endif

@@ -212,10 +212,6 @@ void snug_generator_slot_keep_exact(snug_generator *g, int slot) {
         sn_generator_slot_keep_exact(g->g, slot);
 }
 
-int64_t snug_generator_slot_cached(const snug_generator *g, int slot, int exact) {
-    return g ? sn_generator_slot_cached(g->g, slot, exact != 0) : 0;
-}
-
 int64_t snug_generator_slot_answer_ids(const snug_generator *g, int slot, const int32_t **ids) {
     return sn_generator_slot_answer_ids(g->g, slot, ids);
 }
