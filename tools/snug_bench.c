@@ -86,7 +86,8 @@ static const char k_bench_help[] =
     "                  beside it the same steps with one sequence in the same\n"
     "                  cache. Reports ms per step and generated tok/s for 1 and N,\n"
     "                  and their ratio (models with an attention_mask, docs/serve.md;\n"
-    "                  --ctx is per sequence)\n"
+    "                  --ctx is per sequence); with --ops, the time per operator\n"
+    "                  type of a step of each\n"
     "  --bandwidth     measure memory read bandwidth instead: T threads sum a\n"
     "                  256 MiB float array (STREAM-style, best of 10 passes);\n"
     "                  takes no MODEL\n"
@@ -469,14 +470,15 @@ static int op_rows(const snug_model *m, const double *t, long rounds, long gen, 
 /* --slots: decode steps of one sequence and of `slots` in one cache,
  * alternating round by round, medians of ms per step. */
 static int bench_slots(const char *path, snug_options *opts, int slots, long prompt, long gen, long rounds,
-                       long warmup, long ctx, uint64_t seed, long threads, bool json) {
+                       long warmup, long ctx, uint64_t seed, long threads, bool json, bool ops) {
     char err[1024];
     snug_session *s = NULL;
     snug_decoder *d = NULL;
     int64_t *ids = NULL, *in = NULL;
     int *sl = NULL;
-    double *t1 = NULL, *tn = NULL;
-    int status = 1;
+    double *t1 = NULL, *tn = NULL, *op_t = NULL; /* op_t: per node, one sequence's steps then N's */
+    op_row *op_tab = NULL;
+    int status = 1, n_nodes = 0;
     int rc = snug_session_create(path, opts, &s, err, sizeof err);
     snug_options_free(opts);
     if (rc != SNUG_OK) {
@@ -502,7 +504,14 @@ static int bench_slots(const char *path, snug_options *opts, int slots, long pro
     sl = malloc(sizeof *sl * (size_t)slots);
     t1 = calloc((size_t)rounds, sizeof *t1);
     tn = calloc((size_t)rounds, sizeof *tn);
-    if (!ids || !in || !sl || !t1 || !tn) {
+    if (ops) {
+        snug_model_info mi;
+        snug_model_get_info(snug_session_model(s), &mi);
+        n_nodes = mi.n_nodes;
+        op_t = calloc(2 * (size_t)n_nodes + 1, sizeof *op_t);
+        op_tab = calloc((size_t)n_nodes + 1, sizeof *op_tab);
+    }
+    if (!ids || !in || !sl || !t1 || !tn || (ops && (!op_t || !op_tab))) {
         fprintf(stderr, "snug bench: out of memory\n");
         goto done;
     }
@@ -522,6 +531,8 @@ static int bench_slots(const char *path, snug_options *opts, int slots, long pro
                         goto done;
                     }
                 }
+            if (op_t && r >= 0)
+                snug_session_time_nodes(s, op_t + (pass ? n_nodes : 0));
             double t0 = now_s();
             for (long g = 0; g < gen; g++) {
                 for (int k = 0; k < n; k++) {
@@ -534,6 +545,7 @@ static int bench_slots(const char *path, snug_options *opts, int slots, long pro
                 }
             }
             double dt = now_s() - t0;
+            snug_session_time_nodes(s, NULL);
             if (r >= 0)
                 (pass ? tn : t1)[r] = gen ? dt * 1e3 / (double)gen : 0;
         }
@@ -543,7 +555,7 @@ static int bench_slots(const char *path, snug_options *opts, int slots, long pro
     if (json) {
         printf("{\"model\": \"%s\", \"threads\": %ld, \"slots\": %d, \"prompt\": %ld, \"gen\": %ld, "
                "\"rounds\": %ld, \"ctx\": %ld, \"kv_bytes\": %zu, \"one\": {\"ms_per_step\": %.4f, \"tok_s\": %.3f}, "
-               "\"batched\": {\"ms_per_step\": %.4f, \"tok_s\": %.3f}, \"ratio\": %.4f}\n",
+               "\"batched\": {\"ms_per_step\": %.4f, \"tok_s\": %.3f}, \"ratio\": %.4f",
                path, threads, slots, prompt, gen, rounds, ctx, info.kv_bytes, a.med, tok1, b.med, tokn,
                tok1 > 0 ? tokn / tok1 : 0);
     } else {
@@ -556,6 +568,35 @@ static int bench_slots(const char *path, snug_options *opts, int slots, long pro
         printf("%3d sequences  %8.3f (%.3f..%.3f)   %10.1f\n", slots, b.med, b.min, b.max, tokn);
         printf("batched / one  %.2fx the tokens per second\n", tok1 > 0 ? tokn / tok1 : 0);
     }
+    if (ops && gen > 0) { /* op_rows' two columns: the one sequence's steps, the N's */
+        for (int i = 0; i < n_nodes; i++) /* op_rows divides column one by rounds, two by rounds x gen */
+            op_t[i] /= (double)gen;
+        int n_ops = op_rows(snug_session_model(s), op_t, rounds, gen, op_tab);
+        if (json) {
+            printf(", \"ops\": [");
+            for (int k = 0; k < n_ops; k++) {
+                printf("%s{\"op\": ", k ? ", " : "");
+                snug_json_write_str(stdout, op_tab[k].op);
+                printf(", \"one_ms_per_step\": %.6f, \"batched_ms_per_step\": %.6f}", op_tab[k].pre * 1e3,
+                       op_tab[k].dec * 1e3);
+            }
+            printf("]");
+        } else {
+            printf("ops           time per operator type and decode step (all nodes of the type, wall time)\n");
+            char lab[32];
+            snprintf(lab, sizeof lab, "%d sequences", slots);
+            printf("  %-26s %12s %7s %14s %7s %8s\n", "", "one sequence", "share", lab, "share", "N / one");
+            int shown = n_ops < 12 ? n_ops : 12;
+            for (int k = 0; k < shown; k++)
+                printf("  %-26s %9.3f ms %6.1f%% %11.3f ms %6.1f%% %7.2fx\n", op_tab[k].op, op_tab[k].pre * 1e3,
+                       op_tot_pre > 0 ? 100 * op_tab[k].pre / op_tot_pre : 0, op_tab[k].dec * 1e3,
+                       op_tot_dec > 0 ? 100 * op_tab[k].dec / op_tot_dec : 0,
+                       op_tab[k].pre > 0 ? op_tab[k].dec / op_tab[k].pre : 0);
+            printf("  %-26s %9.3f ms %7s %11.3f ms\n", "all nodes", op_tot_pre * 1e3, "", op_tot_dec * 1e3);
+        }
+    }
+    if (json)
+        printf("}\n");
     status = 0;
 done:
     free(ids);
@@ -563,6 +604,8 @@ done:
     free(sl);
     free(t1);
     free(tn);
+    free(op_t);
+    free(op_tab);
     snug_decoder_free(d);
     snug_session_free(s);
     return status;
@@ -678,7 +721,7 @@ int cmd_bench(int argc, char **argv) {
             snug_options_free(opts);
             return 1;
         }
-        return bench_slots(path, opts, (int)slots, prompt, gen, rounds, warmup, ctx, seed, threads, json);
+        return bench_slots(path, opts, (int)slots, prompt, gen, rounds, warmup, ctx, seed, threads, json, ops);
     }
     char err[1024];
     snug_session *s = NULL;

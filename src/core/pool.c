@@ -16,7 +16,7 @@ struct sn_pool {
     int sleepers;          /* workers blocked on cv_job (under mu) */
     int stop;              /* atomic */
     int hot;               /* atomic: > 0 while workers spin without a limit (sn_pool_hot) */
-    int spin;              /* pauses before sleeping: SN_POOL_SPIN, or 0 (sn_pool_set_spinning) */
+    int spin;              /* pauses before sleeping: SN_POOL_SPIN, or what sn_pool_set_spin says */
     /* current job */
     sn_range_fn fn;
     void *arg;
@@ -149,10 +149,12 @@ int sn_pool_sleeping(sn_pool *p) {
     return n;
 }
 
-void sn_pool_set_spinning(sn_pool *p, bool on) {
+void sn_pool_set_spin(sn_pool *p, int pauses) {
     if (p)
-        __atomic_store_n(&p->spin, on ? SN_POOL_SPIN : 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&p->spin, pauses < 0 ? 0 : pauses, __ATOMIC_RELAXED);
 }
+
+void sn_pool_set_spinning(sn_pool *p, bool on) { sn_pool_set_spin(p, on ? SN_POOL_SPIN : 0); }
 
 void sn_pool_hot(sn_pool *p, bool on) {
     if (p)

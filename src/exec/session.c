@@ -97,7 +97,7 @@ static const char *const k_known_keys[] = {"snug.threads", "session.collect_node
                                            "session.layer_assignment_settings", "session.name_based_layer_assignment",
                                            "snug.strict_layer_assignment", "snug.n_gpu_layers", "snug.mem.gpu", "snug.placement_overflow",
                                            "session.resource_partitioning_settings",
-                                           "session.resource_cuda_partitioning_settings", NULL};
+                                           "session.resource_cuda_partitioning_settings", "snug.spin_pauses", NULL};
 
 /* snug.device: an accelerator beside the host ("opencl", "opencl:1",
  * "opencl:NAME"; ORT's "gpu" and "gpu:N" name the first GPU backend of the
@@ -322,6 +322,14 @@ int sn_session_open(const char *path, const snug_options *opts, sn_session **out
     if ((rc = sn_pool_new((int)threads, &s->pool, err)) != SNUG_OK)
         goto fail;
     sn_pool_set_spinning(s->pool, spin);
+    const char *spn = snug_options_get(opts, "snug.spin_pauses");
+    long pauses = 0;
+    if (spn && !parse_int(spn, 0, 10000000, &pauses)) {
+        rc = sn_errf(err, SNUG_ERR_INVALID_ARG, "snug.spin_pauses: '%s' is not a count of pauses (0..10000000)", spn);
+        goto fail;
+    }
+    if (spn && spin)
+        sn_pool_set_spin(s->pool, (int)pauses);
     if ((rc = sn_exec_new(s->graph, s->pool, &s->log, &s->exec, err)) != SNUG_OK)
         goto fail;
     if ((rc = add_device(s->exec, snug_options_get(opts, "snug.device"), host_budget != 0, err)) != SNUG_OK)

@@ -11,7 +11,9 @@
 - a chat over stdin keeps the conversation in the KV cache: the second turn
   prefills fewer tokens than its prompt has; one that outgrows --ctx starts
   over from its newest message and says so;
-- errors: no such folder, a prompt longer than --ctx, a bad option.
+- errors: no such folder, a prompt longer than --ctx, a bad option;
+- snug bench --slots --ops (text and JSON): the time per operator type of a
+  batched step and of one sequence's, parts of each step's time.
 
     tests/models/py.sh tests/models/check_generate.py --snug build/snug
 """
@@ -135,6 +137,31 @@ def main() -> int:
             if p.returncode != code or msg not in p.stderr:
                 fails.append(f"{os.path.basename(f)}: exit {p.returncode} (want {code}), {p.stderr[-300:]!r}")
             checked += 1
+    # snug bench --slots --ops: the batched steps' time per operator type, beside one sequence's;
+    # the nodes' times are parts of a step's (all nodes at most the step, and most of it)
+    p = run([a.snug, "bench", os.path.join(d, "model.onnx"), "--slots", "3", "--prompt", "8", "--gen", "6",
+             "--rounds", "1", "--warmup", "0", "--threads", "2", "--ops", "--json"])
+    try:
+        r = json.loads(p.stdout)
+        ops = {o["op"]: o for o in r["ops"]}
+        tot1 = sum(o["one_ms_per_step"] for o in r["ops"])
+        totn = sum(o["batched_ms_per_step"] for o in r["ops"])
+        good = (p.returncode == 0 and r["slots"] == 3 and r["ratio"] > 0 and
+                ops["MatMulNBits"]["batched_ms_per_step"] > ops["MatMulNBits"]["one_ms_per_step"] > 0 and
+                ops["GroupQueryAttention"]["batched_ms_per_step"] > 0 and
+                0.5 * r["one"]["ms_per_step"] < tot1 <= 1.02 * r["one"]["ms_per_step"] and
+                0.5 * r["batched"]["ms_per_step"] < totn <= 1.02 * r["batched"]["ms_per_step"])
+    except (ValueError, KeyError) as e:
+        good, r = False, f"{type(e).__name__} {e}"
+    if not good:
+        fails.append(f"bench --slots --ops --json: exit {p.returncode}, {r}\n{p.stderr[-300:]}")
+    checked += 1
+    p = run([a.snug, "bench", os.path.join(d, "model.onnx"), "--slots", "2", "--prompt", "4", "--gen", "3",
+             "--rounds", "1", "--warmup", "0", "--threads", "2", "--ops"])
+    if p.returncode != 0 or not re.search(r"^  MatMulNBits +[0-9.]+ ms +[0-9.]+% +[0-9.]+ ms +[0-9.]+% +[0-9.]+x$",
+                                          p.stdout, re.M):
+        fails.append(f"bench --slots --ops: exit {p.returncode}\n{p.stdout[-500:]}{p.stderr[-300:]}")
+    checked += 1
     p = run([a.snug, "generate", d, "-p", "-"], stdin="  \n")
     if p.returncode != 2 or "the prompt is empty" not in p.stderr:
         fails.append(f"an empty prompt on stdin: exit {p.returncode}, {p.stderr[-200:]!r}")

@@ -725,22 +725,25 @@ static void test_mnb8(void) {
  * kernel's on that row alone (a prefill's last row, a batch of decode
  * steps), and both the same bits as the scalar form
  * (llm_mnb4_fast_ref_cols). Block counts around its groups of four and
- * past the 64 groups decoded ahead (8224), with and without zero points
- * and bias, columns in two ranges and in quads with a short one, 3, 6 and
- * 13 rows (one tile of four in registers, tiles of a quad decoded ahead). */
+ * and past the 64 blocks of a panel decoded at a time (2144 .. 8224),
+ * with and without zero points and bias, columns in two ranges, in quads
+ * and panels of sixteen with a short one, 3 rows (column quads decoded in
+ * registers), 6, 13 and 70 (panels of sixteen columns decoded once for
+ * tiles of four rows, 64 rows a pass past 64 blocks). */
 static void test_mnb4_fast1(void) {
     /* without VNNI the scalar form of both is what is checked */
     static const int64_t Ks[] = {32, 64, 96, 100, 160, 576, 2048, 2144, 3100, 6200, 8224};
-    static const int64_t Ns[] = {1, 3, 4, 5, 9, 17};
+    static const int64_t Ns[] = {1, 3, 4, 5, 9, 17, 40};
     int cases = 0;
     for (size_t ki = 0; ki < sizeof Ks / sizeof *Ks; ki++)
         for (size_t ni = 0; ni < sizeof Ns / sizeof *Ns; ni++)
             for (int variant = 0; variant < 4; variant++) {
                 int64_t K = Ks[ki], N = Ns[ni], kb = (K + 31) / 32, zs = (kb + 1) / 2;
                 int zpon = variant & 1, biason = variant >> 1;
-                /* rows: a tile of the few-row form and a short one, a tile and a half, and the
-                 * many-row form past FASTR's eight (each M over a third of the cases) */
-                int64_t M = (int64_t[]){3, 6, 13}[(ki + ni + (size_t)variant) % 3];
+                /* rows: a tile of the few-row form, panels of 6 (a tile and a short one) and 13
+                 * rows, and 70 (past the 64 rows a pass of a panel deeper than 64 blocks takes;
+                 * each M over a quarter of the cases) */
+                int64_t M = (int64_t[]){3, 6, 13, 70}[(ki + ni + (size_t)variant) % 4];
                 float *a = malloc(sizeof(float) * (size_t)(M * K)), *sb = malloc(sizeof(float) * (size_t)(N * kb));
                 float *bias = malloc(sizeof(float) * (size_t)N), *y = malloc(sizeof(float) * (size_t)(M * N));
                 float *y1 = malloc(sizeof(float) * (size_t)N);

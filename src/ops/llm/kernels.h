@@ -173,13 +173,18 @@ typedef struct llm_mnb4_args {
  * then uses llm_mnb4_cols instead. */
 bool llm_mnb4_fast1_available(void);
 void llm_mnb4_fast1_cols(const llm_mnb4_args *g, int64_t n0, int64_t n1);
-/* Any number of rows (ROWS_Q4 rows) in the same order: B decoded per group
- * of four columns by four blocks, in registers for up to four rows, or once
- * into a buffer on the stack for the row tiles of more: every element the
- * same bits as llm_mnb4_fast1_cols gives its row alone, so a row's result
- * does not depend on the rows beside it. Without VNNI, as
- * llm_mnb4_fast1_cols. */
+/* Any number of rows (ROWS_Q4 rows) in the same order: up to four rows
+ * with B decoded per group of four columns by four blocks in registers;
+ * more in panels of 16 columns, each block of a panel decoded once into a
+ * buffer on the stack for the row tiles of four (one column per lane, no
+ * reduction across lanes): every element the same bits as
+ * llm_mnb4_fast1_cols gives its row alone, so a row's result does not
+ * depend on the rows beside it. Without VNNI, as llm_mnb4_fast1_cols. */
 void llm_mnb4_fastm_cols(const llm_mnb4_args *g, int64_t n0, int64_t n1);
+/* Columns a task of llm_mnb4_fastm_cols with M rows should take a multiple
+ * of: more than four rows go in panels of 16 columns (a column range that
+ * starts and ends on them decodes no panel partly), else `other`. */
+int64_t llm_mnb4_fastm_unit(int64_t M, int64_t other);
 /* Their scalar form (what they run without VNNI): the same bits, slowly. */
 void llm_mnb4_fast_ref_cols(const llm_mnb4_args *g, int64_t n0, int64_t n1);
 /* B in tiles of four columns for the decode kernel: per pair of blocks,

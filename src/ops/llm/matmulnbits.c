@@ -301,6 +301,7 @@ typedef struct mnb_job {
     float *panel;         /* prefill, widths other than 4 bits: [nb, K] */
     int64_t n0, nb;       /* prefill: first column and width of the panel */
     llm_mnb4_args q4;     /* ort4 path: prepared rows at q4.rows */
+    int64_t q4_unit;      /* ort4 path: columns per task unit (MNB4_GROUP, or the kernel's panel) */
     llm_mnb8_args q8;     /* ort8 path */
 } mnb_job;
 
@@ -405,13 +406,16 @@ static void mnb_panel_task(void *arg, int64_t c0, int64_t c1) {
  * thread; each task's columns are one ascending run of B, and every new
  * run starts a memory stream afresh (SmolLM2 int4 decode, MatMulNBits
  * per token: -7 to -13% against tasks of MNB_TASK_MACS; TinyLlama -3.5%;
- * one and three tasks per thread were slower). */
+ * one and three tasks per thread were slower). The same for the panels of
+ * the many-row VNNI kernel (unit 16: a batch of decode rows), whose every
+ * task starts its B cold too (SmolLM2, 16 rows: MatMulNBits 7.8 -> 6.8 ms
+ * a step against 8 tasks per thread). */
 #define MNB_M1_TASKS 2
-static int64_t mnb_grain(const mnb_geom *g, int threads) {
-    int64_t per = g->M * g->K * MNB4_GROUP;
+static int64_t mnb_grain(const mnb_geom *g, int threads, int64_t unit) {
+    int64_t per = g->M * g->K * unit;
     int64_t grain = sn_imax(1, MNB_TASK_MACS / sn_imax(per, 1));
-    if (g->M == 1 && threads > 1) {
-        int64_t groups = (g->N + MNB4_GROUP - 1) / MNB4_GROUP;
+    if ((g->M == 1 || unit > MNB4_GROUP) && threads > 1) {
+        int64_t groups = (g->N + unit - 1) / unit;
         grain = sn_imax(grain, (groups + MNB_M1_TASKS * threads - 1) / (MNB_M1_TASKS * threads));
         grain = sn_imin(grain, (groups + threads - 1) / threads);
     }
@@ -446,10 +450,10 @@ static void mnb4_prep_task(void *arg, int64_t m0, int64_t m1) {
         llm_mnb4_prep_row(j->a + m * j->g->K, j->g->K, j->q4_kind, (char *)j->q4.rows + (size_t)m * rb);
 }
 
-/* ort4 path: column groups [s0, s1) of MNB4_GROUP columns, by j->q4_cols. */
+/* ort4 path: column groups [s0, s1) of q4_unit columns, by j->q4_cols. */
 static void mnb4_cols_task(void *arg, int64_t s0, int64_t s1) {
     const mnb_job *j = arg;
-    j->q4_cols(&j->q4, s0 * MNB4_GROUP, sn_imin(s1 * MNB4_GROUP, j->g->N));
+    j->q4_cols(&j->q4, s0 * j->q4_unit, sn_imin(s1 * j->q4_unit, j->g->N));
 }
 
 /* ort8 path: column groups [s0, s1) of MNB4_GROUP columns. */
@@ -485,7 +489,8 @@ typedef struct mnb_call {
     mnb_job j;
     float *y;          /* [M, N] float: Y's data, or workspace converted at the end */
     const float *bias;
-    sn_range_fn cols;  /* the job is column groups of MNB4_GROUP: this task, else NULL */
+    sn_range_fn cols;  /* the job is column groups (of j.q4_unit on the ort4 path, else of
+                        * MNB4_GROUP): this task, else NULL */
     int64_t groups, grain;
     char *p;           /* workspace past the buffers laid out */
     mnb_ws w;
@@ -579,8 +584,7 @@ static int mnb_begin(sn_kctx *c, mnb_call *k) {
     }
     p += w.ap;
     /* column groups, and per task at least */
-    k->groups = (g.N + MNB4_GROUP - 1) / MNB4_GROUP;
-    k->grain = mnb_grain(&g, sn_pool_size(c->pool));
+    j.q4_unit = MNB4_GROUP;
     if (g.ort4) {
         j.q4 = (llm_mnb4_args){.M = g.M, .N = g.N, .kb = g.kb, .rows = j.qa, .b = j.b, .sb = j.sc, .zp = j.zp8,
                                .zp_stride = j.zp_stride, .bias = bias, .y = y, .ldy = g.N};
@@ -593,6 +597,7 @@ static int mnb_begin(sn_kctx *c, mnb_call *k) {
         if (!j.q4.tiled && llm_mnb4_fast1_available()) { /* B untiled: prepare chose so */
             j.q4_cols = g.M == 1 ? llm_mnb4_fast1_cols : llm_mnb4_fastm_cols;
             j.q4_kind = LLM_MNB4_ROWS_Q4; /* both: one row gives the same bits in either */
+            j.q4_unit = llm_mnb4_fastm_unit(g.M, MNB4_GROUP);
         }
         k->cols = mnb4_cols_task;
     } else if (g.ort8) {
@@ -602,6 +607,8 @@ static int mnb_begin(sn_kctx *c, mnb_call *k) {
     } else if (!g.gemm && !g.int8) {
         k->cols = mnb_f32_group_task;
     }
+    k->groups = (g.N + j.q4_unit - 1) / j.q4_unit;
+    k->grain = mnb_grain(&g, sn_pool_size(c->pool), j.q4_unit);
     k->j = j;
     k->p = p;
     k->w = w;
@@ -704,13 +711,16 @@ static void mnb_group_task(void *arg, int64_t s0, int64_t s1) {
     }
 }
 
-/* A group of calls (sn_op_def.run_group). With one row each and the same
- * column path, their column groups are one job: one hand-out to the pool
- * and one wait instead of one per node, and the threads' runs of columns
- * go on from one B into the next instead of each node's B starting fresh
- * streams (SmolLM2 int4 decode: q/k/v and gate/up, 90 of its 211
- * MatMulNBits calls a step). Every member computes exactly what its own
- * run would. Otherwise they run one by one. */
+/* A group of calls (sn_op_def.run_group). With one row each, or the rows of
+ * a batch of decode steps in the VNNI kernel's panels, and the same column
+ * path, their column groups are one job: one hand-out to the pool and one
+ * wait instead of one per node, and the threads' runs of columns go on from
+ * one B into the next instead of each node's B starting fresh streams
+ * (SmolLM2 int4 decode: q/k/v and gate/up, 90 of its 211 MatMulNBits calls
+ * a step). Their one A is prepared once for the ort4 members that read it
+ * the same way. Every member computes exactly what its own run would
+ * (SmolLM2, 16 sequences a step: 9.5 -> 9.0 ms). Otherwise they run one by
+ * one. */
 int llm_mnb_run_group(sn_kctx *const *cs, int n) {
     mnb_call k[SN_GROUP_MAX];
     int begun = 0;
@@ -718,7 +728,8 @@ int llm_mnb_run_group(sn_kctx *const *cs, int n) {
     while (joint && begun < n) {
         mnb_call *ki = &k[begun];
         SN_TRY(mnb_begin(cs[begun++], ki));
-        joint = ki->stage == MNB_RUN && ki->cols && ki->cols == k[0].cols && ki->g.M == 1;
+        joint = ki->stage == MNB_RUN && ki->cols && ki->cols == k[0].cols && ki->g.M == k[0].g.M &&
+                (ki->g.M == 1 || ki->j.q4_unit > MNB4_GROUP) && ki->j.q4_unit == k[0].j.q4_unit;
     }
     if (!joint) { /* each on its own: the calls begun finish, the rest run */
         for (int r = 0; r < begun; r++)
@@ -729,12 +740,18 @@ int llm_mnb_run_group(sn_kctx *const *cs, int n) {
     }
     mnb_group_job gj = {k, n, {0}};
     for (int i = 0; i < n; i++) {
-        mnb_before_cols(cs[i], &k[i]);
+        /* one A: rows prepared the same way are prepared once (the first member's workspace
+         * lives until the job is done) */
+        if (i > 0 && k[i].g.ort4 && k[i].g.K == k[0].g.K && k[i].j.q4_kind == k[0].j.q4_kind)
+            k[i].j.q4.rows = k[0].j.q4.rows;
+        else
+            mnb_before_cols(cs[i], &k[i]);
         gj.first[i + 1] = gj.first[i] + k[i].groups;
     }
     mnb_geom all = k[0].g; /* the job's grain as for one product of every column */
-    all.N = gj.first[n] * MNB4_GROUP;
-    sn_pool_for(cs[0]->pool, gj.first[n], mnb_grain(&all, sn_pool_size(cs[0]->pool)), mnb_group_task, &gj);
+    const int64_t unit = k[0].j.q4_unit;
+    all.N = gj.first[n] * unit;
+    sn_pool_for(cs[0]->pool, gj.first[n], mnb_grain(&all, sn_pool_size(cs[0]->pool), unit), mnb_group_task, &gj);
     for (int i = 0; i < n; i++)
         mnb_end(cs[i], &k[i]);
     return SNUG_OK;
