@@ -138,7 +138,8 @@ def main() -> int:
                 fails.append(f"{os.path.basename(f)}: exit {p.returncode} (want {code}), {p.stderr[-300:]!r}")
             checked += 1
     # snug bench --slots --ops: the batched steps' time per operator type, beside one sequence's;
-    # the nodes' times are parts of a step's (all nodes at most the step, and most of it)
+    # the nodes' times are parts of a step's (all nodes together at most the step). No timing is
+    # compared with another: the suite runs tests side by side
     p = run([a.snug, "bench", os.path.join(d, "model.onnx"), "--slots", "3", "--prompt", "8", "--gen", "6",
              "--rounds", "1", "--warmup", "0", "--threads", "2", "--ops", "--json"])
     try:
@@ -147,10 +148,9 @@ def main() -> int:
         tot1 = sum(o["one_ms_per_step"] for o in r["ops"])
         totn = sum(o["batched_ms_per_step"] for o in r["ops"])
         good = (p.returncode == 0 and r["slots"] == 3 and r["ratio"] > 0 and
-                ops["MatMulNBits"]["batched_ms_per_step"] > ops["MatMulNBits"]["one_ms_per_step"] > 0 and
-                ops["GroupQueryAttention"]["batched_ms_per_step"] > 0 and
-                0.5 * r["one"]["ms_per_step"] < tot1 <= 1.02 * r["one"]["ms_per_step"] and
-                0.5 * r["batched"]["ms_per_step"] < totn <= 1.02 * r["batched"]["ms_per_step"])
+                all(ops[o][c] > 0 for o in ("MatMulNBits", "GroupQueryAttention")
+                    for c in ("one_ms_per_step", "batched_ms_per_step")) and
+                0 < tot1 <= 1.02 * r["one"]["ms_per_step"] and 0 < totn <= 1.02 * r["batched"]["ms_per_step"])
     except (ValueError, KeyError) as e:
         good, r = False, f"{type(e).__name__} {e}"
     if not good:
