@@ -88,6 +88,8 @@ static const char k_serve_help[] =
     "  --model-name NAME   the model's id in responses (default: MODEL_DIR's name)\n"
     "  --chat-template F   a Jinja chat template file instead of the model's\n"
     "  --weights MODE      map (default) or load (read into owned memory, per slot)\n"
+    "  --config KEY=VALUE  a session config entry (docs/config.md), e.g.\n"
+    "                      snug.spin_pauses=400; may be given more than once\n"
     "  -q, --quiet         no line per request on stderr\n";
 
 static double now_s(void) {
@@ -296,8 +298,6 @@ static void *worker_main(void *arg) {
         job_end(j, run, rc, snug_generator_error(g), &gen);
     }
 }
-
-#define SERVE_SPIN_PAUSES "400" /* snug.spin_pauses of the server's sessions (docs/config.md) */
 
 /* All slots in one generator (continuous batching): each round takes
  * queued jobs into free slots, then one step runs a prompt chunk of one
@@ -1047,6 +1047,8 @@ int cmd_serve(int argc, char **argv) {
     size_t max_body = 1 << 20;
     bool load = false, no_batch = false;
     cli_placement place = {0};
+    const char *user[32]; /* --config KEY=VALUE, as given */
+    int n_user = 0;
     memset(&g_srv, 0, sizeof g_srv);
     g_srv.cache_prompt = CACHE_EXACT;
     for (int i = 0; i < argc; i++) {
@@ -1108,6 +1110,15 @@ int cmd_serve(int argc, char **argv) {
             if (strcmp(v, "map") && strcmp(v, "load"))
                 cli_die_usage("serve", "--weights wants map or load");
             load = !strcmp(v, "load");
+        } else if (!strcmp(a, "--config")) {
+            const char *eq = strchr(v, '=');
+            if (!eq || eq == v)
+                cli_die_usage("serve", "--config takes KEY=VALUE");
+            if (eq - v >= 128)
+                cli_die_usage("serve", "--config: a key of 128 characters or more");
+            if (n_user == 32)
+                cli_die_usage("serve", "at most 32 --config entries");
+            user[n_user++] = v;
         } else if (cli_placement_arg("serve", a, v, &place)) {
         } else {
             char m[96];
@@ -1130,15 +1141,17 @@ int cmd_serve(int argc, char **argv) {
         ctx = 4096 / parallel < 512 ? 512 : 4096 / parallel;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     long threads_given = threads;
-    /* The kernels' threads share the cores with the HTTP threads and the clients: a waiting
-     * thread spins ~7 us instead of ~75 before it sleeps, so that one preempted does not hold
-     * its partner spinning on the other core (SmolLM2 int4, 16 clients on 2 cores,
-     * bench/serve_load: 1088-1182 -> 1216-1218 tok/s; docs/serve.md) */
-    if (place.n < (int)(sizeof place.kv / sizeof *place.kv) / 2) {
-        place.kv[2 * place.n] = "snug.spin_pauses";
-        place.kv[2 * place.n + 1] = SERVE_SPIN_PAUSES;
-        place.n++;
+    /* The sessions' config: --config's entries, then the placement options (a later entry wins) */
+    static const char *kv[2 * (32 + 8)];
+    static char keys[32][128];
+    int nkv = 0;
+    for (int u = 0; u < n_user; u++) {
+        const char *eq = strchr(user[u], '=');
+        snprintf(keys[u], sizeof keys[u], "%.*s", (int)(eq - user[u]), user[u]);
+        kv[2 * nkv] = keys[u], kv[2 * nkv + 1] = eq + 1, nkv++;
     }
+    for (int k = 0; k < place.n; k++)
+        kv[2 * nkv] = place.kv[2 * k], kv[2 * nkv + 1] = place.kv[2 * k + 1], nkv++;
     if (!name) {
         size_t n = strlen(dir);
         while (n > 1 && dir[n - 1] == '/')
@@ -1176,8 +1189,8 @@ int cmd_serve(int argc, char **argv) {
     if (parallel > 1 && !no_batch) {
         threads = threads_given ? threads_given : cores;
         snug_generator_config bc = {.ctx = ctx, .batch = batch, .threads = (int)threads, .weights_load = load,
-                                    .chat_template_path = tmpl, .slots = (int)parallel, .config = place.kv,
-                                    .n_config = place.n, .log = cli_log, .log_user = "serve"};
+                                    .chat_template_path = tmpl, .slots = (int)parallel, .config = kv,
+                                    .n_config = nkv, .log = cli_log, .log_user = "serve"};
         char err[1024];
         if (!g_srv.quiet)
             fprintf(stderr, "snug serve: loading %ld slots decoded together\n", parallel);
@@ -1195,7 +1208,7 @@ int cmd_serve(int argc, char **argv) {
     if (!g_srv.batched)
         threads = threads_given ? threads_given : cores / parallel < 1 ? 1 : cores / parallel;
     snug_generator_config cfg = {.ctx = ctx, .batch = batch, .threads = (int)threads, .weights_load = load,
-                                 .chat_template_path = tmpl, .config = place.kv, .n_config = place.n,
+                                 .chat_template_path = tmpl, .config = kv, .n_config = nkv,
                                  .log = cli_log, .log_user = "serve"};
     for (; !status && !g_srv.batched && made < parallel; made++) {
         char err[1024];

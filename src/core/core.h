@@ -274,9 +274,10 @@ void sn_pool_hot(sn_pool *p, bool on);
 void sn_pool_set_spinning(sn_pool *p, bool on);
 /* How long a waiting thread spins before it sleeps, in pauses (on: SN_POOL_SPIN
  * in pool.c, ~75 us on the machine it was measured on; 0: as spinning off).
- * Shorter where the pool shares its cores with other busy threads (snug
- * serve: the HTTP threads and its clients): a thread that spins there holds
- * a core the one it waits for may be waiting to run on. NULL: no-op. */
+ * Shorter where the pool shares its cores with other busy threads (a
+ * server's HTTP threads and its clients): a thread that spins there holds a
+ * core the one it waits for may be waiting to run on (config
+ * snug.spin_pauses). NULL: no-op. */
 void sn_pool_set_spin(sn_pool *p, int pauses);
 /* Workers asleep between jobs now (0 for NULL): for tests and reports. */
 int sn_pool_sleeping(sn_pool *p);

@@ -90,6 +90,8 @@ expect 1 "more than the memory budget" -- "$snug" bench "$fix" --config snug.mem
 # batched decode needs a length per row: a model without attention_mask is refused, saying why
 expect 1 "no attention_mask" -- "$snug" bench "$fix" --slots 2 --prompt 4 --gen 2 --rounds 1 --warmup 0
 expect 1 "snug.spin_pauses: 'abc' is not a count of pauses" -- "$snug" bench "$fix" --config snug.spin_pauses=abc
+expect 2 "--config takes KEY=VALUE" -- "$snug" serve "$tmp" --config =3
+expect 2 "--config takes KEY=VALUE" -- "$snug" serve "$tmp" --config novalue
 expect 0 "decode +[0-9.]+ tok/s" -- "$snug" bench "$fix" --prompt 4 --gen 2 --rounds 1 --warmup 0 --config snug.spin_pauses=0
 expect 1 "snug bench: " -- "$snug" bench "$tmp/missing.onnx"
 expect 0 "memory +RSS growth .*; estimated before planning .* accounted after planning .*arena" -- "$snug" bench "$fix" --prompt 8 --gen 4 --rounds 1 --warmup 0
