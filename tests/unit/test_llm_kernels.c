@@ -277,8 +277,38 @@ static void test_attn(void) {
  * allows) against the scalar two-pass rows: the same bits, on head sizes
  * with and without whole vectors, key ranges with partial blocks, keys
  * row-major and transposed. */
+/* Rows of one head (R of them, their q, y and scores set here from qs, the
+ * y and scratch arrays) run one at a time and then together
+ * (llm_attn_rows_run): true when every row's output and the exps left in
+ * its scratch (more sensitive) have the same bits both ways. */
+enum { ATT_HMAX = 72, ATT_VMAX = 136, ATT_L = 203 };
+static bool attn_rows_same(llm_attn_row *rows, int R, float qs[][ATT_HMAX], float ys[][ATT_VMAX],
+                           float yw[][ATT_VMAX], float scs[][LLM_ATTN_SCORES(ATT_L)],
+                           float scw[][LLM_ATTN_SCORES(ATT_L)], float *acc) {
+    for (int i = 0; i < R; i++) {
+        fill(qs[i], rows[i].H);
+        for (int64_t d = 0; d < rows[i].H; d++)
+            qs[i][d] *= 1.37f + 0.1f * (float)i; /* products that round */
+        rows[i].q = qs[i];
+        rows[i].y = yw[i];
+        rows[i].scores = scw[i];
+        llm_attn_row_run(&rows[i], acc);
+        rows[i].y = ys[i];
+        rows[i].scores = scs[i];
+    }
+    llm_attn_rows_run(rows, R, acc);
+    for (int i = 0; i < R; i++)
+        if (memcmp(ys[i], yw[i], (size_t)rows[i].Hv * sizeof(float)) ||
+            memcmp(scs[i], scw[i], (size_t)(rows[i].hi - rows[i].lo) * sizeof(float))) {
+            fprintf(stderr, "row %d of %d differs\n", i, R);
+            g_fail = 1;
+            return false;
+        }
+    return true;
+}
+
 static void test_attn_ort_simd(void) {
-    enum { L = 203, HMAX = 72, VMAX = 136 };
+    enum { L = ATT_L, HMAX = ATT_HMAX, VMAX = ATT_VMAX };
     static float q[HMAX], k[L * HMAX], v[L * VMAX], kt[HMAX * (L + 8)];
     static float y1[VMAX], y2[VMAX], acc[VMAX], sc[LLM_ATTN_SCORES(L)];
     const int64_t dims[][2] = {{64, 64}, {24, 13}, {8, 136}, {72, 72}, {5, 3}};
@@ -327,56 +357,29 @@ static void test_attn_ort_simd(void) {
             for (int R = 1; R <= RQ; R++) {
                 llm_attn_row rows[RQ];
                 for (int i = 0; i < R; i++) {
-                    fill(qs[i], H);
-                    for (int64_t d = 0; d < H; d++)
-                        qs[i][d] *= 1.37f; /* products that round */
                     int64_t lo = lens[li][0], hi = sn_imin(L, lo + lens[li][1] + i); /* causal: one more key per row */
-                    rows[i] = (llm_attn_row){.q = qs[i], .k = k, .v = v, .k_stride = H, .v_stride = HV, .H = H,
-                                             .Hv = HV, .lo = lo, .hi = hi, .mask_lo = 0, .mask_hi = L,
-                                             .scale = 0.125f, .ort = 1, .y = yw[i], .scores = scw[i], .kt = kt,
-                                             .kt_ld = L + 8};
-                    llm_attn_row_run(&rows[i], acc);
-                    rows[i].y = ys[i];
-                    rows[i].scores = scs[i];
+                    rows[i] = (llm_attn_row){.k = k, .v = v, .k_stride = H, .v_stride = HV, .H = H, .Hv = HV,
+                                             .lo = lo, .hi = hi, .mask_lo = 0, .mask_hi = L, .scale = 0.125f,
+                                             .ort = 1, .kt = kt, .kt_ld = L + 8};
                 }
-                llm_attn_rows_run(rows, R, acc);
-                /* the outputs, and the exps left in the scratch (more sensitive) */
+                if (!attn_rows_same(rows, R, qs, ys, yw, scs, scw, acc))
+                    fprintf(stderr, "FAIL attn rows: %d rows from [%lld, +%lld)\n", R, (long long)lens[li][0],
+                            (long long)lens[li][1]);
+            }
+        /* two to four decode rows of one key/value head (GroupQueryAttention's
+         * query heads sharing it): keys and values read once for all */
+        const int64_t dec[][2] = {{0, 1}, {0, 2}, {0, 3}, {0, 4}, {0, 5}, {0, 8}, {0, 13}, {7, 160}, {0, 203}};
+        for (int R = 2; R <= RQ; R++)
+            for (int di = 0; di < 9; di++) {
+                llm_attn_row rows[RQ];
                 for (int i = 0; i < R; i++)
-                    if (memcmp(ys[i], yw[i], (size_t)HV * sizeof(float)) ||
-                        memcmp(scs[i], scw[i], (size_t)(rows[i].hi - rows[i].lo) * sizeof(float))) {
-                        fprintf(stderr, "FAIL attn rows: %d rows from [%lld, +%lld), row %d differs\n", R,
-                                (long long)lens[li][0], (long long)lens[li][1], i);
-                        g_fail = 1;
-                        break;
-                    }
+                    rows[i] = (llm_attn_row){.k = k, .v = v, .k_stride = H, .v_stride = HV, .H = H, .Hv = HV,
+                                             .lo = dec[di][0], .hi = dec[di][1], .mask_lo = 0, .mask_hi = L,
+                                             .scale = 0.125f, .ort = 2};
+                if (!attn_rows_same(rows, R, qs, ys, yw, scs, scw, acc))
+                    fprintf(stderr, "FAIL attn decode group of %d: keys [%lld, %lld)\n", R, (long long)dec[di][0],
+                            (long long)dec[di][1]);
             }
-        /* two decode rows of one key/value head (GroupQueryAttention's
-         * query heads sharing it): keys and values read once for both, each
-         * row's bits those of the row run alone */
-        const int64_t dec[][2] = {{0, 1}, {0, 3}, {0, 4}, {0, 5}, {0, 8}, {0, 13}, {7, 160}, {0, 203}};
-        for (int di = 0; di < 8; di++) {
-            llm_attn_row rows[2];
-            for (int i = 0; i < 2; i++) {
-                fill(qs[i], H);
-                for (int64_t d = 0; d < H; d++)
-                    qs[i][d] *= 1.37f;
-                rows[i] = (llm_attn_row){.q = qs[i], .k = k, .v = v, .k_stride = H, .v_stride = HV, .H = H,
-                                         .Hv = HV, .lo = dec[di][0], .hi = dec[di][1], .mask_lo = 0, .mask_hi = L,
-                                         .scale = 0.125f, .ort = 2, .y = yw[i], .scores = scw[i]};
-                llm_attn_row_run(&rows[i], acc);
-                rows[i].y = ys[i];
-                rows[i].scores = scs[i];
-            }
-            llm_attn_rows_run(rows, 2, acc);
-            for (int i = 0; i < 2; i++)
-                if (memcmp(ys[i], yw[i], (size_t)HV * sizeof(float)) ||
-                    memcmp(scs[i], scw[i], (size_t)(rows[i].hi - rows[i].lo) * sizeof(float))) {
-                    fprintf(stderr, "FAIL attn decode pair: keys [%lld, %lld), row %d differs\n",
-                            (long long)dec[di][0], (long long)dec[di][1], i);
-                    g_fail = 1;
-                    break;
-                }
-        }
         fill(k, L * 5); /* as the check below expects */
         llm_attn_keys_t(k, L, 5, kt, L + 8);
     }

@@ -181,22 +181,27 @@ static void attn_rows_task(void *arg, int64_t s0, int64_t s1) {
 /* Decode units of `unit` query heads per key/value head of `grp`. */
 static inline int64_t units_per_head(int64_t grp, int64_t unit) { return (grp + unit - 1) / unit; }
 
-/* Decode (j->unit > 0): task u takes up to j->unit query heads of one
- * key/value head, which llm_attn_rows_run reads once for all of them. */
-static void attn_units_task(void *arg, int64_t u0, int64_t u1) {
+/* Decode (j->unit > 0): each unit is up to j->unit query heads of one
+ * key/value head, which llm_attn_rows_run reads once for all of them; slot
+ * s (one task, its own scratch) takes the units [s U / n, (s + 1) U / n)
+ * of the U there are, n = min(U, ATTN_SLOTS). */
+static void attn_units_task(void *arg, int64_t s0, int64_t s1) {
     const attn_job *j = arg;
-    int64_t grp = j->Nq / j->Nkv, per = units_per_head(grp, j->unit);
-    for (int64_t u = u0; u < u1; u++) {
-        float *scores, *acc = slot_acc(j, u, &scores);
-        int64_t kvg = u / per, b = kvg / j->Nkv, kh = kvg % j->Nkv;
-        int64_t h0 = kh * grp + u % per * j->unit, h1 = sn_imin(h0 + j->unit, (kh + 1) * grp);
-        llm_attn_row group[LLM_ATTN_ROWS];
-        int ng = 0;
-        for (int64_t h = h0; h < h1; h++)
-            if (attn_make_row(j, b * j->Nq + h, scores ? scores + ng * j->n_scores : NULL, &group[ng]))
-                ng++;
-        if (ng)
-            llm_attn_rows_run(group, ng, acc);
+    int64_t grp = j->Nq / j->Nkv, per = units_per_head(grp, j->unit), U = j->B * j->Nkv * per;
+    int64_t ns = sn_imin(U, ATTN_SLOTS);
+    for (int64_t slot = s0; slot < s1; slot++) {
+        float *scores, *acc = slot_acc(j, slot, &scores);
+        for (int64_t u = slot * U / ns; u < (slot + 1) * U / ns; u++) {
+            int64_t kvg = u / per, b = kvg / j->Nkv, kh = kvg % j->Nkv;
+            int64_t h0 = kh * grp + u % per * j->unit, h1 = sn_imin(h0 + j->unit, (kh + 1) * grp);
+            llm_attn_row group[LLM_ATTN_ROWS];
+            int ng = 0;
+            for (int64_t h = h0; h < h1; h++)
+                if (attn_make_row(j, b * j->Nq + h, scores ? scores + ng * j->n_scores : NULL, &group[ng]))
+                    ng++;
+            if (ng)
+                llm_attn_rows_run(group, ng, acc);
+        }
     }
 }
 
@@ -213,7 +218,8 @@ static void attn_run_rows(attn_job *j, sn_pool *pool, carve *w) {
     if (j->B * j->Nq * j->S == 0)
         return;
     if (j->unit > 0)
-        sn_pool_for(pool, j->B * j->Nkv * units_per_head(j->Nq / j->Nkv, j->unit), 1, attn_units_task, j);
+        sn_pool_for(pool, sn_imin(j->B * j->Nkv * units_per_head(j->Nq / j->Nkv, j->unit), ATTN_SLOTS), 1,
+                    attn_units_task, j);
     else
         sn_pool_for(pool, ATTN_SLOTS, 1, attn_rows_task, j);
 }
@@ -444,7 +450,13 @@ static size_t gqa_carve(int n_in, const sn_tensor *const *in, sn_tensor *const *
     return w->used;
 }
 
-#define GQA_DEC_UNIT 2 /* decode query rows per task (llm_attn_rows_run's pair) */
+/* Decode: the query heads of a key/value head (grp of them) in units of
+ * at most LLM_ATTN_ROWS, as even as can be (8: 4 + 4, 6: 3 + 3, 5: 3 + 2),
+ * each run by llm_attn_rows_run with one pass over the head's cache. */
+static int64_t gqa_dec_unit(int64_t grp) {
+    int64_t units = (grp + LLM_ATTN_ROWS - 1) / LLM_ATTN_ROWS;
+    return units > 0 ? (grp + units - 1) / units : 1;
+}
 
 static int gqa_ws(const sn_node *node, int n_in, const sn_tensor *const *in, int n_out,
                   const sn_tensor *const *out, int n_threads, size_t *ws, sn_err *err) {
@@ -462,8 +474,8 @@ static int gqa_ws(const sn_node *node, int n_in, const sn_tensor *const *in, int
     /* sizing pass: tensors with NULL data are never read */
     gqa_carve(n_in, in, (sn_tensor *const *)out, n_out, &g, &w, fin, fout);
     /* prompt rows (keys transposed) score LLM_ATTN_ROWS rows at a time,
-     * decode rows GQA_DEC_UNIT */
-    int rows = g.S > 1 ? LLM_ATTN_ROWS : GQA_DEC_UNIT;
+     * decode rows a unit of query heads (gqa_dec_unit) */
+    int rows = g.S > 1 ? LLM_ATTN_ROWS : (int)gqa_dec_unit(g.Nkv > 0 ? g.Nq / g.Nkv : 1);
     *ws = w.used + ATTN_SLOTS * attn_slot_bytes(g.H, LLM_ATTN_SCORES(g.Lc), rows) + 64;
     return SNUG_OK;
 }
@@ -656,13 +668,13 @@ int llm_gqa_run(sn_kctx *c) {
         .softcap = sn_attr_float(c->node, "softcap", 0.0f), .setup = gqa_setup, .op = &o,
         .n_scores = LLM_ATTN_SCORES(Lc), .rows = fout[5] ? LLM_ATTN_ROWS : 1, .kt = fout[5], .kt_ld = Lc + 8,
     };
-    /* decode: query heads of one key/value head in pairs, which read its
+    /* decode: the query heads of a key/value head together, which read its
      * keys and values once (SmolLM2, three query heads per key/value head:
-     * two passes over the cache per head instead of three) */
+     * one pass over the cache per head instead of three) */
     int64_t grp = Nq / Nkv;
-    if (S == 1 && !fout[5] && grp > 1 && B * Nkv * units_per_head(grp, GQA_DEC_UNIT) <= ATTN_SLOTS) {
-        j.unit = GQA_DEC_UNIT;
-        j.rows = GQA_DEC_UNIT;
+    if (S == 1 && !fout[5] && grp > 1) {
+        j.unit = gqa_dec_unit(grp);
+        j.rows = (int)j.unit;
     }
     if (fout[5])
         for (int64_t b = 0; b < B; b++)

@@ -772,15 +772,18 @@ ATTN_AVX2_INLINE __m256 attn_lanes8(const float *q, const float *const kp[8], in
 /* Decode rows, the block of eight keys at j (of n, from k0 / v0): the cache
  * comes from memory (the weights streamed through it since the last step),
  * so the keys ATTN_PF_KEYS ahead and the values this block's exps will
- * weigh are fetched now. */
+ * weigh are fetched now, into L2: into L1 (_MM_HINT_T0) SmolLM2's 16-slot
+ * step spent 3.45 ms in GroupQueryAttention, into L2 2.5 (one sequence
+ * 0.31 -> 0.24 ms; `snug bench --slots 16 --ops`, 3 rounds each, AMD
+ * EPYC); 32 keys ahead, or the first keys fetched at the start, no faster. */
 ATTN_AVX2_INLINE void attn_prefetch_kv(const float *k0, int64_t ks, int64_t H, const float *v0, int64_t vs,
                                        int64_t Hv, int64_t j, int64_t n) {
     for (int t = 0; t < 8 && j + ATTN_PF_KEYS + t < n; t++)
         for (int64_t d = 0; d < H; d += 16)
-            _mm_prefetch((const char *)(k0 + (j + ATTN_PF_KEYS + t) * ks + d), _MM_HINT_T0);
+            _mm_prefetch((const char *)(k0 + (j + ATTN_PF_KEYS + t) * ks + d), _MM_HINT_T1);
     for (int t = 0; t < 8 && j + t < n; t++)
         for (int64_t d = 0; d < Hv; d += 16)
-            _mm_prefetch((const char *)(v0 + (j + t) * vs + d), _MM_HINT_T0);
+            _mm_prefetch((const char *)(v0 + (j + t) * vs + d), _MM_HINT_T1);
 }
 
 /* Scores of keys [0, n) of the row (from lo), times the scale, into sc; the
@@ -983,63 +986,87 @@ ATTN_AVX2 static void attn_row_ort_rest_avx2(const llm_attn_row *r, float *acc) 
         r->y[c] = acc[c] * inv;
 }
 
-/* Two decode rows of one key/value head (GroupQueryAttention's query heads
- * sharing it): the keys and values are read once for both. Per row and key
- * the operations of attn_scores_avx2 (lanes over d, folded pairwise, four
- * keys at a time here) and per row and column those of attn_vacc, so each
- * row's bits are the one-row form's. H % 8 == 0, Hv % 32 == 0. */
-ATTN_AVX2 static void attn_dec_rows2_avx2(const llm_attn_row *rows) {
-    const llm_attn_row *r0 = &rows[0], *r1 = &rows[1];
+/* The scores of KT keys (KT 2 or 4) from their eight lane sums each,
+ * folded pairwise ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)) as
+ * attn_lanes8 does, times the scale, into sc[0 .. KT). */
+ATTN_AVX2_INLINE void attn_fold_keys(const int KT, const __m256 a[4], __m128 scale, float *sc) {
+    __m256 x = _mm256_hadd_ps(a[0], a[1]);
+    __m256 h = _mm256_hadd_ps(x, KT == 4 ? _mm256_hadd_ps(a[2], a[3]) : x);
+    __m128 s4 = _mm_mul_ps(_mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)), scale);
+    if (KT == 4)
+        _mm_storeu_ps(sc, s4);
+    else
+        _mm_storel_pi((__m64 *)sc, s4);
+}
+
+/* R decode rows of one key/value head (GroupQueryAttention's query heads
+ * sharing it, R <= LLM_ATTN_ROWS): the keys and values are read once for
+ * all of them. Per row and key the operations of attn_scores_avx2 (lanes
+ * over d, folded pairwise; KT keys at a time here) and per row and column
+ * those of attn_vacc (VC vectors of columns at a time), so each row's bits
+ * are the one-row form's. KT and VC keep the accumulators in registers
+ * (R x KT and R x VC of them). H % 8 == 0, Hv % (8 VC) == 0. */
+ATTN_AVX2_INLINE void attn_dec_rows_r(const int R, const int KT, const int VC, const llm_attn_row *rows) {
+    const llm_attn_row *r0 = &rows[0];
     int64_t n = r0->hi - r0->lo, H = r0->H, Hv = r0->Hv;
-    const __m256 scale = _mm256_set1_ps(r0->scale);
+    const __m128 scale = _mm_set1_ps(r0->scale);
     const float *k0 = r0->k + r0->lo * r0->k_stride, *v0 = r0->v + r0->lo * r0->v_stride;
-    for (int64_t j = 0; j < n; j += 4) {
+    for (int64_t j = 0; j < n; j += KT) { /* the scores' scratch holds whole blocks of eight */
         const float *kp[4];
-        for (int t = 0; t < 4; t++) /* past the last key: repeat it */
+        for (int t = 0; t < KT; t++) /* past the last key: repeat it */
             kp[t] = k0 + (j + t < n ? j + t : n - 1) * r0->k_stride;
         if (j % 8 == 0)
             attn_prefetch_kv(k0, r0->k_stride, H, v0, r0->v_stride, Hv, j, n);
-        __m256 a[2][4];
-        for (int t = 0; t < 4; t++)
-            a[0][t] = a[1][t] = _mm256_setzero_ps();
+        __m256 a[LLM_ATTN_ROWS][4];
+        for (int i = 0; i < R; i++)
+            for (int t = 0; t < KT; t++)
+                a[i][t] = _mm256_setzero_ps();
         for (int64_t d = 0; d < H; d += 8) {
-            __m256 q0 = _mm256_loadu_ps(r0->q + d), q1 = _mm256_loadu_ps(r1->q + d);
 #pragma GCC unroll 4
-            for (int t = 0; t < 4; t++) {
+            for (int t = 0; t < KT; t++) {
                 __m256 kv = _mm256_loadu_ps(kp[t] + d);
-                a[0][t] = _mm256_add_ps(a[0][t], _mm256_mul_ps(q0, kv));
-                a[1][t] = _mm256_add_ps(a[1][t], _mm256_mul_ps(q1, kv));
+#pragma GCC unroll 4
+                for (int i = 0; i < R; i++)
+                    a[i][t] = _mm256_add_ps(a[i][t], _mm256_mul_ps(_mm256_loadu_ps(rows[i].q + d), kv));
             }
         }
-        for (int i = 0; i < 2; i++) {
-            __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a[i][0], a[i][1]), _mm256_hadd_ps(a[i][2], a[i][3]));
-            __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-            _mm_storeu_ps(rows[i].scores + j, _mm_mul_ps(s4, _mm256_castps256_ps128(scale)));
-        }
+        for (int i = 0; i < R; i++)
+            attn_fold_keys(KT, a[i], scale, rows[i].scores + j);
     }
-    float l0[8], l1[8];
-    attn_exps_avx2(r0, l0);
-    attn_exps_avx2(r1, l1);
-    const float *e0 = r0->scores, *e1 = r1->scores;
-    float inv0 = 1.0f / llm_sumexp_lanes_fold(l0), inv1 = 1.0f / llm_sumexp_lanes_fold(l1);
-    for (int64_t c = 0; c < Hv; c += 32) { /* 32 columns of both rows in registers */
-        __m256 b0[4], b1[4];
-        for (int i = 0; i < 4; i++)
-            b0[i] = b1[i] = _mm256_setzero_ps();
+    float inv[LLM_ATTN_ROWS];
+    for (int i = 0; i < R; i++) {
+        float l[8];
+        attn_exps_avx2(&rows[i], l);
+        inv[i] = 1.0f / llm_sumexp_lanes_fold(l);
+    }
+    for (int64_t c = 0; c < Hv; c += 8 * VC) { /* VC vectors of columns of every row in registers */
+        __m256 b[LLM_ATTN_ROWS][4];
+        for (int i = 0; i < R; i++)
+            for (int u = 0; u < VC; u++)
+                b[i][u] = _mm256_setzero_ps();
         for (int64_t j = 0; j < n; j++) {
-            __m256 x0 = _mm256_broadcast_ss(e0 + j), x1 = _mm256_broadcast_ss(e1 + j);
             const float *vj = v0 + j * r0->v_stride + c;
 #pragma GCC unroll 4
-            for (int i = 0; i < 4; i++) {
-                __m256 vv = _mm256_loadu_ps(vj + 8 * i);
-                b0[i] = _mm256_add_ps(b0[i], _mm256_mul_ps(x0, vv));
-                b1[i] = _mm256_add_ps(b1[i], _mm256_mul_ps(x1, vv));
+            for (int u = 0; u < VC; u++) {
+                __m256 vv = _mm256_loadu_ps(vj + 8 * u);
+#pragma GCC unroll 4
+                for (int i = 0; i < R; i++)
+                    b[i][u] = _mm256_add_ps(b[i][u], _mm256_mul_ps(_mm256_broadcast_ss(rows[i].scores + j), vv));
             }
         }
-        for (int i = 0; i < 4; i++) {
-            _mm256_storeu_ps(r0->y + c + 8 * i, _mm256_mul_ps(b0[i], _mm256_set1_ps(inv0)));
-            _mm256_storeu_ps(r1->y + c + 8 * i, _mm256_mul_ps(b1[i], _mm256_set1_ps(inv1)));
-        }
+        for (int i = 0; i < R; i++)
+            for (int u = 0; u < VC; u++)
+                _mm256_storeu_ps(rows[i].y + c + 8 * u, _mm256_mul_ps(b[i][u], _mm256_set1_ps(inv[i])));
+    }
+}
+
+/* Two to four decode rows: four keys and four column vectors at a time up
+ * to three rows (AVX2's sixteen registers), two of each for four. */
+ATTN_AVX2 static void attn_dec_rows_avx2(const llm_attn_row *rows, int R) {
+    switch (R) {
+    case 4: attn_dec_rows_r(4, 2, 2, rows); break;
+    case 3: attn_dec_rows_r(3, 4, 4, rows); break;
+    default: attn_dec_rows_r(2, 4, 4, rows); break;
     }
 }
 
@@ -1110,22 +1137,28 @@ static bool attn_row_is_ort(const llm_attn_row *r) {
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-/* Two decode rows that read the same keys and values (attn_dec_rows2_avx2). */
-static bool attn_dec_pair(const llm_attn_row *rows, int R) {
-    if (R != 2)
+/* Decode rows that read the same keys and values (attn_dec_rows_avx2). */
+static bool attn_dec_group(const llm_attn_row *rows, int R) {
+    if (R < 2 || R > LLM_ATTN_ROWS)
         return false;
-    const llm_attn_row *a = &rows[0], *b = &rows[1];
-    return attn_row_is_ort(a) && attn_row_is_ort(b) && a->ort == 2 && b->ort == 2 && a->scores && b->scores &&
-           a->k == b->k && a->v == b->v && a->lo == b->lo && a->hi == b->hi && a->k_stride == b->k_stride &&
-           a->v_stride == b->v_stride && a->H == b->H && a->Hv == b->Hv && a->scale == b->scale &&
-           a->H % 8 == 0 && a->Hv % 32 == 0;
+    const llm_attn_row *a = &rows[0];
+    if (!(attn_row_is_ort(a) && a->ort == 2 && a->scores && a->H % 8 == 0 && a->Hv % 32 == 0))
+        return false;
+    for (int i = 1; i < R; i++) {
+        const llm_attn_row *b = &rows[i];
+        if (!(attn_row_is_ort(b) && b->ort == 2 && b->scores && a->k == b->k && a->v == b->v && a->lo == b->lo &&
+              a->hi == b->hi && a->k_stride == b->k_stride && a->v_stride == b->v_stride && a->H == b->H &&
+              a->Hv == b->Hv && a->scale == b->scale))
+            return false;
+    }
+    return true;
 }
 #endif
 
 void llm_attn_rows_run(const llm_attn_row *rows, int R, float *acc) {
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (attn_dec_pair(rows, R) && sn_cpu_avx2_fma()) {
-        attn_dec_rows2_avx2(rows);
+    if (attn_dec_group(rows, R) && sn_cpu_avx2_fma()) {
+        attn_dec_rows_avx2(rows, R);
         return;
     }
     bool group = R > 1 && R <= LLM_ATTN_ROWS && sn_cpu_avx2_fma();
