@@ -693,6 +693,8 @@ int cmd_bench(int argc, char **argv) {
         ctx = prompt + gen;
     if (ctx < prompt + gen)
         cli_die_usage("bench", "--ctx is smaller than --prompt + --gen");
+    if (slots && gen == 0)
+        cli_die_usage("bench", "--slots times decode steps: --gen must be at least 1");
 
     char tbuf[32];
     snprintf(tbuf, sizeof tbuf, "%ld", threads);

@@ -1039,6 +1039,20 @@ static size_t parse_size(const char *opt, const char *v) {
     return (size_t)n;
 }
 
+/* The options below that take a value (the last argument, without one, is
+ * then missing its value rather than unknown). */
+static bool takes_value(const char *a) {
+    static const char *const names[] = {"--host", "--port", "--parallel", "-np", "--ctx", "-c", "--batch",
+                                        "--threads", "-t", "--queue", "--timeout", "--idle-timeout",
+                                        "--max-body", "--api-key", "--model-name", "--chat-template",
+                                        "--weights", "--config", "--device", "-ngl", "--n-gpu-layers",
+                                        "--rules", "--overflow", "--mem"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(a, names[i]))
+            return true;
+    return false;
+}
+
 int cmd_serve(int argc, char **argv) {
     const char *dir = NULL, *host = "127.0.0.1", *name = NULL, *tmpl = NULL;
     long port = 8080, parallel = 1, queue = 64, threads = 0, idle = 30;
@@ -1076,7 +1090,7 @@ int cmd_serve(int argc, char **argv) {
         }
         if (!v) {
             char m[96];
-            snprintf(m, sizeof m, "%s needs a value", a);
+            snprintf(m, sizeof m, takes_value(a) ? "%s needs a value" : "unknown option %s", a);
             cli_die_usage("serve", m);
         }
         i++;

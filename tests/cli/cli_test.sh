@@ -89,9 +89,14 @@ expect 2 "unknown option|usage" -- "$snug" bench "$fix" --bogus
 expect 1 "more than the memory budget" -- "$snug" bench "$fix" --config snug.memory_budget=20000 --prompt 4 --gen 2 --rounds 1 --warmup 0
 # batched decode needs a length per row: a model without attention_mask is refused, saying why
 expect 1 "no attention_mask" -- "$snug" bench "$fix" --slots 2 --prompt 4 --gen 2 --rounds 1 --warmup 0
+# --slots times decode steps: none to time is a usage error, not "0 tok/s"
+expect 2 "--gen must be at least 1" -- "$snug" bench "$fix" --slots 2 --prompt 4 --gen 0
 expect 1 "snug.spin_pauses: 'abc' is not a count of pauses" -- "$snug" bench "$fix" --config snug.spin_pauses=abc
 expect 2 "--config takes KEY=VALUE" -- "$snug" serve "$tmp" --config =3
 expect 2 "--config takes KEY=VALUE" -- "$snug" serve "$tmp" --config novalue
+# the last argument: an option that takes a value and has none, or one that is unknown
+expect 2 "--port needs a value" -- "$snug" serve "$tmp" --port
+expect 2 "unknown option --bogus" -- "$snug" serve "$tmp" --bogus
 expect 0 "decode +[0-9.]+ tok/s" -- "$snug" bench "$fix" --prompt 4 --gen 2 --rounds 1 --warmup 0 --config snug.spin_pauses=0
 expect 1 "snug bench: " -- "$snug" bench "$tmp/missing.onnx"
 expect 0 "memory +RSS growth .*; estimated before planning .* accounted after planning .*arena" -- "$snug" bench "$fix" --prompt 8 --gen 4 --rounds 1 --warmup 0
