@@ -702,7 +702,8 @@ typedef struct snug_generator snug_generator;
 
 typedef struct snug_generator_config {
     int64_t ctx;      /* context in tokens (the KV cache); 0: the model's, at most 4096 */
-    int64_t batch;    /* prompt tokens per prefill step; 0: 512 */
+    int64_t batch;    /* prompt tokens per prefill step, at least 2 (a one-token step would be a
+                       * decode row: SNUG_ERR_INVALID_ARG); 0: 512 */
     int threads;      /* 0: all cores */
     int weights_load; /* nonzero: snug.weights=load (weights read into owned memory) */
     const char *chat_template_path; /* a Jinja template file instead of the model's, or NULL */

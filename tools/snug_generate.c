@@ -30,7 +30,7 @@ static const char k_gen_help[] =
     "  -n, --max-tokens N  stop after N tokens (default: until EOS or the context)\n"
     "  --ctx N             context in tokens: the KV cache (default: the model's, at\n"
     "                      most 4096)\n"
-    "  --batch N           prompt tokens per prefill step (default 512)\n"
+    "  --batch N           prompt tokens per prefill step, at least 2 (default 512)\n"
     "  --temp T            temperature (default 0.8; 0: greedy, the most likely token)\n"
     "  --top-k K           keep the K most likely tokens (default 40; 0: all)\n"
     "  --top-p P           keep the smallest set reaching probability P (default 0.95)\n"
@@ -288,7 +288,7 @@ int cmd_generate(int argc, char **argv) {
         } else if (!strcmp(a, "--ctx")) {
             cfg.ctx = cli_parse_long("generate", a, v, 2, 1L << 24);
         } else if (!strcmp(a, "--batch")) {
-            cfg.batch = cli_parse_long("generate", a, v, 1, 1L << 20);
+            cfg.batch = cli_parse_long("generate", a, v, 2, 1L << 20);
         } else if (cli_placement_arg("generate", a, v, &place)) {
         } else if (!strcmp(a, "--threads")) {
             cfg.threads = (int)cli_parse_long("generate", a, v, 1, 1024);

@@ -62,9 +62,9 @@ static const char k_serve_help[] =
     "  --no-batch          a generator per slot even where they could decode together\n"
     "  --ctx N             context of each slot in tokens (default: 4096 / parallel,\n"
     "                      at least 512)\n"
-    "  --batch N           prompt tokens per prefill step (default 512; slots decoded\n"
-    "                      together: max(32, 512 / parallel), a chunk of one prompt\n"
-    "                      between two decode steps)\n"
+    "  --batch N           prompt tokens per prefill step, at least 2 (default 512;\n"
+    "                      slots decoded together: max(32, 512 / parallel), a\n"
+    "                      chunk of one prompt between two decode steps)\n"
     "  --threads N         worker threads (default: all cores; a generator per slot:\n"
     "                      all cores / parallel each, at least 1)\n"
     CLI_PLACEMENT_HELP
@@ -1103,7 +1103,7 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--ctx") || !strcmp(a, "-c"))
             ctx = cli_parse_long("serve", a, v, 16, 1L << 24);
         else if (!strcmp(a, "--batch"))
-            batch = cli_parse_long("serve", a, v, 1, 1L << 20);
+            batch = cli_parse_long("serve", a, v, 2, 1L << 20);
         else if (!strcmp(a, "--threads") || !strcmp(a, "-t"))
             threads = cli_parse_long("serve", a, v, 1, 1024);
         else if (!strcmp(a, "--queue"))

@@ -267,6 +267,12 @@ int sn_generator_open(const char *dir, const sn_gen_config *cfg, sn_generator **
         rc = sn_errf(err, SNUG_ERR_INVALID_ARG, "%d sequences: at most %d", g->n_slots, SN_KVLOOP_MAX_SLOTS);
         goto fail;
     }
+    if (c.batch == 1) { /* every prompt token would be a decode row (attention rounds those otherwise) */
+        rc = sn_errf(err, SNUG_ERR_INVALID_ARG,
+                     "batch 1: prompt steps need at least 2 tokens (a one-token step is a decode row, which "
+                     "attention rounds otherwise than a prompt row, so answers would depend on the batch)");
+        goto fail;
+    }
     /* several slots: the plan holds slots x batch tokens of activations */
     g->batch = c.batch > 0 ? c.batch
              : g->n_slots > 1 ? (SN_GEN_DEFAULT_BATCH / g->n_slots > 32 ? SN_GEN_DEFAULT_BATCH / g->n_slots : 32)

@@ -97,6 +97,9 @@ expect 2 "--config takes KEY=VALUE" -- "$snug" serve "$tmp" --config novalue
 # the last argument: an option that takes a value and has none, or one that is unknown
 expect 2 "--port needs a value" -- "$snug" serve "$tmp" --port
 expect 2 "unknown option --bogus" -- "$snug" serve "$tmp" --bogus
+# a one-token prompt step would be a decode row (rounded otherwise): --batch starts at 2
+expect 2 "--batch wants an integer from 2" -- "$snug" generate "$tmp" --batch 1 -p hi
+expect 2 "--batch wants an integer from 2" -- "$snug" serve "$tmp" --batch 1
 expect 0 "decode +[0-9.]+ tok/s" -- "$snug" bench "$fix" --prompt 4 --gen 2 --rounds 1 --warmup 0 --config snug.spin_pauses=0
 expect 1 "snug bench: " -- "$snug" bench "$tmp/missing.onnx"
 expect 0 "memory +RSS growth .*; estimated before planning .* accounted after planning .*arena" -- "$snug" bench "$fix" --prompt 8 --gen 4 --rounds 1 --warmup 0
