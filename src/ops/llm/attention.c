@@ -103,7 +103,8 @@ typedef struct attn_job {
     int64_t kt_ld;
     char *slots;
     size_t slot_bytes;
-    int64_t unit;     /* decode: query rows per task, of one key/value head (0: rows spread over the slots) */
+    int64_t unit;     /* decode: query rows per unit, of one key/value head (0: rows spread over the slots) */
+    int64_t n_units;  /* decode: units in all (B x Nkv x units a key/value head), set by attn_run_rows */
 } attn_job;
 
 /* Row r of the job ((b, h, s) in order) with its score scratch: true when
@@ -187,7 +188,7 @@ static inline int64_t units_per_head(int64_t grp, int64_t unit) { return (grp + 
  * of the U there are, n = min(U, ATTN_SLOTS). */
 static void attn_units_task(void *arg, int64_t s0, int64_t s1) {
     const attn_job *j = arg;
-    int64_t grp = j->Nq / j->Nkv, per = units_per_head(grp, j->unit), U = j->B * j->Nkv * per;
+    int64_t grp = j->Nq / j->Nkv, per = units_per_head(grp, j->unit), U = j->n_units;
     int64_t ns = sn_imin(U, ATTN_SLOTS);
     for (int64_t slot = s0; slot < s1; slot++) {
         float *scores, *acc = slot_acc(j, slot, &scores);
@@ -217,11 +218,12 @@ static void attn_run_rows(attn_job *j, sn_pool *pool, carve *w) {
     w->used += ATTN_SLOTS * j->slot_bytes;
     if (j->B * j->Nq * j->S == 0)
         return;
-    if (j->unit > 0)
-        sn_pool_for(pool, sn_imin(j->B * j->Nkv * units_per_head(j->Nq / j->Nkv, j->unit), ATTN_SLOTS), 1,
-                    attn_units_task, j);
-    else
+    if (j->unit > 0) {
+        j->n_units = j->B * j->Nkv * units_per_head(j->Nq / j->Nkv, j->unit);
+        sn_pool_for(pool, sn_imin(j->n_units, ATTN_SLOTS), 1, attn_units_task, j);
+    } else {
         sn_pool_for(pool, ATTN_SLOTS, 1, attn_rows_task, j);
+    }
 }
 
 /* Copies a [B, L, N, H]-strided source (row stride `rs` elements, head

@@ -772,10 +772,13 @@ ATTN_AVX2_INLINE __m256 attn_lanes8(const float *q, const float *const kp[8], in
 /* Decode rows, the block of eight keys at j (of n, from k0 / v0): the cache
  * comes from memory (the weights streamed through it since the last step),
  * so the keys ATTN_PF_KEYS ahead and the values this block's exps will
- * weigh are fetched now, into L2: into L1 (_MM_HINT_T0) SmolLM2's 16-slot
- * step spent 3.45 ms in GroupQueryAttention, into L2 2.5 (one sequence
- * 0.31 -> 0.24 ms; `snug bench --slots 16 --ops`, 3 rounds each, AMD
- * EPYC); 32 keys ahead, or the first keys fetched at the start, no faster. */
+ * weigh are fetched now, into L2: with this and the one pass over a
+ * key/value head for its query heads (attn_dec_rows_r) a 16-slot SmolLM2
+ * step's GroupQueryAttention went from 4.3, 4.5, 6.0 ms to 2.8, 3.1, 3.4,
+ * one sequence's from 0.40-0.58 to 0.27-0.39 (AMD EPYC VM, `snug bench
+ * --slots 16 --prompt 40 --gen 64 --ops`, builds b0a5035 and 215aefe
+ * alternated). 32 keys ahead, or the first keys fetched at the start,
+ * were no faster. */
 ATTN_AVX2_INLINE void attn_prefetch_kv(const float *k0, int64_t ks, int64_t H, const float *v0, int64_t vs,
                                        int64_t Hv, int64_t j, int64_t n) {
     for (int t = 0; t < 8 && j + ATTN_PF_KEYS + t < n; t++)
@@ -1061,11 +1064,9 @@ ATTN_AVX2_INLINE void attn_dec_rows_r(const int R, const int KT, const int VC, c
 }
 
 /* Two to four decode rows: four keys and four column vectors at a time up
- * to three rows (AVX2's sixteen registers), two of each for four. One core,
- * caches from memory, 512 keys a head (a scratch harness, best of 5): four
- * query heads a key/value head 14.5 us in one pass against 19.3 in pairs,
- * three 13.4 against 15.3; four keys and columns at a time for four rows
- * with AVX-512VL's 32 registers was slower (16.3). */
+ * to three rows (AVX2's sixteen registers), two of each for four (with
+ * AVX-512VL's 32 registers four of each was tried for four rows: no
+ * faster). */
 ATTN_AVX2 static void attn_dec_rows_avx2(const llm_attn_row *rows, int R) {
     switch (R) {
     case 4: attn_dec_rows_r(4, 2, 2, rows); break;

@@ -1067,12 +1067,11 @@ VNNI_INLINE void q4v_tile(const int MR, const bool ZP, const llm_mnb4_args *g, c
 #define Q4P_KB 64   /* blocks of a panel decoded at a time (40 KiB on the stack) */
 #define Q4P_MC 64   /* rows per pass of a deeper panel (their accumulators: 16 KiB) */
 /* The next panel's B, scales and zero points are fetched into L2, not L1,
- * while this one is decoded. On an AMD EPYC (Zen 4) VM, 16 rows, K 576 x
- * N 1536, 64 weight sets from memory, one core: 85 GMAC/s into L1, 107
- * into L2, 120 with the weights in cache (a scratch harness outside the
- * tree); SmolLM2's 16-row step 20.7 -> 16.1 ms (`snug bench --slots 16`,
- * builds alternated, medians of 5). Why L1 is slower is not measured (no
- * counters on that VM); two panels ahead is no faster. */
+ * while this one is decoded: on an AMD EPYC (Zen 4) VM a 16-slot SmolLM2
+ * step's MatMulNBits took 16.0, 16.4, 21.3 ms with _MM_HINT_T0 and 11.8,
+ * 13.6, 14.8 with this (`snug bench --slots 16 --prompt 40 --gen 64 --ops`,
+ * builds b0a5035 and 215aefe alternated; nothing else in MatMulNBits
+ * changed between them). Two panels ahead was no faster. */
 #define Q4P_PF_HINT _MM_HINT_T1
 
 /* x[e] element i <- x[i] element e: a transpose of 16 x 16 32-bit elements. */
