@@ -720,6 +720,23 @@ static void test_mnb8(void) {
  * packed, float or absent) and the [K, nb] panel dequantization, on odd
  * sizes: block counts, column counts not a multiple of the 4-column tiles,
  * M = 1, 2, 3, blocks of 16, 32, 64, K not a multiple of 32. */
+/* Each of g's rows alone (llm_mnb4_fast1_cols, columns split at split)
+ * against its row of y (the many-row result): the same bits. */
+static void mnb4_rows_alone(const llm_mnb4_args *g, const char *rows, size_t rb, const float *y, float *y1,
+                            int64_t split, const char *what) {
+    for (int64_t m = 0; m < g->M; m++) {
+        llm_mnb4_args g1 = *g;
+        g1.M = 1, g1.rows = rows + (size_t)m * rb, g1.y = y1;
+        llm_mnb4_fast1_cols(&g1, 0, split);
+        llm_mnb4_fast1_cols(&g1, split, g->N);
+        if (memcmp(y1, y + m * g->N, sizeof(float) * (size_t)g->N)) {
+            fprintf(stderr, "FAIL mnb4 K %lld N %lld zp %d bias %d row %lld: %s\n", (long long)(g->kb * 32),
+                    (long long)g->N, g->zp != NULL, g->bias != NULL, (long long)m, what);
+            g_fail = 1;
+        }
+    }
+}
+
 /* The AVX-512 VNNI kernels in snug's own order (llm_mnb4_fast1_cols one
  * row, llm_mnb4_fastm_cols many): against the float64 value of the same
  * int8 x int4 product (each block's integer dot exact, times sa_b sb_b,
@@ -732,7 +749,11 @@ static void test_mnb8(void) {
  * with and without zero points and bias, columns in two ranges, in quads
  * and panels of sixteen with a short one, 3 rows (column quads decoded in
  * registers), 6, 13 and 70 (panels of sixteen columns decoded once for
- * tiles of four rows, 64 rows a pass past 64 blocks). */
+ * tiles of four rows, 64 rows a pass past 64 blocks). B in panels of
+ * sixteen columns (llm_mnb4_p16_pack, scales and zero points inside: the
+ * originals handed to the kernels are poisoned) gives the same bits with
+ * the many-row kernel, three rows, each row alone and the scalar form, its
+ * columns split at a panel and off one. */
 static void test_mnb4_fast1(void) {
     /* without VNNI the scalar form of both is what is checked */
     static const int64_t Ks[] = {32, 64, 96, 100, 160, 576, 2048, 2144, 3100, 6200, 8224};
@@ -789,17 +810,57 @@ static void test_mnb4_fast1(void) {
                     g_fail = 1;
                 }
                 free(yr);
-                for (int64_t m = 0; m < M; m++) {
-                    llm_mnb4_args g1 = g;
-                    g1.M = 1, g1.rows = row + (size_t)m * rb, g1.y = y1;
-                    llm_mnb4_fast1_cols(&g1, 0, split);
-                    llm_mnb4_fast1_cols(&g1, split, N);
-                    if (memcmp(y1, y + m * N, sizeof(float) * (size_t)N)) {
-                        fprintf(stderr, "FAIL mnb4 K %lld N %lld zp %d bias %d row %lld: fast1 and fastm differ\n",
-                                (long long)K, (long long)N, zpon, biason, (long long)m);
+                /* B in panels of sixteen columns: the same bits for every row count (split at a
+                 * panel, and one that is not: its head columns by the scalar form) */
+                {
+                    uint8_t *bp = malloc(llm_mnb4_p16_bytes(N, kb, zpon));
+                    float *yp = malloc(sizeof(float) * (size_t)(M * N));
+                    llm_mnb4_p16_pack(b, sb, zpon ? zp : NULL, zs, N, kb, bp, NULL, NULL);
+                    llm_mnb4_args gp = g;
+                    /* the panels hold the scales and zero points: nothing else is read */
+                    float *sb_gone = malloc(sizeof(float) * (size_t)(N * kb));
+                    uint8_t *zp_gone = malloc((size_t)(N * zs));
+                    for (int64_t i = 0; i < N * kb; i++)
+                        sb_gone[i] = NAN;
+                    memset(zp_gone, 0x77, (size_t)(N * zs));
+                    gp.b = bp, gp.tiled = LLM_MNB4_P16, gp.y = yp, gp.sb = sb_gone, gp.zp = zpon ? zp_gone : NULL;
+                    int64_t ps = N > 16 ? 16 : split;
+                    for (int pass = 0; pass < 3; pass++) {
+                        memset(yp, 0, sizeof(float) * (size_t)(M * N));
+                        int64_t cut = pass == 2 ? split : ps;
+                        if (pass == 1) { /* a few rows: each block decoded in registers */
+                            llm_mnb4_args g3 = gp;
+                            g3.M = sn_imin(M, 3);
+                            llm_mnb4_fastm_cols(&g3, 0, cut);
+                            llm_mnb4_fastm_cols(&g3, cut, N);
+                            if (memcmp(yp, y, sizeof(float) * (size_t)(g3.M * N))) {
+                                fprintf(stderr, "FAIL mnb4 P16 K %lld N %lld zp %d bias %d: %lld rows differ\n",
+                                        (long long)K, (long long)N, zpon, biason, (long long)g3.M);
+                                g_fail = 1;
+                            }
+                            continue;
+                        }
+                        llm_mnb4_fastm_cols(&gp, 0, cut);
+                        llm_mnb4_fastm_cols(&gp, cut, N);
+                        if (memcmp(yp, y, sizeof(float) * (size_t)(M * N))) {
+                            fprintf(stderr, "FAIL mnb4 P16 K %lld N %lld zp %d bias %d M %lld split %lld: fastm "
+                                    "differs from B as it is\n", (long long)K, (long long)N, zpon, biason, (long long)M,
+                                    (long long)cut);
+                            g_fail = 1;
+                        }
+                    }
+                    mnb4_rows_alone(&gp, row, rb, y, y1, ps, "P16: fast1 differs");
+                    llm_mnb4_args gr2 = gp; /* the scalar form reads the panels too */
+                    gr2.y = yp;
+                    llm_mnb4_fast_ref_cols(&gr2, 0, N);
+                    if (memcmp(yp, y, sizeof(float) * (size_t)(M * N))) {
+                        fprintf(stderr, "FAIL mnb4 P16 K %lld N %lld: the scalar form differs\n", (long long)K,
+                                (long long)N);
                         g_fail = 1;
                     }
+                    free(bp), free(yp), free(sb_gone), free(zp_gone);
                 }
+                mnb4_rows_alone(&g, row, rb, y, y1, split, "fast1 and fastm differ");
                 for (int64_t mn = 0; mn < M * N; mn++) {
                     int64_t m = mn / N, n = mn % N;
                     double want = biason ? bias[n] : 0, mag = fabs(want);

@@ -160,8 +160,28 @@ typedef struct llm_mnb4_args {
     const float *bias;  /* [N] or NULL */
     float *y;           /* [M, ldy] */
     int64_t ldy;
-    int tiled;          /* b is llm_mnb4_tile's layout, not [N, kb, 16] */
+    int tiled;          /* b's layout: [N, kb, 16] (0), llm_mnb4_tile's (1), LLM_MNB4_P16 */
 } llm_mnb4_args;
+/* B in panels of sixteen columns for the VNNI kernels (llm_mnb4_fast1_cols,
+ * llm_mnb4_fastm_cols; column ranges then start at a multiple of 16), with
+ * the scales and zero points: per panel kb blocks of
+ * llm_mnb4_p16_block(has_zp) bytes: four vectors of 64 bytes, vector j
+ * holding unit j (bytes 4 j .. 4 j + 3) of the block's 16 bytes of each of
+ * the panel's columns (column c at 4 c); the 16 columns' scales (floats);
+ * with zero points 16 - z of each column (a byte each). Columns past N are
+ * zero (z 16). The kernels read no other copy of B, the scales or the zero
+ * points (sb and zp of llm_mnb4_args are then not read; zp non-NULL says
+ * that there are zero points): one ascending stream a panel, decoded by two
+ * nibble masks a vector, no transposes. Every row count reads it with the
+ * panel kernel (up to four rows decoding each block in registers), so every
+ * row keeps its bits whatever the rows beside it. */
+#define LLM_MNB4_P16 2
+static inline size_t llm_mnb4_p16_block(bool has_zp) { return has_zp ? 336 : 320; }
+size_t llm_mnb4_p16_bytes(int64_t N, int64_t kb, bool has_zp);
+/* done(ctx, p, n) after each panel with each source range it took (its
+ * columns' bytes of b, of sb, of zp): not read again. */
+void llm_mnb4_p16_pack(const uint8_t *b, const float *sb, const uint8_t *zp, int64_t zp_stride, int64_t N, int64_t kb,
+                       uint8_t *dst, void (*done)(void *ctx, const void *p, size_t n), void *ctx);
 /* One row (M = 1, a ROWS_Q4 row) against untiled B in the fastest order the
  * CPU has (AVX-512 VNNI), not ONNX Runtime's (issue #22's accuracy rule,
  * docs/accuracy.md): each block's integer dot, its zero point taken off,

@@ -32,6 +32,7 @@
  * slower; docs/accuracy.md).
  * Non-float32 tensors are staged to float32 in the workspace. */
 #include <string.h>
+#include <unistd.h>
 
 #include "ops/gemm.h"
 #include "ops/llm/kernels.h"
@@ -58,16 +59,20 @@ typedef struct mnb_geom {
 /* prepare's state: its presence is the verdict on the int8 path (ORT
  * quantizes A only when B is a constant it can prepack, and otherwise
  * computes accuracy_level 4 in float); in plans that serve many runs the
- * 4-bit int8 path's B is also kept in llm_mnb4_tile's layout (decode reads
- * it in one ascending run), which replaces the original. */
+ * 4-bit int8 path's B is also kept in another layout, which replaces the
+ * original: with AVX-512 VNNI in panels of sixteen columns (LLM_MNB4_P16:
+ * the kernels' decode without transposes, one ascending stream a panel),
+ * else in llm_mnb4_tile's (the ORT-order decode reads it in one ascending
+ * run). */
 typedef struct mnb_state {
     uint8_t *tiled; /* sn_pages_reserve'd, or NULL */
     size_t bytes;
+    int layout;     /* llm_mnb4_args.tiled of tiled */
 } mnb_state;
 
 /* The state of a constant B kept as it is (no allocation: the Level-1
  * estimate prepares every node at every bounded run). */
-static const mnb_state mnb_const_b = {NULL, 0};
+static const mnb_state mnb_const_b = {NULL, 0, 0};
 
 void llm_mnb_free(void *state) {
     mnb_state *st = state;
@@ -249,28 +254,82 @@ static int mnb_ws_bytes(const sn_node *node, int n_in, const sn_tensor *const *i
 
 size_t llm_mnb_estimate(const sn_infer_ctx *c) { return llm_estimate_with(c, mnb_ws_bytes); }
 
+/* llm_mnb4_p16_pack's parts: B's count toward the panels' pages
+ * (sn_rebuild_part); the scales and zero points go back page by page as
+ * they are taken (a panel's share is less than a page: each release hands
+ * back the whole pages since the last one), so that neither they nor an
+ * aligned copy of them stays beside the panels while the rest is packed. */
+typedef struct p16_rebuild {
+    sn_rebuild r;
+    const uint8_t *lo[2]; /* the scales' and zero points' first byte not handed back */
+} p16_rebuild;
+
+static void p16_part(void *arg, const void *p, size_t n) {
+    p16_rebuild *pr = arg;
+    const sn_prep_ctx *c = pr->r.c;
+    const uint8_t *q = p, *b = c->in[1]->data;
+    if (q >= b && q < b + sn_tensor_nbytes(c->in[1])) {
+        sn_rebuild_part(&pr->r, p, n);
+        return;
+    }
+    int k = q >= (const uint8_t *)c->in[2]->data && q < (const uint8_t *)c->in[2]->data + sn_tensor_nbytes(c->in[2])
+                ? 0 : 1;
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uint8_t *lo = pr->lo[k] ? pr->lo[k] : q, *end = (const uint8_t *)((uintptr_t)(q + n) & ~(pg - 1));
+    if (end > lo && c->release) {
+        c->release(c->release_ctx, lo, (size_t)(end - lo));
+        lo = end;
+    }
+    pr->lo[k] = lo;
+}
+
 int llm_mnb_prepare(sn_prep_ctx *c) {
     mnb_geom g;
     bool b_const = c->in[1]->data != NULL;
     SN_TRY(mnb_geom_of(c->node, c->n_in, c->in, true, b_const, &g, c->err));
     c->state = b_const ? (void *)&mnb_const_b : NULL;
     mnb_state *st;
-    sn_rebuild r;
-    /* tiles serve the ORT-order decode kernel; the VNNI one reads B as it is */
-    bool tile = b_const && g.ort4 && c->long_lived && !(c->streamed & (1u << 1)) && !g.empty && g.kb <= LLM_MNB4_TILE_MAX_KB &&
-                !llm_mnb4_fast1_available();
-    if (tile && c->dry) {
-        c->state_bytes = llm_mnb4_tiled_bytes(g.N, g.kb); /* the tiles would replace B */
-        c->replaces = 1u << 1;
-    } else if (tile && (st = sn_calloc(1, sizeof *st))) { /* without memory: the original layout, as is */
+    p16_rebuild pr = {0};
+    sn_rebuild *rp = &pr.r;
+    /* panels serve the VNNI kernels, tiles the ORT-order decode kernel */
+    bool relay = b_const && g.ort4 && c->long_lived && !(c->streamed & (1u << 1)) && !g.empty;
+    /* the panels hold the scales and zero points too: those constant and not streamed */
+    bool has_zp = g.zp_kind == 1;
+    uint32_t p16_in = (1u << 1) | (1u << 2) | (has_zp ? 1u << 3 : 0);
+    bool p16 = relay && llm_mnb4_fast1_available() && !(c->streamed & p16_in) && c->in[2]->data &&
+               c->in[2]->dtype == SN_F32 && (!has_zp || c->in[3]->data);
+    bool tile = relay && !p16 && g.kb <= LLM_MNB4_TILE_MAX_KB;
+    size_t bytes = p16 ? llm_mnb4_p16_bytes(g.N, g.kb, has_zp) : tile ? llm_mnb4_tiled_bytes(g.N, g.kb) : 0;
+    if ((p16 || tile) && c->dry) {
+        /* they would replace B (and the panels the scales and zero points), in whole pages */
+        c->state_bytes = p16 ? sn_pages_size(bytes) : bytes;
+        c->replaces = p16 ? p16_in : 1u << 1;
+    } else if ((p16 || tile) && (st = sn_calloc(1, sizeof *st))) { /* without memory: the original layout, as is */
         size_t src = (size_t)(g.N * g.kb * 16);
-        if (!sn_rebuild_begin(&r, c, llm_mnb4_tiled_bytes(g.N, g.kb), src)) {
+        if (!sn_rebuild_begin(rp, c, bytes, src)) {
             sn_free(st);
         } else {
-            llm_mnb4_tile(c->in[1]->data, g.N, g.kb, r.block, sn_rebuild_part, &r);
-            sn_rebuild_end(&r, c, 1); /* run reads the tiles only */
-            st->tiled = r.block;
-            st->bytes = r.bytes;
+            if (p16) {
+                llm_mnb4_p16_pack(c->in[1]->data, c->in[2]->data, has_zp ? c->in[3]->data : NULL,
+                                  (g.kb + 1) / 2, g.N, g.kb, rp->block, p16_part, &pr);
+                if (c->release) /* the tails */
+                    for (int k = 0; k < (has_zp ? 2 : 1); k++) {
+                        const sn_tensor *t = c->in[2 + k];
+                        const uint8_t *e = (const uint8_t *)t->data + sn_tensor_nbytes(t);
+                        if (pr.lo[k] && e > pr.lo[k])
+                            c->release(c->release_ctx, pr.lo[k], (size_t)(e - pr.lo[k]));
+                    }
+            } else {
+                llm_mnb4_tile(c->in[1]->data, g.N, g.kb, rp->block, sn_rebuild_part, rp);
+            }
+            sn_rebuild_end(rp, c, 1); /* run reads the new layout only */
+            if (p16) {
+                c->replaces = p16_in;
+                c->state_bytes = sn_pages_size(bytes); /* what its pages hold */
+            }
+            st->tiled = rp->block;
+            st->bytes = rp->bytes;
+            st->layout = p16 ? LLM_MNB4_P16 : 1;
             c->state = st;
         }
     }
@@ -590,14 +649,14 @@ static int mnb_begin(sn_kctx *c, mnb_call *k) {
                                .zp_stride = j.zp_stride, .bias = bias, .y = y, .ldy = g.N};
         if (st && st->tiled) {
             j.q4.b = st->tiled;
-            j.q4.tiled = 1;
+            j.q4.tiled = st->layout;
         }
         j.q4_cols = llm_mnb4_cols;
         j.q4_kind = llm_mnb4_row_kind(g.M, j.q4.zp != NULL);
-        if (!j.q4.tiled && llm_mnb4_fast1_available()) { /* B untiled: prepare chose so */
+        if (j.q4.tiled != 1 && llm_mnb4_fast1_available()) { /* as it is, or in panels: prepare chose so */
             j.q4_cols = g.M == 1 ? llm_mnb4_fast1_cols : llm_mnb4_fastm_cols;
             j.q4_kind = LLM_MNB4_ROWS_Q4; /* both: one row gives the same bits in either */
-            j.q4_unit = llm_mnb4_fastm_unit(g.M, MNB4_GROUP);
+            j.q4_unit = j.q4.tiled == LLM_MNB4_P16 ? 16 : llm_mnb4_fastm_unit(g.M, MNB4_GROUP);
         }
         k->cols = mnb4_cols_task;
     } else if (g.ort8) {

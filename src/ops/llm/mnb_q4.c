@@ -65,11 +65,14 @@ static mnb4_layout mnb4_layout_of(int64_t kb) {
  * four blocks, 192 bytes: the codes (128, q4_place), sa_b (4 floats), -8 x
  * each block's code sum (4 int32: what the default zero point takes off,
  * where a kernel's integer sums start), each block's code sum (4 int32:
- * times -z_b with zero points given in the model), 16 bytes of padding. */
+ * times -z_b with zero points given in the model), -16 x the code sum (4
+ * int32: where the panel kernel's sums start with zero points, its codes
+ * offset by 16 - z_b). */
 #define Q4_GROUP_BYTES 192
 #define Q4_SA 128
 #define Q4_T8 144
 #define Q4_AS 160
+#define Q4_T16 176
 static size_t q4_row_bytes(int64_t kb) { return (size_t)((kb + 3) / 4) * Q4_GROUP_BYTES; }
 
 size_t llm_mnb4_row_bytes(int64_t kb) {
@@ -279,6 +282,72 @@ void llm_mnb4_tile(const uint8_t *b, int64_t N, int64_t kb, uint8_t *dst,
     }
 }
 
+size_t llm_mnb4_p16_bytes(int64_t N, int64_t kb, bool has_zp) {
+    return (size_t)((N + 15) / 16) * (size_t)kb * llm_mnb4_p16_block(has_zp);
+}
+
+/* Block b of the panel of column n in B in panels. */
+static inline const uint8_t *p16_at(const llm_mnb4_args *g, int64_t n, int64_t b) {
+    return g->b + ((size_t)(n / 16) * (size_t)g->kb + (size_t)b) * llm_mnb4_p16_block(g->zp != NULL);
+}
+
+/* Unit j (bytes 4 j .. 4 j + 3) of block b of column n, in either layout. */
+static inline const uint8_t *q4_unit(const llm_mnb4_args *g, int64_t n, int64_t b, int j) {
+    if (g->tiled == LLM_MNB4_P16)
+        return p16_at(g, n, b) + 64 * j + 4 * (n % 16);
+    return g->b + ((size_t)n * (size_t)g->kb + (size_t)b) * 16 + 4 * j;
+}
+
+/* Block b's scale and zero point of column n, in either layout. */
+static inline float q4_sb(const llm_mnb4_args *g, int64_t n, int64_t b) {
+    float v;
+    if (g->tiled != LLM_MNB4_P16)
+        return g->sb[n * g->kb + b];
+    memcpy(&v, p16_at(g, n, b) + 256 + 4 * (n % 16), 4);
+    return v;
+}
+static inline int q4_z(const llm_mnb4_args *g, int64_t n, int64_t b) {
+    if (!g->zp)
+        return 8;
+    if (g->tiled == LLM_MNB4_P16)
+        return 16 - p16_at(g, n, b)[320 + n % 16];
+    return (g->zp[n * g->zp_stride + (b >> 1)] >> ((b & 1) * 4)) & 15;
+}
+
+static bool p16_pack_vnni(const uint8_t *b, const float *sb, int64_t N, int64_t kb, int64_t n, uint8_t *p, size_t bs);
+
+void llm_mnb4_p16_pack(const uint8_t *b, const float *sb, const uint8_t *zp, int64_t zp_stride, int64_t N, int64_t kb,
+                       uint8_t *dst, void (*done)(void *ctx, const void *p, size_t n), void *ctx) {
+    const size_t bs = llm_mnb4_p16_block(zp != NULL);
+    for (int64_t n = 0; n < N; n += 16) {
+        int64_t w = sn_imin(16, N - n);
+        uint8_t *p = dst + (size_t)(n / 16) * (size_t)kb * bs;
+        memset(p, 0, (size_t)kb * bs);
+        for (int64_t blk = 0; blk < kb && zp; blk++)
+            for (int64_t c = 0; c < 16; c++)
+                p[(size_t)blk * bs + 320 + c] = c < w ? (uint8_t)(16 - ((zp[(n + c) * zp_stride + (blk >> 1)] >>
+                                                                         ((blk & 1) * 4)) & 15))
+                                                      : 16;
+        if (w == 16 && p16_pack_vnni(b, sb, N, kb, n, p, bs))
+            goto packed;
+        for (int64_t blk = 0; blk < kb; blk++) {
+            uint8_t *d = p + (size_t)blk * bs;
+            for (int64_t c = 0; c < w; c++) {
+                for (int j = 0; j < 4; j++)
+                    memcpy(d + 64 * j + 4 * c, b + ((n + c) * kb + blk) * 16 + 4 * j, 4);
+                memcpy(d + 256 + 4 * c, sb + (n + c) * kb + blk, 4);
+            }
+        }
+    packed:
+        if (done) {
+            done(ctx, b + n * kb * 16, (size_t)(w * kb * 16));
+            done(ctx, sb + n * kb, sizeof *sb * (size_t)(w * kb));
+            if (zp)
+                done(ctx, zp + n * zp_stride, (size_t)(w * zp_stride));
+        }
+    }
+}
+
 /* Column n of B as [kb, 16] bytes: in place, or copied out of the tiles
  * into tmp (kb * 16 bytes). */
 static const uint8_t *col_bytes(const llm_mnb4_args *g, int64_t n, uint8_t *tmp) {
@@ -444,6 +513,7 @@ AVX2 static void q4_prep_row_avx2(const float *a, int64_t K, char *row) {
         ((float *)(g + Q4_SA))[h] = s;
         ((int32_t *)(g + Q4_T8))[h] = -8 * sum;
         ((int32_t *)(g + Q4_AS))[h] = sum;
+        ((int32_t *)(g + Q4_T16))[h] = -16 * sum;
     }
 }
 
@@ -1063,7 +1133,7 @@ VNNI_INLINE void q4v_tile(const int MR, const bool ZP, const llm_mnb4_args *g, c
  * MatMulNBits 9.3 -> 7.3 ms (`snug bench --slots 16 --ops`). Panels deeper than Q4P_KB blocks are done Q4P_KB blocks at a
  * time, the rows' accumulators kept between them in a buffer on the stack,
  * Q4P_MC rows at a time. */
-#define Q4P_DEC 640 /* a decoded block of a panel: 8 nibble vectors, sb, -z */
+#define Q4P_DEC 640 /* a decoded block of a panel: 8 code vectors, sb, 16 - z in each byte of a lane */
 #define Q4P_KB 64   /* blocks of a panel decoded at a time (40 KiB on the stack) */
 #define Q4P_MC 64   /* rows per pass of a deeper panel (their accumulators: 16 KiB) */
 /* The next panel's B, scales and zero points are fetched into L2, not L1,
@@ -1075,6 +1145,32 @@ VNNI_INLINE void q4v_tile(const int MR, const bool ZP, const llm_mnb4_args *g, c
 #define Q4P_PF_HINT _MM_HINT_T1
 
 /* x[e] element i <- x[i] element e: a transpose of 16 x 16 32-bit elements. */
+VNNI_INLINE void tr16(__m512i x[16]);
+/* A full panel (16 columns at n) of codes and scales into p (llm_mnb4_p16_pack). */
+VNNI static void p16_pack_panel(const uint8_t *b, const float *sb, int64_t kb, int64_t n, uint8_t *p, size_t bs) {
+    for (int64_t blk = 0; blk < kb; blk += 4) {
+        const int rb = (int)sn_imin(4, kb - blk);
+        const __mmask64 m = rb == 4 ? ~(__mmask64)0 : (((__mmask64)1 << (16 * rb)) - 1);
+        __m512i X[16];
+        _Pragma("GCC unroll 16") for (int c = 0; c < 16; c++)
+            X[c] = _mm512_maskz_loadu_epi8(m, b + ((size_t)(n + c) * (size_t)kb + (size_t)blk) * 16);
+        tr16(X); /* X[4 h + j]: unit j of block blk + h, lane c */
+        for (int h = 0; h < rb; h++)
+            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)
+                _mm512_storeu_si512(p + (size_t)(blk + h) * bs + 64 * j, X[4 * h + j]);
+    }
+    for (int64_t blk = 0; blk < kb; blk += 16) {
+        const int rb = (int)sn_imin(16, kb - blk);
+        const __mmask16 m = (__mmask16)((1u << rb) - 1);
+        __m512i S[16];
+        _Pragma("GCC unroll 16") for (int c = 0; c < 16; c++)
+            S[c] = _mm512_castps_si512(_mm512_maskz_loadu_ps(m, sb + (n + c) * kb + blk));
+        tr16(S);
+        for (int h = 0; h < rb; h++)
+            _mm512_storeu_si512(p + (size_t)(blk + h) * bs + 256, S[h]);
+    }
+}
+
 VNNI_INLINE void tr16(__m512i x[16]) {
     __m512i t[16];
     _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) {
@@ -1100,40 +1196,53 @@ VNNI_INLINE void tr16(__m512i x[16]) {
         x[i] = t[i];
 }
 
+/* llm_mnb4_p16_pack's codes and scales of a whole panel (at n) by the
+ * decode's transposes: the packing of a model's weights at load is then a
+ * fraction of its scalar time. False without VNNI (the caller packs). */
+static bool p16_pack_vnni(const uint8_t *b, const float *sb, int64_t N, int64_t kb, int64_t n, uint8_t *p, size_t bs) {
+    (void)N;
+    if (!llm_mnb4_fast1_available())
+        return false;
+    p16_pack_panel(b, sb, kb, n, p, bs);
+    return true;
+}
+
+/* The codes' offset 16 - z of a block in panels: the byte of lane c in its four. */
+VNNI_INLINE __m512i p16_off(const uint8_t *blk) {
+    return _mm512_mullo_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(blk + 320))),
+                              _mm512_set1_epi32(0x01010101));
+}
+
 /* Blocks [b0, b1) of the panel of columns n .. n + nc - 1 (nc <= 16; the
- * others zero) into dec (b0 a multiple of 16): per four blocks each
- * column's 64 bytes, per sixteen its scales and zero points, transposed;
- * the next panel's B and sb fetched meanwhile. Masked loads only for a
+ * others zero) into dec (b0 a multiple of 16): per sixteen blocks each
+ * column's scales and zero points, per four its 64 bytes of codes (plus
+ * 16 - z with zero points), transposed; the next panel's B and sb fetched
+ * meanwhile. Masked loads only for a
  * short last group (one that crosses a line or a page is slow). */
 VNNI static void q4p_decode(const llm_mnb4_args *g, int64_t n, int nc, int64_t b0, int64_t b1, char *dec) {
     const int64_t kb = g->kb;
     const __m512i m0f = _mm512_set1_epi8(15);
     const int pfc = (int)sn_imin(16, g->N - (n + 16)); /* columns of the next panel */
-    for (int64_t b = b0; b < b1; b += 4) {
-        const int rb = (int)sn_imin(4, b1 - b);
-        const __mmask64 m = rb == 4 ? ~(__mmask64)0 : (((__mmask64)1 << (16 * rb)) - 1);
-        for (int c = 0; c < pfc; c++) /* each of the next panel's columns, a line a group */
-            _mm_prefetch((const char *)(g->b + ((size_t)(n + 16 + c) * (size_t)kb + (size_t)b) * 16), Q4P_PF_HINT);
-        if (((b - b0) & 15) == 0)
-            for (int c = 0; c < pfc; c++) {
-                _mm_prefetch((const char *)(g->sb + (n + 16 + c) * kb + b), Q4P_PF_HINT);
-                if (g->zp)
-                    _mm_prefetch((const char *)(g->zp + (n + 16 + c) * g->zp_stride + b / 2), Q4P_PF_HINT);
-            }
-        __m512i X[16];
-        _Pragma("GCC unroll 16") for (int c = 0; c < 16; c++) {
-            const uint8_t *col = g->b + ((size_t)(n + c) * (size_t)kb + (size_t)b) * 16;
-            X[c] = c >= nc ? _mm512_setzero_si512() : rb == 4 ? _mm512_loadu_si512(col) : _mm512_maskz_loadu_epi8(m, col);
-        }
-        tr16(X); /* X[4 h + j]: unit j of block b + h, lane c */
-        for (int h = 0; h < rb; h++) {
-            char *d = dec + (size_t)(b + h - b0) * Q4P_DEC;
+    if (g->tiled == LLM_MNB4_P16) { /* B in panels: as the transposes below leave it */
+        const size_t bs = llm_mnb4_p16_block(g->zp != NULL);
+        const uint8_t *pan = p16_at(g, n, 0);
+        for (int64_t b = b0; b < b1; b++) {
+            const uint8_t *src = pan + (size_t)b * bs;
+            if (pfc > 0) /* the next panel's block b */
+                for (size_t i = 0; i < bs; i += 64)
+                    _mm_prefetch((const char *)(src + (size_t)kb * bs + i), Q4P_PF_HINT);
+            char *d = dec + (size_t)(b - b0) * Q4P_DEC;
+            const __m512i off = g->zp ? p16_off(src) : _mm512_setzero_si512();
             _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
-                _mm512_store_si512(d + 128 * j, _mm512_and_si512(X[4 * h + j], m0f));
-                _mm512_store_si512(d + 128 * j + 64, _mm512_and_si512(_mm512_srli_epi16(X[4 * h + j], 4), m0f));
+                const __m512i x = _mm512_loadu_si512(src + 64 * j);
+                _mm512_store_si512(d + 128 * j, _mm512_add_epi8(_mm512_and_si512(x, m0f), off));
+                _mm512_store_si512(d + 128 * j + 64, _mm512_add_epi8(_mm512_and_si512(_mm512_srli_epi16(x, 4), m0f), off));
             }
+            _mm512_store_si512(d + 512, _mm512_loadu_si512(src + 256));
         }
+        return;
     }
+    /* scales and zero points first: the codes are offset by the zero points */
     for (int64_t b = b0; b < b1; b += 16) {
         const int rb = (int)sn_imin(16, b1 - b);
         const __mmask16 m = (__mmask16)((1u << rb) - 1);
@@ -1160,41 +1269,89 @@ VNNI static void q4p_decode(const llm_mnb4_args *g, int64_t n, int nc, int64_t b
             const uint8_t *z = g->zp + (n + c) * g->zp_stride + b / 2;
             __m128i x = nz == 8 ? _mm_loadl_epi64((const __m128i *)z) : _mm_maskz_loadu_epi8(mz, z);
             __m128i zz = _mm_unpacklo_epi8(_mm_and_si128(x, f), _mm_and_si128(_mm_srli_epi16(x, 4), f));
-            S[c] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_cvtepu8_epi32(zz));
+            S[c] = _mm512_cvtepu8_epi32(zz);
         }
-        tr16(S);
+        tr16(S); /* S[h]: z of block b + h, lane c; 16 - z in each of the lane's bytes */
+        const __m512i k16 = _mm512_set1_epi32(16), rep4 = _mm512_set1_epi32(0x01010101);
         for (int h = 0; h < rb; h++)
-            _mm512_store_si512(dec + (size_t)(b + h - b0) * Q4P_DEC + 576, S[h]);
+            _mm512_store_si512(dec + (size_t)(b + h - b0) * Q4P_DEC + 576,
+                               _mm512_mullo_epi32(_mm512_sub_epi32(k16, S[h]), rep4));
+    }
+    for (int64_t b = b0; b < b1; b += 4) {
+        const int rb = (int)sn_imin(4, b1 - b);
+        const __mmask64 m = rb == 4 ? ~(__mmask64)0 : (((__mmask64)1 << (16 * rb)) - 1);
+        for (int c = 0; c < pfc; c++) /* each of the next panel's columns, a line a group */
+            _mm_prefetch((const char *)(g->b + ((size_t)(n + 16 + c) * (size_t)kb + (size_t)b) * 16), Q4P_PF_HINT);
+        if (((b - b0) & 15) == 0)
+            for (int c = 0; c < pfc; c++) {
+                _mm_prefetch((const char *)(g->sb + (n + 16 + c) * kb + b), Q4P_PF_HINT);
+                if (g->zp)
+                    _mm_prefetch((const char *)(g->zp + (n + 16 + c) * g->zp_stride + b / 2), Q4P_PF_HINT);
+            }
+        __m512i X[16];
+        _Pragma("GCC unroll 16") for (int c = 0; c < 16; c++) {
+            const uint8_t *col = g->b + ((size_t)(n + c) * (size_t)kb + (size_t)b) * 16;
+            X[c] = c >= nc ? _mm512_setzero_si512() : rb == 4 ? _mm512_loadu_si512(col) : _mm512_maskz_loadu_epi8(m, col);
+        }
+        tr16(X); /* X[4 h + j]: unit j of block b + h, lane c */
+        for (int h = 0; h < rb; h++) {
+            char *d = dec + (size_t)(b + h - b0) * Q4P_DEC;
+            const __m512i off = g->zp ? _mm512_load_si512(d + 576) : _mm512_setzero_si512();
+            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+                _mm512_store_si512(d + 128 * j, _mm512_add_epi8(_mm512_and_si512(X[4 * h + j], m0f), off));
+                _mm512_store_si512(d + 128 * j + 64,
+                                   _mm512_add_epi8(_mm512_and_si512(_mm512_srli_epi16(X[4 * h + j], 4), m0f), off));
+            }
+        }
     }
 }
 
-/* Block 4 gi + h (decoded at d) for MR rows: acc[r][h] += float(s) x (sa x sb). */
+/* Block 4 gi + h (decoded at d, or with src, B in panels, decoded here) for
+ * MR rows: acc[r][h] += float(s) x (sa x sb). The rows' products go
+ * interleaved (each unit of B against every row, two chains a row), so
+ * that consecutive vpdpbusd do not wait on each other (each row's chain in
+ * turn was latency-bound; one chain a row is slower still). */
 VNNI_INLINE void q4p_blk(const int MR, const int h, const bool ZP, const char *rows, size_t rst, int64_t gi,
-                         const char *d, __m512 acc[Q4V_MR][4]) {
-    __m512i W[8];
-    _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++)
-        W[i] = _mm512_load_si512(d + 64 * i);
-    const __m512 sb = _mm512_load_ps((const float *)(d + 512));
-    const __m512i zn = ZP ? _mm512_load_si512(d + 576) : _mm512_setzero_si512();
+                         const char *d, const uint8_t *src, __m512 acc[Q4V_MR][4]) {
+    __m512i s[Q4V_MR], t[Q4V_MR];
+    const char *grp[Q4V_MR];
     _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++) {
-        const char *grp = rows + (size_t)r * rst + (size_t)gi * Q4_GROUP_BYTES;
-        __m512i s = ZP ? _mm512_mullo_epi32(zn, _mm512_set1_epi32(*(const int32_t *)(grp + Q4_AS + 4 * h)))
-                       : _mm512_set1_epi32(*(const int32_t *)(grp + Q4_T8 + 4 * h));
-        __m512i t = _mm512_setzero_si512(); /* two chains: the integer sum is exact in any order */
-        _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
-            s = _mm512_dpbusd_epi32(s, W[2 * j], _mm512_set1_epi32(*(const int32_t *)(grp + 32 * j + 4 * h)));
-            t = _mm512_dpbusd_epi32(t, W[2 * j + 1], _mm512_set1_epi32(*(const int32_t *)(grp + 32 * j + 16 + 4 * h)));
+        grp[r] = rows + (size_t)r * rst + (size_t)gi * Q4_GROUP_BYTES;
+        /* with zero points the codes are offset by 16 - z (0..31, no sign), so the sum starts at
+         * -16 x the row's code sum: the same integer as -z x the code sum plus the codes' products */
+        s[r] = _mm512_set1_epi32(*(const int32_t *)(grp[r] + (ZP ? Q4_T16 : Q4_T8) + 4 * h));
+        t[r] = _mm512_setzero_si512(); /* the integer sum is exact in any order */
+    }
+    const __m512i m0f = _mm512_set1_epi8(15), off = ZP && src ? p16_off(src) : _mm512_setzero_si512();
+    _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+        __m512i w0, w1;
+        if (src) { /* few rows: the block's codes from B in panels, in registers (q4p_decode's) */
+            const __m512i x = _mm512_loadu_si512(src + 64 * j);
+            w0 = _mm512_add_epi8(_mm512_and_si512(x, m0f), off);
+            w1 = _mm512_add_epi8(_mm512_and_si512(_mm512_srli_epi16(x, 4), m0f), off);
+        } else {
+            w0 = _mm512_load_si512(d + 128 * j);
+            w1 = _mm512_load_si512(d + 128 * j + 64);
         }
-        __m512 scale = _mm512_mul_ps(_mm512_set1_ps(*(const float *)(grp + Q4_SA + 4 * h)), sb);
-        acc[r][h] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s, t)), scale, acc[r][h]);
+        _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++) {
+            s[r] = _mm512_dpbusd_epi32(s[r], w0, _mm512_set1_epi32(*(const int32_t *)(grp[r] + 32 * j + 4 * h)));
+            t[r] = _mm512_dpbusd_epi32(t[r], w1, _mm512_set1_epi32(*(const int32_t *)(grp[r] + 32 * j + 16 + 4 * h)));
+        }
+    }
+    const __m512 sb = src ? _mm512_loadu_ps((const float *)(src + 256)) : _mm512_load_ps((const float *)(d + 512));
+    _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++) {
+        __m512 scale = _mm512_mul_ps(_mm512_set1_ps(*(const float *)(grp[r] + Q4_SA + 4 * h)), sb);
+        acc[r][h] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s[r], t[r])), scale, acc[r][h]);
     }
 }
 
 /* MR rows x blocks [b0, b1) of the panel at n (b0 a multiple of 4; dec
  * holds them from b0). The accumulators start from zero (b0 = 0) or from
  * ab, and go back to ab (b1 < kb) or, summed, plus the bias, into y. */
-VNNI_INLINE void q4p_tile(const int MR, const bool ZP, const llm_mnb4_args *g, const char *rows, size_t rst,
-                          int64_t n, int nc, int64_t b0, int64_t b1, const char *dec, float *ab, float *y) {
+VNNI_INLINE void q4p_tile(const int MR, const bool ZP, const bool DIRECT, const llm_mnb4_args *g, const char *rows,
+                          size_t rst, int64_t n, int nc, int64_t b0, int64_t b1, const char *dec, const uint8_t *pan,
+                          float *ab, float *y) {
+    const size_t bs = llm_mnb4_p16_block(ZP);
     __m512 acc[Q4V_MR][4];
     _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++)
         _Pragma("GCC unroll 4") for (int h = 0; h < 4; h++)
@@ -1202,19 +1359,19 @@ VNNI_INLINE void q4p_tile(const int MR, const bool ZP, const llm_mnb4_args *g, c
     int64_t gi = b0 / 4;
     for (; 4 * gi + 4 <= b1; gi++) {
         const char *d = dec + (size_t)(4 * gi - b0) * Q4P_DEC;
-        q4p_blk(MR, 0, ZP, rows, rst, gi, d, acc);
-        q4p_blk(MR, 1, ZP, rows, rst, gi, d + Q4P_DEC, acc);
-        q4p_blk(MR, 2, ZP, rows, rst, gi, d + 2 * Q4P_DEC, acc);
-        q4p_blk(MR, 3, ZP, rows, rst, gi, d + 3 * Q4P_DEC, acc);
+        q4p_blk(MR, 0, ZP, rows, rst, gi, d, DIRECT ? pan + (size_t)(4 * gi + 0) * bs : NULL, acc);
+        q4p_blk(MR, 1, ZP, rows, rst, gi, d + Q4P_DEC, DIRECT ? pan + (size_t)(4 * gi + 1) * bs : NULL, acc);
+        q4p_blk(MR, 2, ZP, rows, rst, gi, d + 2 * Q4P_DEC, DIRECT ? pan + (size_t)(4 * gi + 2) * bs : NULL, acc);
+        q4p_blk(MR, 3, ZP, rows, rst, gi, d + 3 * Q4P_DEC, DIRECT ? pan + (size_t)(4 * gi + 3) * bs : NULL, acc);
     }
     const int rem = (int)(b1 - 4 * gi); /* a short last group: its missing blocks add nothing */
     const char *d = dec + (size_t)(4 * gi - b0) * Q4P_DEC;
     if (rem > 0)
-        q4p_blk(MR, 0, ZP, rows, rst, gi, d, acc);
+        q4p_blk(MR, 0, ZP, rows, rst, gi, d, DIRECT ? pan + (size_t)(4 * gi + 0) * bs : NULL, acc);
     if (rem > 1)
-        q4p_blk(MR, 1, ZP, rows, rst, gi, d + Q4P_DEC, acc);
+        q4p_blk(MR, 1, ZP, rows, rst, gi, d + Q4P_DEC, DIRECT ? pan + (size_t)(4 * gi + 1) * bs : NULL, acc);
     if (rem > 2)
-        q4p_blk(MR, 2, ZP, rows, rst, gi, d + 2 * Q4P_DEC, acc);
+        q4p_blk(MR, 2, ZP, rows, rst, gi, d + 2 * Q4P_DEC, DIRECT ? pan + (size_t)(4 * gi + 2) * bs : NULL, acc);
     if (b1 < g->kb) {
         _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++)
             _Pragma("GCC unroll 4") for (int h = 0; h < 4; h++)
@@ -1231,26 +1388,42 @@ VNNI_INLINE void q4p_tile(const int MR, const bool ZP, const llm_mnb4_args *g, c
     }
 }
 
+static void q4_own_order_ref(const llm_mnb4_args *g, int64_t n0, int64_t n1);
+
 VNNI static void mnb4_q4p_vnni(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
     const size_t rst = llm_mnb4_row_bytes(g->kb);
-    const bool zp = g->zp != NULL;
+    const bool zp = g->zp != NULL, p16 = g->tiled == LLM_MNB4_P16;
+    /* B in panels: up to four rows decode each block in registers; more share a decoded panel */
+    const bool direct = p16 && g->M <= Q4V_MR;
+    if (p16 && n0 % 16) { /* ranges start at a panel (the executor's units are 16 columns) */
+        const int64_t e = sn_imin(n1, (n0 / 16 + 1) * 16);
+        q4_own_order_ref(g, n0, e);
+        n0 = e;
+    }
     const int64_t mstep = g->kb > Q4P_KB ? Q4P_MC : g->M;
     _Alignas(64) char dec[Q4P_KB * Q4P_DEC];
     _Alignas(64) float ab[Q4P_MC * 64];
     for (int64_t n = n0; n < n1; n += 16) {
         const int nc = (int)sn_imin(16, n1 - n);
+        const uint8_t *pan = p16 ? p16_at(g, n, 0) : NULL;
         for (int64_t m0 = 0; m0 < g->M; m0 += mstep) {
             const int64_t m1 = sn_imin(g->M, m0 + mstep);
             for (int64_t b0 = 0; b0 < g->kb; b0 += Q4P_KB) {
                 const int64_t b1 = sn_imin(g->kb, b0 + Q4P_KB);
-                q4p_decode(g, n, nc, b0, b1, dec);
+                if (!direct) /* up to four rows decode each block in registers */
+                    q4p_decode(g, n, nc, b0, b1, dec);
                 for (int64_t m = m0; m < m1; m += Q4V_MR) {
                     const int mr = (int)sn_imin(Q4V_MR, m1 - m);
                     const char *rows = (const char *)g->rows + (size_t)m * rst;
                     float *a = ab + 64 * (m - m0), *y = g->y + m * g->ldy + n;
-#define PT(R, Z) q4p_tile(R, Z, g, rows, rst, n, nc, b0, b1, dec, a, y)
-                    TILE_CALL(PT, mr, zp);
+#define PT(R, Z) q4p_tile(R, Z, false, g, rows, rst, n, nc, b0, b1, dec, NULL, a, y)
+#define PTD(R, Z) q4p_tile(R, Z, true, g, rows, rst, n, nc, b0, b1, dec, pan, a, y)
+                    if (direct)
+                        TILE_CALL(PTD, mr, zp);
+                    else
+                        TILE_CALL(PT, mr, zp);
 #undef PT
+#undef PTD
                 }
             }
         }
@@ -1259,7 +1432,7 @@ VNNI static void mnb4_q4p_vnni(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
 
 /* Up to four rows from registers; more in panels (mnb4_q4p_vnni). */
 VNNI static void mnb4_q4v_vnni(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
-    if (g->M > Q4V_MR) {
+    if (g->M > Q4V_MR || g->tiled == LLM_MNB4_P16) {
         mnb4_q4p_vnni(g, n0, n1);
         return;
     }
@@ -1393,6 +1566,11 @@ VNNI static void mnb4_q4s_vnni(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
     }
 }
 
+#else
+static bool p16_pack_vnni(const uint8_t *b, const float *sb, int64_t N, int64_t kb, int64_t n, uint8_t *p, size_t bs) {
+    (void)b, (void)sb, (void)N, (void)kb, (void)n, (void)p, (void)bs;
+    return false;
+}
 #endif
 
 bool llm_mnb4_fast1_available(void) {
@@ -1415,8 +1593,6 @@ static void q4_own_order_ref(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
     for (int64_t m = 0; m < g->M; m++) {
         const char *row = (const char *)g->rows + (size_t)m * rst;
         for (int64_t n = n0; n < n1; n++) {
-            const uint8_t *bcol = g->b + (size_t)n * (size_t)kb * 16;
-            const uint8_t *zp = g->zp ? g->zp + n * g->zp_stride : NULL;
             float acc[4] = {0, 0, 0, 0};
             for (int64_t gi = 0; gi < ng; gi++) {
                 const char *grp = row + (size_t)gi * Q4_GROUP_BYTES;
@@ -1425,13 +1601,14 @@ static void q4_own_order_ref(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
                     int32_t s = 0;
                     float sbv = 0;
                     if (b < kb) {
-                        int z = zp4(zp, b);
+                        int z = q4_z(g, n, b);
                         for (int k = 0; k < 32; k++) {
                             int j = k / 8, i = (k % 8) / 2;
                             int q = ((const int8_t *)grp)[32 * j + 16 * (k & 1) + 4 * h + i];
-                            s += q * (code4(bcol, b, k) - z);
+                            int code = (q4_unit(g, n, b, k / 8)[(k % 8) / 2] >> ((k & 1) * 4)) & 15;
+                            s += q * (code - z);
                         }
-                        sbv = g->sb[n * kb + b];
+                        sbv = q4_sb(g, n, b);
                     }
                     float sa = ((const float *)(grp + Q4_SA))[h];
                     acc[h] = fmaf((float)s, sa * sbv, acc[h]);
@@ -1448,7 +1625,10 @@ void llm_mnb4_fast_ref_cols(const llm_mnb4_args *g, int64_t n0, int64_t n1) { q4
 void llm_mnb4_fast1_cols(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
 #ifdef MNB4_FAST1
     if (llm_mnb4_fast1_available()) {
-        mnb4_q4s_vnni(g, n0, n1);
+        if (g->tiled == LLM_MNB4_P16)
+            mnb4_q4p_vnni(g, n0, n1);
+        else
+            mnb4_q4s_vnni(g, n0, n1);
         return;
     }
 #endif
@@ -1489,6 +1669,7 @@ static void q4_place(char *row, int64_t b, const int8_t nat[32], float sa) {
     ((float *)(grp + Q4_SA))[h] = sa;
     ((int32_t *)(grp + Q4_T8))[h] = -8 * sum;
     ((int32_t *)(grp + Q4_AS))[h] = sum;
+    ((int32_t *)(grp + Q4_T16))[h] = -16 * sum;
 }
 
 static void q4_prep_row(const float *a, int64_t K, char *row) {
