@@ -93,13 +93,18 @@ typedef struct sn_rebuild {
     size_t bytes;     /* of the block */
     size_t src_bytes; /* of the source */
     size_t src_done, committed;
+    const uint8_t *lo; /* the source's first byte not handed back (NULL: none yet) */
 } sn_rebuild;
+/* Hands back [*lo, p + n) of an ascending source in whole pages (all of it
+ * when last) and moves *lo (NULL at first: p) past what went back: parts
+ * smaller than a page still go back, page by page, and none twice. */
+void sn_rebuild_release(const sn_prep_ctx *c, const uint8_t **lo, const void *p, size_t n, bool last);
 /* Reserves the block; false without memory (then nothing to undo). */
 bool sn_rebuild_begin(sn_rebuild *r, const sn_prep_ctx *c, size_t bytes, size_t src_bytes);
 /* Source bytes [p, p + n) consumed (a packing routine's done callback). */
 void sn_rebuild_part(void *r, const void *p, size_t n);
 /* The block written: counts the rest and declares it as the state that
- * replaces input `input` (state_bytes, replaces). */
+ * replaces input `input` (state_bytes: the whole pages it holds; replaces). */
 void sn_rebuild_end(sn_rebuild *r, sn_prep_ctx *c, int input);
 
 typedef struct sn_kctx {

@@ -722,7 +722,7 @@ static void test_mnb8(void) {
  * M = 1, 2, 3, blocks of 16, 32, 64, K not a multiple of 32. */
 /* Each of g's rows alone (llm_mnb4_fast1_cols, columns split at split)
  * against its row of y (the many-row result): the same bits. */
-static void mnb4_rows_alone(const llm_mnb4_args *g, const char *rows, size_t rb, const float *y, float *y1,
+static void mnb4_rows_alone(const llm_mnb4_args *g, int64_t K, const char *rows, size_t rb, const float *y, float *y1,
                             int64_t split, const char *what) {
     for (int64_t m = 0; m < g->M; m++) {
         llm_mnb4_args g1 = *g;
@@ -730,7 +730,7 @@ static void mnb4_rows_alone(const llm_mnb4_args *g, const char *rows, size_t rb,
         llm_mnb4_fast1_cols(&g1, 0, split);
         llm_mnb4_fast1_cols(&g1, split, g->N);
         if (memcmp(y1, y + m * g->N, sizeof(float) * (size_t)g->N)) {
-            fprintf(stderr, "FAIL mnb4 K %lld N %lld zp %d bias %d row %lld: %s\n", (long long)(g->kb * 32),
+            fprintf(stderr, "FAIL mnb4 K %lld N %lld zp %d bias %d row %lld: %s\n", (long long)K,
                     (long long)g->N, g->zp != NULL, g->bias != NULL, (long long)m, what);
             g_fail = 1;
         }
@@ -849,7 +849,7 @@ static void test_mnb4_fast1(void) {
                             g_fail = 1;
                         }
                     }
-                    mnb4_rows_alone(&gp, row, rb, y, y1, ps, "P16: fast1 differs");
+                    mnb4_rows_alone(&gp, K, row, rb, y, y1, ps, "P16: fast1 differs");
                     llm_mnb4_args gr2 = gp; /* the scalar form reads the panels too */
                     gr2.y = yp;
                     llm_mnb4_fast_ref_cols(&gr2, 0, N);
@@ -860,7 +860,7 @@ static void test_mnb4_fast1(void) {
                     }
                     free(bp), free(yp), free(sb_gone), free(zp_gone);
                 }
-                mnb4_rows_alone(&g, row, rb, y, y1, split, "fast1 and fastm differ");
+                mnb4_rows_alone(&g, K, row, rb, y, y1, split, "fast1 and fastm differ");
                 for (int64_t mn = 0; mn < M * N; mn++) {
                     int64_t m = mn / N, n = mn % N;
                     double want = biason ? bias[n] : 0, mag = fabs(want);

@@ -186,7 +186,7 @@ int la_matmul_prepare(sn_prep_ctx *c) {
     if (mm_fold_batch(&p) && mm_prepack_worth(c, &p, c->in[1], M)) {
         size_t nb = sn_sgemm_pack_b_bytes(SN_GEMM_ISA_BEST, p.N, p.K);
         if (c->dry) { /* what the packed copy would hold, and that it replaces B */
-            c->state_bytes = nb;
+            c->state_bytes = sn_pages_size(nb); /* in whole pages (sn_rebuild_end) */
             c->replaces = 1u << 1;
             return SNUG_OK;
         }

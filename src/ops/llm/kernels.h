@@ -160,8 +160,9 @@ typedef struct llm_mnb4_args {
     const float *bias;  /* [N] or NULL */
     float *y;           /* [M, ldy] */
     int64_t ldy;
-    int tiled;          /* b's layout: [N, kb, 16] (0), llm_mnb4_tile's (1), LLM_MNB4_P16 */
+    int tiled;          /* b's layout: [N, kb, 16] (0), LLM_MNB4_TILED, LLM_MNB4_P16 */
 } llm_mnb4_args;
+#define LLM_MNB4_TILED 1 /* llm_mnb4_tile's */
 /* B in panels of sixteen columns for the VNNI kernels (llm_mnb4_fast1_cols,
  * llm_mnb4_fastm_cols; column ranges then start at a multiple of 16), with
  * the scales and zero points: per panel kb blocks of

@@ -32,7 +32,6 @@
  * slower; docs/accuracy.md).
  * Non-float32 tensors are staged to float32 in the workspace. */
 #include <string.h>
-#include <unistd.h>
 
 #include "ops/gemm.h"
 #include "ops/llm/kernels.h"
@@ -255,10 +254,9 @@ static int mnb_ws_bytes(const sn_node *node, int n_in, const sn_tensor *const *i
 size_t llm_mnb_estimate(const sn_infer_ctx *c) { return llm_estimate_with(c, mnb_ws_bytes); }
 
 /* llm_mnb4_p16_pack's parts: B's count toward the panels' pages
- * (sn_rebuild_part); the scales and zero points go back page by page as
- * they are taken (a panel's share is less than a page: each release hands
- * back the whole pages since the last one), so that neither they nor an
- * aligned copy of them stays beside the panels while the rest is packed. */
+ * (sn_rebuild_part); the scales and zero points go back as they are taken,
+ * page by page (sn_rebuild_release), so that neither they nor an aligned
+ * copy of them stays beside the panels while the rest is packed. */
 typedef struct p16_rebuild {
     sn_rebuild r;
     const uint8_t *lo[2]; /* the scales' and zero points' first byte not handed back */
@@ -267,20 +265,19 @@ typedef struct p16_rebuild {
 static void p16_part(void *arg, const void *p, size_t n) {
     p16_rebuild *pr = arg;
     const sn_prep_ctx *c = pr->r.c;
-    const uint8_t *q = p, *b = c->in[1]->data;
-    if (q >= b && q < b + sn_tensor_nbytes(c->in[1])) {
-        sn_rebuild_part(&pr->r, p, n);
+    const uint8_t *q = p;
+    for (int k = 1; k <= 3 && k < c->n_in; k++) {
+        if (!c->in[k] || !c->in[k]->data)
+            continue;
+        const uint8_t *t = c->in[k]->data, *e = t + sn_tensor_nbytes(c->in[k]);
+        if (q < t || q >= e)
+            continue;
+        if (k == 1)
+            sn_rebuild_part(&pr->r, p, n);
+        else
+            sn_rebuild_release(c, &pr->lo[k - 2], p, n, q + n == e);
         return;
     }
-    int k = q >= (const uint8_t *)c->in[2]->data && q < (const uint8_t *)c->in[2]->data + sn_tensor_nbytes(c->in[2])
-                ? 0 : 1;
-    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
-    const uint8_t *lo = pr->lo[k] ? pr->lo[k] : q, *end = (const uint8_t *)((uintptr_t)(q + n) & ~(pg - 1));
-    if (end > lo && c->release) {
-        c->release(c->release_ctx, lo, (size_t)(end - lo));
-        lo = end;
-    }
-    pr->lo[k] = lo;
 }
 
 int llm_mnb_prepare(sn_prep_ctx *c) {
@@ -302,34 +299,24 @@ int llm_mnb_prepare(sn_prep_ctx *c) {
     size_t bytes = p16 ? llm_mnb4_p16_bytes(g.N, g.kb, has_zp) : tile ? llm_mnb4_tiled_bytes(g.N, g.kb) : 0;
     if ((p16 || tile) && c->dry) {
         /* they would replace B (and the panels the scales and zero points), in whole pages */
-        c->state_bytes = p16 ? sn_pages_size(bytes) : bytes;
+        c->state_bytes = sn_pages_size(bytes);
         c->replaces = p16 ? p16_in : 1u << 1;
     } else if ((p16 || tile) && (st = sn_calloc(1, sizeof *st))) { /* without memory: the original layout, as is */
         size_t src = (size_t)(g.N * g.kb * 16);
         if (!sn_rebuild_begin(rp, c, bytes, src)) {
             sn_free(st);
         } else {
-            if (p16) {
+            if (p16)
                 llm_mnb4_p16_pack(c->in[1]->data, c->in[2]->data, has_zp ? c->in[3]->data : NULL,
                                   (g.kb + 1) / 2, g.N, g.kb, rp->block, p16_part, &pr);
-                if (c->release) /* the tails */
-                    for (int k = 0; k < (has_zp ? 2 : 1); k++) {
-                        const sn_tensor *t = c->in[2 + k];
-                        const uint8_t *e = (const uint8_t *)t->data + sn_tensor_nbytes(t);
-                        if (pr.lo[k] && e > pr.lo[k])
-                            c->release(c->release_ctx, pr.lo[k], (size_t)(e - pr.lo[k]));
-                    }
-            } else {
+            else
                 llm_mnb4_tile(c->in[1]->data, g.N, g.kb, rp->block, sn_rebuild_part, rp);
-            }
             sn_rebuild_end(rp, c, 1); /* run reads the new layout only */
-            if (p16) {
+            if (p16)
                 c->replaces = p16_in;
-                c->state_bytes = sn_pages_size(bytes); /* what its pages hold */
-            }
             st->tiled = rp->block;
             st->bytes = rp->bytes;
-            st->layout = p16 ? LLM_MNB4_P16 : 1;
+            st->layout = p16 ? LLM_MNB4_P16 : LLM_MNB4_TILED;
             c->state = st;
         }
     }
@@ -653,7 +640,7 @@ static int mnb_begin(sn_kctx *c, mnb_call *k) {
         }
         j.q4_cols = llm_mnb4_cols;
         j.q4_kind = llm_mnb4_row_kind(g.M, j.q4.zp != NULL);
-        if (j.q4.tiled != 1 && llm_mnb4_fast1_available()) { /* as it is, or in panels: prepare chose so */
+        if (j.q4.tiled != LLM_MNB4_TILED && llm_mnb4_fast1_available()) { /* as it is, or in panels: prepare chose so */
             j.q4_cols = g.M == 1 ? llm_mnb4_fast1_cols : llm_mnb4_fastm_cols;
             j.q4_kind = LLM_MNB4_ROWS_Q4; /* both: one row gives the same bits in either */
             j.q4_unit = j.q4.tiled == LLM_MNB4_P16 ? 16 : llm_mnb4_fastm_unit(g.M, MNB4_GROUP);

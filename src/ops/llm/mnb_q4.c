@@ -1147,27 +1147,45 @@ VNNI_INLINE void q4v_tile(const int MR, const bool ZP, const llm_mnb4_args *g, c
 /* x[e] element i <- x[i] element e: a transpose of 16 x 16 32-bit elements. */
 VNNI_INLINE void tr16(__m512i x[16]);
 /* A full panel (16 columns at n) of codes and scales into p (llm_mnb4_p16_pack). */
+/* B's blocks blk .. blk + rb - 1 (rb <= 4) of the 16 columns at n (those
+ * from nc on zero), transposed: X[4 h + j] unit j of block blk + h, lane c
+ * column n + c. Masked loads only for a short group (one that crosses a
+ * line or a page is slow). */
+VNNI_INLINE void tr_codes(const uint8_t *b, int64_t kb, int64_t n, int nc, int64_t blk, int rb, __m512i X[16]) {
+    const __mmask64 m = rb == 4 ? ~(__mmask64)0 : (((__mmask64)1 << (16 * rb)) - 1);
+    _Pragma("GCC unroll 16") for (int c = 0; c < 16; c++) {
+        const uint8_t *col = b + ((size_t)(n + c) * (size_t)kb + (size_t)blk) * 16;
+        X[c] = c >= nc ? _mm512_setzero_si512() : rb == 4 ? _mm512_loadu_si512(col) : _mm512_maskz_loadu_epi8(m, col);
+    }
+    tr16(X);
+}
+
+/* The scales of blocks blk .. blk + rb - 1 (rb <= 16), the same way: S[h]
+ * block blk + h, lane c. */
+VNNI_INLINE void tr_scales(const float *sb, int64_t kb, int64_t n, int nc, int64_t blk, int rb, __m512i S[16]) {
+    const __mmask16 m = (__mmask16)((1u << rb) - 1);
+    _Pragma("GCC unroll 16") for (int c = 0; c < 16; c++) {
+        const float *sc = sb + (n + c) * kb + blk;
+        S[c] = c >= nc ? _mm512_setzero_si512()
+                       : _mm512_castps_si512(rb == 16 ? _mm512_loadu_ps(sc) : _mm512_maskz_loadu_ps(m, sc));
+    }
+    tr16(S);
+}
+
 VNNI static void p16_pack_panel(const uint8_t *b, const float *sb, int64_t kb, int64_t n, uint8_t *p, size_t bs) {
+    __m512i X[16];
     for (int64_t blk = 0; blk < kb; blk += 4) {
         const int rb = (int)sn_imin(4, kb - blk);
-        const __mmask64 m = rb == 4 ? ~(__mmask64)0 : (((__mmask64)1 << (16 * rb)) - 1);
-        __m512i X[16];
-        _Pragma("GCC unroll 16") for (int c = 0; c < 16; c++)
-            X[c] = _mm512_maskz_loadu_epi8(m, b + ((size_t)(n + c) * (size_t)kb + (size_t)blk) * 16);
-        tr16(X); /* X[4 h + j]: unit j of block blk + h, lane c */
+        tr_codes(b, kb, n, 16, blk, rb, X);
         for (int h = 0; h < rb; h++)
             _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)
                 _mm512_storeu_si512(p + (size_t)(blk + h) * bs + 64 * j, X[4 * h + j]);
     }
     for (int64_t blk = 0; blk < kb; blk += 16) {
         const int rb = (int)sn_imin(16, kb - blk);
-        const __mmask16 m = (__mmask16)((1u << rb) - 1);
-        __m512i S[16];
-        _Pragma("GCC unroll 16") for (int c = 0; c < 16; c++)
-            S[c] = _mm512_castps_si512(_mm512_maskz_loadu_ps(m, sb + (n + c) * kb + blk));
-        tr16(S);
+        tr_scales(sb, kb, n, 16, blk, rb, X);
         for (int h = 0; h < rb; h++)
-            _mm512_storeu_si512(p + (size_t)(blk + h) * bs + 256, S[h]);
+            _mm512_storeu_si512(p + (size_t)(blk + h) * bs + 256, X[h]);
     }
 }
 
@@ -1216,9 +1234,9 @@ VNNI_INLINE __m512i p16_off(const uint8_t *blk) {
 /* Blocks [b0, b1) of the panel of columns n .. n + nc - 1 (nc <= 16; the
  * others zero) into dec (b0 a multiple of 16): per sixteen blocks each
  * column's scales and zero points, per four its 64 bytes of codes (plus
- * 16 - z with zero points), transposed; the next panel's B and sb fetched
- * meanwhile. Masked loads only for a
- * short last group (one that crosses a line or a page is slow). */
+ * 16 - z with zero points), transposed (tr_scales, tr_codes); the next
+ * panel's B and sb fetched meanwhile. B in panels: each block's codes and
+ * scales as they lie, no transposes. */
 VNNI static void q4p_decode(const llm_mnb4_args *g, int64_t n, int nc, int64_t b0, int64_t b1, char *dec) {
     const int64_t kb = g->kb;
     const __m512i m0f = _mm512_set1_epi8(15);
@@ -1245,14 +1263,8 @@ VNNI static void q4p_decode(const llm_mnb4_args *g, int64_t n, int nc, int64_t b
     /* scales and zero points first: the codes are offset by the zero points */
     for (int64_t b = b0; b < b1; b += 16) {
         const int rb = (int)sn_imin(16, b1 - b);
-        const __mmask16 m = (__mmask16)((1u << rb) - 1);
         __m512i S[16];
-        _Pragma("GCC unroll 16") for (int c = 0; c < 16; c++) {
-            const float *sc = g->sb + (n + c) * kb + b;
-            S[c] = c >= nc ? _mm512_setzero_si512()
-                           : _mm512_castps_si512(rb == 16 ? _mm512_loadu_ps(sc) : _mm512_maskz_loadu_ps(m, sc));
-        }
-        tr16(S); /* S[h]: sb of block b + h, lane c */
+        tr_scales(g->sb, kb, n, nc, b, rb, S); /* S[h]: sb of block b + h, lane c */
         for (int h = 0; h < rb; h++)
             _mm512_store_si512(dec + (size_t)(b + h - b0) * Q4P_DEC + 512, S[h]);
         if (!g->zp)
@@ -1279,7 +1291,6 @@ VNNI static void q4p_decode(const llm_mnb4_args *g, int64_t n, int nc, int64_t b
     }
     for (int64_t b = b0; b < b1; b += 4) {
         const int rb = (int)sn_imin(4, b1 - b);
-        const __mmask64 m = rb == 4 ? ~(__mmask64)0 : (((__mmask64)1 << (16 * rb)) - 1);
         for (int c = 0; c < pfc; c++) /* each of the next panel's columns, a line a group */
             _mm_prefetch((const char *)(g->b + ((size_t)(n + 16 + c) * (size_t)kb + (size_t)b) * 16), Q4P_PF_HINT);
         if (((b - b0) & 15) == 0)
@@ -1289,11 +1300,7 @@ VNNI static void q4p_decode(const llm_mnb4_args *g, int64_t n, int nc, int64_t b
                     _mm_prefetch((const char *)(g->zp + (n + 16 + c) * g->zp_stride + b / 2), Q4P_PF_HINT);
             }
         __m512i X[16];
-        _Pragma("GCC unroll 16") for (int c = 0; c < 16; c++) {
-            const uint8_t *col = g->b + ((size_t)(n + c) * (size_t)kb + (size_t)b) * 16;
-            X[c] = c >= nc ? _mm512_setzero_si512() : rb == 4 ? _mm512_loadu_si512(col) : _mm512_maskz_loadu_epi8(m, col);
-        }
-        tr16(X); /* X[4 h + j]: unit j of block b + h, lane c */
+        tr_codes(g->b, kb, n, nc, b, rb, X); /* X[4 h + j]: unit j of block b + h, lane c */
         for (int h = 0; h < rb; h++) {
             char *d = dec + (size_t)(b + h - b0) * Q4P_DEC;
             const __m512i off = g->zp ? _mm512_load_si512(d + 576) : _mm512_setzero_si512();

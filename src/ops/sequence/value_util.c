@@ -1,4 +1,5 @@
 #include <string.h>
+#include <unistd.h>
 
 #include "ops/sequence/value_util.h"
 
@@ -140,8 +141,18 @@ void sn_rebuild_part(void *arg, const void *p, size_t n) {
         sn_pages_commit(upto - r->committed);
         r->committed = upto;
     }
-    if (r->c->release)
-        r->c->release(r->c->release_ctx, p, n);
+    sn_rebuild_release(r->c, &r->lo, p, n, r->src_done >= r->src_bytes);
+}
+
+void sn_rebuild_release(const sn_prep_ctx *c, const uint8_t **lo, const void *p, size_t n, bool last) {
+    const uint8_t *from = *lo ? *lo : p, *end = (const uint8_t *)p + n;
+    if (!last)
+        end = (const uint8_t *)((uintptr_t)end & ~((uintptr_t)sysconf(_SC_PAGESIZE) - 1));
+    if (end > from && c->release) {
+        c->release(c->release_ctx, from, (size_t)(end - from));
+        from = end;
+    }
+    *lo = from;
 }
 
 void sn_rebuild_end(sn_rebuild *r, sn_prep_ctx *c, int input) {
@@ -149,6 +160,6 @@ void sn_rebuild_end(sn_rebuild *r, sn_prep_ctx *c, int input) {
     if (total > r->committed)
         sn_pages_commit(total - r->committed);
     r->committed = total;
-    c->state_bytes = r->bytes;
+    c->state_bytes = total;
     c->replaces = 1u << input;
 }
