@@ -138,12 +138,12 @@ static void ew_unary_range(void *arg, int64_t begin, int64_t end) {
 }
 
 void ew_unary_run(sn_pool *pool, ew_ukern k, const ew_args *a, void *o, size_t osz,
-                  const void *x, size_t xsz, int64_t n) {
+                  const void *x, size_t xsz, int64_t n, int64_t grain) {
     if (n <= 0)
         return;
     ew_ujob j = {k, a, o, x, osz, xsz};
-    if (pool && n >= 2 * EW_GRAIN)
-        sn_pool_for(pool, n, EW_GRAIN, ew_unary_range, &j);
+    if (pool && n >= 2 * grain)
+        sn_pool_for(pool, n, grain, ew_unary_range, &j);
     else
         ew_unary_range(&j, 0, n);
 }

@@ -12,6 +12,10 @@
 #define EW_CHUNK 256
 /* Elements below which work is not split over the thread pool. */
 #define EW_GRAIN ((int64_t)1 << 15)
+/* The same for kernels that spend tens of operations an element (a
+ * transcendental or rational function): a decode step's Sigmoid over
+ * 16 x 1536 values is worth splitting, an Add of as many is not. */
+#define EW_GRAIN_MATH ((int64_t)1 << 12)
 
 /* Parameters kernels read; filled from attributes/inputs before a run. */
 typedef struct ew_args {
@@ -48,9 +52,10 @@ void ew_plan_init(ew_plan *p, int out_rank, const int64_t *out_dims, int nin,
  * give the byte strides of output and inputs. */
 void ew_plan_run(const ew_plan *p, sn_pool *pool, ew_kern k, const ew_args *a,
                  void *o, size_t osz, const void *const *in, const size_t *isz);
-/* Runs a unary kernel over n contiguous elements, split over pool. */
+/* Runs a unary kernel over n contiguous elements, split over pool in
+ * chunks of at least grain (EW_GRAIN, EW_GRAIN_MATH). */
 void ew_unary_run(sn_pool *pool, ew_ukern k, const ew_args *a, void *o, size_t osz,
-                  const void *x, size_t xsz, int64_t n);
+                  const void *x, size_t xsz, int64_t n, int64_t grain);
 
 /* 16-bit and 8-bit floats: computed in float32 chunks (sn_ld_f32, sn_st_f32). */
 static inline bool ew_is_half(sn_dtype t) {
