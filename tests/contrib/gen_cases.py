@@ -557,6 +557,21 @@ def gelus(out_dir):
         save(out_dir, name, model, inputs, ["Y"])
 
 
+@case
+def sigmoids(out_dir):
+    # The SiLU gate's Sigmoid (SmolLM2's MLP) at a 16-sequence decode step's
+    # shape and an odd one: past the size where snug splits it over threads
+    # (EW_GRAIN_MATH) and through its AVX-512 copy. ORT computes MLAS's rational
+    # function, as snug does: bit for bit (run.sh), the special values included.
+    for name, shape in [("sigmoid_exact_16x1536", (16, 1536)), ("sigmoid_exact_13x1537", (13, 1537))]:
+        r = rng_for(name)
+        x = randn(r, *shape, scale=6.0)
+        x.flat[:9] = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -1e-40, 30.0, -30.0]
+        inputs = [("X", x)]
+        model = make_model(name, "Sigmoid", "", inputs, ["Y"], {})
+        save(out_dir, name, model, inputs, ["Y"])
+
+
 # ----------------------------------------------------------- MultiHeadAttention
 
 

@@ -36,6 +36,10 @@ fi
 # GatherBlockQuantized computes (q - zero_point) * scale in float32 as ONNX
 # Runtime does: its cases (gbq_*) match bit for bit on every machine.
 "$runner" --rtol 0 --atol 0 --filter gbq_ "$out"
+# Sigmoid is MLAS's rational function in both: bit for bit, on one thread and
+# split over two (gen_cases.py sigmoids).
+"$runner" --rtol 0 --atol 0 --filter sigmoid_exact "$out"
+"$runner" --rtol 0 --atol 0 --threads 2 --filter sigmoid_exact "$out"
 # Models snug must refuse (gen_cases.py gbq_errors): snug run fails, with the
 # message in the case's `expect`.
 for e in "$out"/errors/*/; do
