@@ -132,6 +132,7 @@ typedef struct metrics {
     uint64_t chat, complete, prompt_tokens, prefilled_tokens, generated_tokens;
     uint64_t cancelled, timed_out, rejected;
     hist request_s, ttft_s, queue_s;
+    snug_generator_runs runs; /* the generators' model runs, summed (runs_note) */
 } metrics;
 
 /* ---- the server ----------------------------------------------------------- */
@@ -149,6 +150,7 @@ typedef struct server {
     snug_generator **gens;  /* [parallel], or one with parallel slots (batched) */
     bool batched;            /* one generator, its slots decoded together (engine_main) */
     job **slot_jobs;         /* [parallel]: the job on each slot (batched; the engine's own) */
+    snug_generator_runs *runs; /* [parallel]: each generator's model runs as last noted (under mu) */
     pthread_t *workers;
     pthread_mutex_t mu; /* the queue, the slots' state, the metrics */
     pthread_cond_t cv;
@@ -243,6 +245,15 @@ static void slot_prepare(snug_generator *g, int slot, const job *j) {
 
 /* A job's end: the figures first (a client that reads /metrics after its
  * answer sees its request in them), then the answer is done. */
+/* Notes generator k's model runs for /metrics (its own thread, between steps). */
+static void runs_note(int k) {
+    snug_generator_runs r;
+    snug_generator_runs_get(g_srv.gens[k], &r);
+    pthread_mutex_lock(&g_srv.mu);
+    g_srv.runs[k] = r;
+    pthread_mutex_unlock(&g_srv.mu);
+}
+
 static void job_end(job *j, bool ran, int rc, const char *err, const snug_generation *gen) {
     pthread_mutex_lock(&j->mu);
     bool cancelled = j->cancelled, timed_out = j->timed_out;
@@ -295,14 +306,15 @@ static void *worker_main(void *arg) {
         if (run)
             rc = j->kind == JOB_CHAT ? snug_generator_chat(g, j->msgs, j->n_msgs, &j->s, on_text, j, &gen)
                                      : snug_generator_complete(g, j->prompt, &j->s, on_text, j, &gen);
+        runs_note(slot);
         job_end(j, run, rc, snug_generator_error(g), &gen);
     }
 }
 
 /* All slots in one generator (continuous batching): each round takes
  * queued jobs into free slots, then one step runs a prompt chunk of one
- * slot and a token of every slot decoding, in one model run; an answer that
- * ends frees its slot at once. */
+ * slot (a model run of its own) and a token of every slot decoding (one
+ * model run for all); an answer that ends frees its slot at once. */
 static void *engine_main(void *arg) {
     (void)arg;
     snug_generator *g = g_srv.gens[0];
@@ -370,6 +382,7 @@ static void *engine_main(void *arg) {
             continue;
         int fin = 0;
         running = snug_generator_step(g, &fin);
+        runs_note(0);
         for (int k = 0; k < n && fin > 0; k++) {
             if (!at[k] || !snug_generator_slot_done(g, k))
                 continue;
@@ -801,6 +814,12 @@ static char *metrics_text(void) {
     pthread_mutex_lock(&g_srv.mu);
     metrics m = g_srv.m;
     int queued = g_srv.queued, busy = g_srv.busy;
+    snug_generator_runs *t = &m.runs;
+    for (int k = 0; k < g_srv.parallel; k++) {
+        const snug_generator_runs *r = &g_srv.runs[k];
+        t->prefill_runs += r->prefill_runs, t->prefill_rows += r->prefill_rows, t->prefill_s += r->prefill_s;
+        t->decode_runs += r->decode_runs, t->decode_rows += r->decode_rows, t->decode_s += r->decode_s;
+    }
     pthread_mutex_unlock(&g_srv.mu);
     buf_printf(&b, &n, &cap, "# HELP snug_http_responses_total HTTP responses by status code.\n"
                              "# TYPE snug_http_responses_total counter\n");
@@ -834,6 +853,18 @@ static char *metrics_text(void) {
                (unsigned long long)m.cancelled, (unsigned long long)m.timed_out, (unsigned long long)m.prompt_tokens,
                (unsigned long long)m.prefilled_tokens, (unsigned long long)m.generated_tokens, queued, busy,
                g_srv.parallel);
+    buf_printf(&b, &n, &cap,
+               "# HELP snug_model_runs_total Model runs, by kind: a prompt chunk of one slot (prefill), one token of "
+               "every answer under way (decode).\n# TYPE snug_model_runs_total counter\n"
+               "snug_model_runs_total{kind=\"prefill\"} %llu\nsnug_model_runs_total{kind=\"decode\"} %llu\n"
+               "# HELP snug_model_run_tokens_total Tokens those runs computed, by kind (decode over decode runs: the "
+               "mean batch).\n# TYPE snug_model_run_tokens_total counter\n"
+               "snug_model_run_tokens_total{kind=\"prefill\"} %llu\nsnug_model_run_tokens_total{kind=\"decode\"} %llu\n"
+               "# HELP snug_model_run_seconds_total Wall time of those runs, by kind (sampling and streaming the text "
+               "not included).\n# TYPE snug_model_run_seconds_total counter\n"
+               "snug_model_run_seconds_total{kind=\"prefill\"} %.6f\nsnug_model_run_seconds_total{kind=\"decode\"} %.6f\n",
+               (unsigned long long)t->prefill_runs, (unsigned long long)t->decode_runs,
+               (unsigned long long)t->prefill_rows, (unsigned long long)t->decode_rows, t->prefill_s, t->decode_s);
     add_hist(&b, &n, &cap, "snug_request_duration_seconds", "From a request's arrival to its last byte.", &m.request_s);
     add_hist(&b, &n, &cap, "snug_time_to_first_token_seconds", "From a request's arrival to its first token.",
              &m.ttft_s);
@@ -1190,7 +1221,8 @@ int cmd_serve(int argc, char **argv) {
     g_srv.gens = calloc((size_t)parallel, sizeof *g_srv.gens);
     g_srv.workers = calloc((size_t)parallel, sizeof *g_srv.workers);
     g_srv.slot_jobs = calloc((size_t)parallel, sizeof *g_srv.slot_jobs);
-    if (!g_srv.gens || !g_srv.workers || !g_srv.slot_jobs) {
+    g_srv.runs = calloc((size_t)parallel, sizeof *g_srv.runs);
+    if (!g_srv.gens || !g_srv.workers || !g_srv.slot_jobs || !g_srv.runs) {
         fprintf(stderr, "snug serve: out of memory\n");
         return 1;
     }
@@ -1317,6 +1349,7 @@ int cmd_serve(int argc, char **argv) {
     free(g_srv.gens);
     free(g_srv.workers);
     free(g_srv.slot_jobs);
+    free(g_srv.runs);
     if (!status)
         fprintf(stderr, "snug serve: stopped\n");
     return status;

@@ -58,6 +58,7 @@ struct sn_generator {
     gen_seq *seq;           /* owned [n_slots] */
     int rr;                 /* the slot whose prompt the next step prefills first (round robin) */
     int *dslots;            /* owned [n_slots]: a decode step's slots */
+    sn_gen_runs runs;       /* the model runs so far (sn_generator_runs) */
     int64_t *dids;          /* owned [n_slots]: and their ids */
     sn_gen_info info;
     char tpl_err[sizeof(((sn_err *)0)->msg)]; /* why the model's template cannot be rendered, or "" */
@@ -679,7 +680,11 @@ static void seq_prefill(sn_generator *g, int k) {
         q->fed[q->at + i] = q->prompt[q->at + i];
     const float *logits = NULL;
     sn_err e = {0};
+    double t0 = now_s();
     int rc = sn_kvloop_slot_prefill(g->loop, k, q->fed + q->at, last, &logits, &e);
+    g->runs.prefill_runs++;
+    g->runs.prefill_rows += (uint64_t)last;
+    g->runs.prefill_s += now_s() - t0;
     if (rc != SNUG_OK) {
         q->n_fed = q->n_exact = 0; /* the cache is as before this step, but the caller's turn is lost */
         sn_kvloop_slot_reset(g->loop, k);
@@ -735,7 +740,11 @@ int sn_generator_step(sn_generator *g, int *finished) {
     if (n) {
         const float *logits = NULL;
         sn_err e = {0};
+        double t0 = now_s();
         int rc = sn_kvloop_decode_slots(g->loop, n, g->dslots, g->dids, &logits, &e);
+        g->runs.decode_runs++;
+        g->runs.decode_rows += (uint64_t)n;
+        g->runs.decode_s += now_s() - t0;
         for (int i = 0; i < n; i++) {
             int k = g->dslots[i];
             gen_seq *q = &g->seq[k];
@@ -756,6 +765,8 @@ int sn_generator_step(sn_generator *g, int *finished) {
         *finished = done - before;
     return busy;
 }
+
+void sn_generator_runs(const sn_generator *g, sn_gen_runs *out) { *out = g->runs; }
 
 int sn_generator_finish(sn_generator *g, int slot, sn_gen_result *res, sn_err *err) {
     if (slot < 0 || slot >= g->n_slots || g->seq[slot].phase != SEQ_DONE)

@@ -116,7 +116,8 @@ void sn_generator_reset(sn_generator *g);
  * advanced together. sn_generator_start puts an answer on a free slot (the
  * prompt is copied; p's stop strings and user must live until it is
  * finished); each sn_generator_step then runs one prompt chunk of one slot
- * that is prefilling (round robin) and one decode step of every slot that is
+ * that is prefilling (round robin), in a model run of its own
+ * (sn_kvloop_slot_prefill), then one decode step of every slot that is
  * decoding, all of them in one model run (sn_kvloop_decode_slots), calling
  * each answer's cb with its text. A step returns how many answers are still
  * under way and sets *finished (may be NULL) to how many ended in it;
@@ -140,5 +141,13 @@ void sn_generator_slot_keep_exact(sn_generator *g, int slot);
 int sn_generator_pick(const sn_generator *g, const int32_t *ids, size_t n, const int *slots, int n_slots, bool exact,
                       int64_t *reuse);
 int64_t sn_generator_slot_answer_ids(const sn_generator *g, int slot, const int32_t **ids);
+
+/* The model runs a generator made since it was created: prompt chunks and
+ * decode steps, their rows (tokens run) and wall time. */
+typedef struct sn_gen_runs {
+    uint64_t prefill_runs, prefill_rows, decode_runs, decode_rows;
+    double prefill_s, decode_s;
+} sn_gen_runs;
+void sn_generator_runs(const sn_generator *g, sn_gen_runs *out);
 
 #endif

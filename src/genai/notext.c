@@ -57,6 +57,10 @@ void snug_generator_stream_stats(const snug_generator *g, snug_stream_stats *out
     (void)g;
     memset(out, 0, sizeof *out);
 }
+void snug_generator_runs_get(const snug_generator *g, snug_generator_runs *out) {
+    (void)g;
+    memset(out, 0, sizeof *out);
+}
 const snug_session *snug_generator_session(const snug_generator *g) {
     (void)g;
     return NULL;

@@ -379,8 +379,35 @@ def slot_pick(snug, model):
                                             f"{got!r} against {want!r}")
         ts[2].join()
         check(res["long"][0] == 200, f"slot pick: the long answer: {res['long'][0]}")
+        model_runs(srv)
     finally:
         check(srv.stop() == 0, f"slot pick: the server did not exit 0:\n{srv.tail()}")
+
+
+def model_runs(srv):
+    """/metrics' model runs on an idle server, around one answer: its prompt tokens the model ran in
+    prompt-chunk runs, each token after the first from a decode run of its own (one answer under way),
+    and time spent in both."""
+    run = lambda m, what, kind: m.get(f'snug_model_run{what}_total{{kind="{kind}"}}')
+    m0 = srv.metrics()
+    st, _, b = srv.request("POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": "Name a city."}],
+                                                           "max_tokens": 7, "temperature": 0})
+    m1 = srv.metrics()
+    check(st == 200, f"model runs: the answer: {st} {b[:200]!r}")
+    d = lambda what, kind: run(m1, what, kind) - run(m0, what, kind)
+    if any(run(m, w, k) is None for m in (m0, m1) for w in ("s", "_tokens", "_seconds") for k in ("prefill", "decode")):
+        check(False, "model runs: /metrics has no snug_model_runs_total, _run_tokens_total or _run_seconds_total "
+                     "for prefill and decode")
+        return
+    gen = m1["snug_generated_tokens_total"] - m0["snug_generated_tokens_total"]
+    pre = m1["snug_prefilled_tokens_total"] - m0["snug_prefilled_tokens_total"]
+    check(d("s", "prefill") >= 1 and d("_tokens", "prefill") == pre,
+          f"model runs: {d('s', 'prefill')} prefill runs of {d('_tokens', 'prefill')} tokens for {pre} prefilled")
+    check(gen >= 1 and d("s", "decode") == gen - 1 and d("_tokens", "decode") == gen - 1,
+          f"model runs: {d('s', 'decode')} decode runs of {d('_tokens', 'decode')} tokens for {gen} generated "
+          f"(the first from the prompt's run)")
+    check(d("_seconds", "prefill") > 0 and (gen == 1 or d("_seconds", "decode") > 0),
+          f"model runs: {d('_seconds', 'prefill')} s prefilling, {d('_seconds', 'decode')} s decoding")
 
 
 def queue_and_drain(snug, model):
