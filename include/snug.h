@@ -790,9 +790,11 @@ const snug_session *snug_generator_session(const snug_generator *g);
 
 /* Continuous batching (config.slots > 1; docs/serve.md). An answer starts on
  * a free slot; each snug_generator_step then runs one prompt chunk of one
- * slot that is prefilling, in a model run of its own, and one token of every
- * slot that is decoding, in one model run, calling each answer's fn with its
- * text (fn returning
+ * slot that is prefilling and one token of every slot that is decoding, in
+ * one model run where the model allows (GroupQueryAttention, a float32
+ * cache, 4-bit MatMulNBits at accuracy_level 4 on AVX-512 VNNI: packed,
+ * each row with the bits of its own run), else the chunk in a run of its
+ * own first, calling each answer's fn with its text (fn returning
  * nonzero cancels that answer only). A step returns how many answers are
  * still under way (negative: an error) and sets *finished (may be NULL) to
  * how many ended in it; snug_generator_finish collects an ended answer and
@@ -830,15 +832,19 @@ int snug_generator_pick_slot(snug_generator *g, const int *slots, int n_slots, c
 int64_t snug_generator_slot_answer_ids(const snug_generator *g, int slot, const int32_t **ids);
 
 /* The model runs g made since it was created, by kind: a prompt chunk of
- * one slot (prefill), or one token of every answer under way (decode). Rows:
- * the tokens they ran (decode: the answers under way at each step, so
- * decode_rows / decode_runs is the mean batch; a stand-in row of an idle
- * slot is not counted); seconds: their wall time, sampling and the text
- * callbacks not included. Not thread-safe against a step running on g. */
+ * one slot alone (prefill), one token of every answer under way (decode),
+ * or both in one run (packed: where the model allows, a step's chunk runs
+ * beside its decode rows). Rows: the tokens run, a packed run's counted in
+ * prefill_rows and decode_rows (decode: the answers under way at each
+ * step, so decode_rows / (decode_runs + packed_runs) is the mean batch; a
+ * stand-in row of an idle slot is not counted); seconds: their wall time,
+ * sampling and the text callbacks not included. Not thread-safe against a
+ * step running on g. */
 typedef struct snug_generator_runs {
     uint64_t prefill_runs, prefill_rows;
     uint64_t decode_runs, decode_rows;
-    double prefill_s, decode_s;
+    uint64_t packed_runs;
+    double prefill_s, decode_s, packed_s;
 } snug_generator_runs;
 void snug_generator_runs_get(const snug_generator *g, snug_generator_runs *out);
 

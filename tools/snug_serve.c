@@ -819,6 +819,7 @@ static char *metrics_text(void) {
         const snug_generator_runs *r = &g_srv.runs[k];
         t->prefill_runs += r->prefill_runs, t->prefill_rows += r->prefill_rows, t->prefill_s += r->prefill_s;
         t->decode_runs += r->decode_runs, t->decode_rows += r->decode_rows, t->decode_s += r->decode_s;
+        t->packed_runs += r->packed_runs, t->packed_s += r->packed_s;
     }
     pthread_mutex_unlock(&g_srv.mu);
     buf_printf(&b, &n, &cap, "# HELP snug_http_responses_total HTTP responses by status code.\n"
@@ -854,17 +855,21 @@ static char *metrics_text(void) {
                (unsigned long long)m.prefilled_tokens, (unsigned long long)m.generated_tokens, queued, busy,
                g_srv.parallel);
     buf_printf(&b, &n, &cap,
-               "# HELP snug_model_runs_total Model runs, by kind: a prompt chunk of one slot (prefill), one token of "
-               "every answer under way (decode).\n# TYPE snug_model_runs_total counter\n"
+               "# HELP snug_model_runs_total Model runs, by kind: a prompt chunk of one slot alone (prefill), one token "
+               "of every answer under way (decode), both in one run (packed).\n# TYPE snug_model_runs_total counter\n"
                "snug_model_runs_total{kind=\"prefill\"} %llu\nsnug_model_runs_total{kind=\"decode\"} %llu\n"
-               "# HELP snug_model_run_tokens_total Tokens those runs computed, by kind (decode over decode runs: the "
-               "mean batch).\n# TYPE snug_model_run_tokens_total counter\n"
+               "snug_model_runs_total{kind=\"packed\"} %llu\n"
+               "# HELP snug_model_run_tokens_total Tokens the runs computed: prompt tokens (prefill, alone or packed) "
+               "and decoded ones (decode, alone or packed; over the decode and packed runs: the mean batch).\n"
+               "# TYPE snug_model_run_tokens_total counter\n"
                "snug_model_run_tokens_total{kind=\"prefill\"} %llu\nsnug_model_run_tokens_total{kind=\"decode\"} %llu\n"
-               "# HELP snug_model_run_seconds_total Wall time of those runs, by kind (sampling and streaming the text "
+               "# HELP snug_model_run_seconds_total Wall time of the runs, by kind (sampling and streaming the text "
                "not included).\n# TYPE snug_model_run_seconds_total counter\n"
-               "snug_model_run_seconds_total{kind=\"prefill\"} %.6f\nsnug_model_run_seconds_total{kind=\"decode\"} %.6f\n",
+               "snug_model_run_seconds_total{kind=\"prefill\"} %.6f\nsnug_model_run_seconds_total{kind=\"decode\"} %.6f\n"
+               "snug_model_run_seconds_total{kind=\"packed\"} %.6f\n",
                (unsigned long long)t->prefill_runs, (unsigned long long)t->decode_runs,
-               (unsigned long long)t->prefill_rows, (unsigned long long)t->decode_rows, t->prefill_s, t->decode_s);
+               (unsigned long long)t->packed_runs, (unsigned long long)t->prefill_rows,
+               (unsigned long long)t->decode_rows, t->prefill_s, t->decode_s, t->packed_s);
     add_hist(&b, &n, &cap, "snug_request_duration_seconds", "From a request's arrival to its last byte.", &m.request_s);
     add_hist(&b, &n, &cap, "snug_time_to_first_token_seconds", "From a request's arrival to its first token.",
              &m.ttft_s);

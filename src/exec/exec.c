@@ -17,10 +17,11 @@ void ex_bind_args(sn_exec *ex, const sn_node *n, const sn_tensor **in, sn_tensor
         const sn_tensor *x = in[0];
         sn_tensor *v = &ex->last_row;
         *v = *x;
-        if (sn_last_row_applies(x)) {
-            v->dims[1] = 1;
+        int64_t k = ex->last_rows > 1 ? ex->last_rows : 1;
+        if (sn_last_row_applies(x) && x->dims[1] > k) {
+            v->dims[1] = k;
             if (x->data)
-                v->data = (uint8_t *)x->data + (size_t)(x->dims[1] - 1) * (size_t)x->dims[2] * sn_dtype_size(x->dtype);
+                v->data = (uint8_t *)x->data + (size_t)(x->dims[1] - k) * (size_t)x->dims[2] * sn_dtype_size(x->dtype);
         }
         in[0] = v;
     }
@@ -37,6 +38,10 @@ int sn_exec_set_last_row(sn_exec *ex, int node, sn_err *err) {
 }
 
 int sn_exec_last_row(const sn_exec *ex) { return ex->last_row_node; }
+
+void sn_exec_set_last_rows(sn_exec *ex, int64_t k) { ex->last_rows = k > 1 ? k : 1; }
+
+void sn_exec_set_packed(sn_exec *ex, const sn_packed *p) { ex->packed = p; }
 
 /* Zeroed heap memory recorded in a growable list (*list, *n, *cap) so it
  * can be released in one sweep. */
@@ -248,6 +253,7 @@ int sn_exec_new(const sn_graph *g, sn_pool *pool, const sn_logger *log, sn_exec 
             return rc;
         }
     ex->last_row_node = -1;
+    ex->last_rows = 1;
     ex->prefetch_depth = 2;
     ex->ngl = -1;
     for (int i = 0; i < g->n_nodes; i++)

@@ -233,6 +233,15 @@ sn_storage sn_exec_value_storage(const sn_exec *ex, int v, size_t *offset);
 int sn_exec_set_last_row(sn_exec *ex, int node, sn_err *err);
 /* That node, or -1. */
 int sn_exec_last_row(const sn_exec *ex);
+/* The runs from now on give that node the last k positions (k >= 1) of its
+ * input 0 instead of the last one: a packed step's (sn_exec_set_packed)
+ * decode rows and its prompt chunk's last row. */
+void sn_exec_set_last_rows(sn_exec *ex, int64_t k);
+/* The runs from now on are packed as p says (NULL: not packed; p must live
+ * until it is reset). The caller binds inputs of [1, T] rows, the cache
+ * buffers as slot 0's [1, kv_heads, cap, head_dim] with every slot behind
+ * it, and checks that the model allows it (sn_kvloop_step_packed). */
+void sn_exec_set_packed(sn_exec *ex, const sn_packed *p);
 
 /* A run never plans: inputs outside the current plan are its error. What
  * to do about them is the owner's decision, taken before the run with

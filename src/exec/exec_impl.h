@@ -141,6 +141,8 @@ struct sn_exec {
     uint64_t dstream_bytes;  /* copied in so far */
     int last_row_node;       /* sn_exec_set_last_row: this node reads input 0's last position only, or -1 */
     sn_tensor last_row;      /* the view of it bound in place of input 0 */
+    int64_t last_rows;       /* positions that view holds (sn_exec_set_last_rows; 1 unless a run says) */
+    const sn_packed *packed; /* sn_exec_set_packed: the runs' packed rows, or NULL */
 };
 
 /* exec.c */

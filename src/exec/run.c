@@ -27,7 +27,8 @@ static sn_kctx kctx_of(sn_exec *ex, const sn_node *n, const sn_tensor **in, sn_t
                        void *ws, sn_err *err) {
     ex_bind_args(ex, n, in, out);
     return (sn_kctx){.node = n, .n_in = n->n_in, .n_out = n->n_out, .in = in, .out = out, .state = state,
-                     .ws = ws, .pool = ex->pool, .host = &k_host, .host_ctx = ex, .err = err};
+                     .ws = ws, .pool = ex->pool, .host = &k_host, .host_ctx = ex, .err = err,
+                     .packed = ex->packed};
 }
 
 int ex_call_kernel(sn_exec *ex, const sn_node *n, void *state, void *ws, sn_err *err) {

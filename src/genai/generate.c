@@ -670,21 +670,25 @@ static void seq_take(sn_generator *g, int slot, const float *logits) {
     seq_end(q, SNUG_OK, NULL);
 }
 
-/* One chunk of the prompt of slot k; its last chunk samples the first token. */
-static void seq_prefill(sn_generator *g, int k) {
+/* The next chunk of slot k's prompt, of at most room tokens: its length,
+ * its ids copied to where they are fed from. */
+static int64_t seq_chunk(sn_generator *g, int k, int64_t room) {
     gen_seq *q = &g->seq[k];
-    int64_t left = q->n_prompt - q->at, last = left < g->batch ? left : g->batch;
+    int64_t cap = room < g->batch ? room : g->batch;
+    int64_t left = q->n_prompt - q->at, last = left < cap ? left : cap;
     if (left - last == 1 && last > 2) /* no one-token last chunk (a decode row's rounding) */
         last--;
     for (int64_t i = 0; i < last; i++)
         q->fed[q->at + i] = q->prompt[q->at + i];
-    const float *logits = NULL;
-    sn_err e = {0};
-    double t0 = now_s();
-    int rc = sn_kvloop_slot_prefill(g->loop, k, q->fed + q->at, last, &logits, &e);
-    g->runs.prefill_runs++;
-    g->runs.prefill_rows += (uint64_t)last;
-    g->runs.prefill_s += now_s() - t0;
+    return last;
+}
+
+/* Slot k's chunk of `last` tokens has run (rc; logits: its last token's,
+ * or every position's without snug.last_logits): the prompt goes on, or its
+ * end samples the first token. */
+static void seq_chunk_done(sn_generator *g, int k, int64_t last, int rc, const sn_err *re, const float *logits) {
+    gen_seq *q = &g->seq[k];
+    sn_err e = *re;
     if (rc != SNUG_OK) {
         q->n_fed = q->n_exact = 0; /* the cache is as before this step, but the caller's turn is lost */
         sn_kvloop_slot_reset(g->loop, k);
@@ -716,27 +720,83 @@ static void seq_prefill(sn_generator *g, int k) {
     seq_take(g, k, logits);
 }
 
-int sn_generator_step(sn_generator *g, int *finished) {
-    int before = 0;
-    for (int k = 0; k < g->n_slots; k++)
-        before += g->seq[k].phase == SEQ_DONE;
-    /* a chunk of one prompt (round robin over the slots prefilling), so a
-     * long prompt does not hold up the answers under way */
-    for (int i = 0; i < g->n_slots; i++) {
-        int k = (g->rr + i) % g->n_slots;
-        if (g->seq[k].phase == SEQ_PREFILL) {
-            seq_prefill(g, k);
-            g->rr = (k + 1) % g->n_slots;
-            break;
-        }
-    }
-    /* then one token of every answer under way, in one run */
+/* One chunk of the prompt of slot k in a run of its own. */
+static void seq_prefill(sn_generator *g, int k) {
+    gen_seq *q = &g->seq[k];
+    int64_t last = seq_chunk(g, k, g->batch);
+    const float *logits = NULL;
+    sn_err e = {0};
+    double t0 = now_s();
+    int rc = sn_kvloop_slot_prefill(g->loop, k, q->fed + q->at, last, &logits, &e);
+    g->runs.prefill_runs++;
+    g->runs.prefill_rows += (uint64_t)last;
+    g->runs.prefill_s += now_s() - t0;
+    seq_chunk_done(g, k, last, rc, &e, logits);
+}
+
+/* The slots decoding into g->dslots, their next ids into g->dids: how many. */
+static int seq_decoding(sn_generator *g) {
     int n = 0;
     for (int k = 0; k < g->n_slots; k++)
         if (g->seq[k].phase == SEQ_DECODE) {
             g->dslots[n] = k;
             g->dids[n++] = g->seq[k].next;
         }
+    return n;
+}
+
+/* The n decode rows of g->dslots (and their sampled tokens) from a run's
+ * logits, row i at logits + i x vocab, or the run's failure. */
+static void seq_decoded(sn_generator *g, int n, int rc, const sn_err *e, const float *logits, bool packed) {
+    for (int i = 0; i < n; i++) {
+        int k = g->dslots[i];
+        gen_seq *q = &g->seq[k];
+        if (rc != SNUG_OK) {
+            seq_end(q, rc, e);
+            continue;
+        }
+        q->fed[q->n_fed++] = g->dids[i];
+        int64_t row = packed ? i : g->n_slots > 1 ? k : 0;
+        seq_take(g, k, logits + row * sn_kvloop_get_info(g->loop)->vocab);
+    }
+}
+
+int sn_generator_step(sn_generator *g, int *finished) {
+    int before = 0;
+    for (int k = 0; k < g->n_slots; k++)
+        before += g->seq[k].phase == SEQ_DONE;
+    /* a chunk of one prompt (round robin over the slots prefilling), so a
+     * long prompt does not hold up the answers under way */
+    int pre = -1;
+    for (int i = 0; i < g->n_slots && pre < 0; i++)
+        if (g->seq[(g->rr + i) % g->n_slots].phase == SEQ_PREFILL)
+            pre = (g->rr + i) % g->n_slots;
+    if (pre >= 0)
+        g->rr = (pre + 1) % g->n_slots;
+    /* and one token of every answer under way: with the chunk in one run where
+     * the model allows (the chunk as many tokens as the run has room for beside
+     * the decode rows), else after it (an answer whose prompt it ended among them) */
+    int n = seq_decoding(g);
+    int64_t room = g->batch - n;
+    if (pre >= 0 && n > 0 && room >= 2 && sn_kvloop_can_pack(g->loop)) {
+        gen_seq *q = &g->seq[pre];
+        int64_t last = seq_chunk(g, pre, room);
+        const float *logits = NULL;
+        sn_err e = {0};
+        double t0 = now_s();
+        int rc = sn_kvloop_step_packed(g->loop, n, g->dslots, g->dids, pre, q->fed + q->at, last, &logits, &e);
+        g->runs.packed_runs++;
+        g->runs.prefill_rows += (uint64_t)last;
+        g->runs.decode_rows += (uint64_t)n;
+        g->runs.packed_s += now_s() - t0;
+        const int64_t vocab = sn_kvloop_get_info(g->loop)->vocab;
+        seq_decoded(g, n, rc, &e, logits ? logits + vocab : NULL, true); /* after the chunk's row */
+        seq_chunk_done(g, pre, last, rc, &e, logits);
+        n = 0;
+    } else if (pre >= 0) {
+        seq_prefill(g, pre);
+        n = seq_decoding(g);
+    }
     if (n) {
         const float *logits = NULL;
         sn_err e = {0};
@@ -745,16 +805,7 @@ int sn_generator_step(sn_generator *g, int *finished) {
         g->runs.decode_runs++;
         g->runs.decode_rows += (uint64_t)n;
         g->runs.decode_s += now_s() - t0;
-        for (int i = 0; i < n; i++) {
-            int k = g->dslots[i];
-            gen_seq *q = &g->seq[k];
-            if (rc != SNUG_OK) {
-                seq_end(q, rc, &e);
-                continue;
-            }
-            q->fed[q->n_fed++] = g->dids[i];
-            seq_take(g, k, logits + (g->n_slots > 1 ? (int64_t)k : 0) * sn_kvloop_get_info(g->loop)->vocab);
-        }
+        seq_decoded(g, n, rc, &e, logits, false);
     }
     int done = 0, busy = 0;
     for (int k = 0; k < g->n_slots; k++) {

@@ -142,11 +142,13 @@ int sn_generator_pick(const sn_generator *g, const int32_t *ids, size_t n, const
                       int64_t *reuse);
 int64_t sn_generator_slot_answer_ids(const sn_generator *g, int slot, const int32_t **ids);
 
-/* The model runs a generator made since it was created: prompt chunks and
- * decode steps, their rows (tokens run) and wall time. */
+/* The model runs a generator made since it was created: prompt chunks,
+ * decode steps and both packed in one run (sn_kvloop_step_packed), their
+ * rows (tokens run) and wall time. */
 typedef struct sn_gen_runs {
     uint64_t prefill_runs, prefill_rows, decode_runs, decode_rows;
-    double prefill_s, decode_s;
+    uint64_t packed_runs; /* runs of decode rows and a prompt chunk (their tokens counted in both rows) */
+    double prefill_s, decode_s, packed_s;
 } sn_gen_runs;
 void sn_generator_runs(const sn_generator *g, sn_gen_runs *out);
 

@@ -64,7 +64,8 @@ void snug_generator_runs_get(const snug_generator *g, snug_generator_runs *out) 
     sn_gen_runs r = {0};
     if (g)
         sn_generator_runs(g->g, &r);
-    *out = (snug_generator_runs){r.prefill_runs, r.prefill_rows, r.decode_runs, r.decode_rows, r.prefill_s, r.decode_s};
+    *out = (snug_generator_runs){r.prefill_runs, r.prefill_rows, r.decode_runs, r.decode_rows, r.packed_runs,
+                                 r.prefill_s,    r.decode_s,     r.packed_s};
 }
 
 const snug_session *snug_generator_session(const snug_generator *g) {

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "genai/kvloop.h"
+#include "ops/llm/llm.h"
 
 struct sn_kvloop {
     bool per_step;        /* no plan at the bounds: each step's shapes are planned for (said once at INFO) */
@@ -51,11 +52,17 @@ struct sn_kvloop {
     int64_t heap_planned;   /* snug_alloc_peak_bytes() once planned */
     sn_kvloop_mem est;      /* the estimate made before planning (estimate_at_bounds) */
     bool has_est;
+    /* packed steps (sn_kvloop_step_packed) */
+    int *pk_slot;           /* owned [n_slots + 1] */
+    int64_t *pk_first;      /* owned [n_slots + 2] */
+    int64_t *pk_past;       /* owned [n_slots + 1] */
 };
 
 /* A plan costs ~10 ms on SmolLM2-135M, a padded slot ~40 us per step: the
  * sum over a bucket is least near 20 tokens. */
 #define SN_KVLOOP_BUCKET 32
+
+static const char *packed_why_not(const sn_kvloop *l);
 
 int64_t sn_argmax_f32(const float *x, int64_t n) {
     int64_t best = 0;
@@ -432,6 +439,18 @@ int sn_kvloop_new_slots(sn_session *s, int64_t max_ctx, int64_t max_step, int n_
      * planning freed (small blocks stay in its free lists), so the process
      * holds the peak, not what is live now. */
     l->heap_planned = snug_alloc_peak_bytes();
+    const char *why = packed_why_not(l);
+    if (!why) {
+        l->pk_slot = sn_malloc((size_t)(n_slots + 1) * sizeof *l->pk_slot);
+        l->pk_first = sn_malloc((size_t)(n_slots + 2) * sizeof *l->pk_first);
+        l->pk_past = sn_malloc((size_t)(n_slots + 1) * sizeof *l->pk_past);
+        if (!l->pk_slot || !l->pk_first || !l->pk_past) {
+            rc = sn_errf(err, SNUG_ERR_OOM, "out of memory");
+            goto fail;
+        }
+    } else if (n_slots > 1) {
+        sn_log(&s->log, SNUG_LOG_INFO, "kvloop: a prompt chunk runs apart from the decode rows (%s)", why);
+    }
     *out = l;
     return SNUG_OK;
 fail:
@@ -451,6 +470,9 @@ void sn_kvloop_free(sn_kvloop *l) {
     sn_free(l->mask);
     sn_free(l->pos);
     sn_free(l->slot_past);
+    sn_free(l->pk_slot);
+    sn_free(l->pk_first);
+    sn_free(l->pk_past);
     sn_free(l);
 }
 
@@ -916,4 +938,116 @@ void sn_kvloop_memory(const sn_kvloop *l, sn_kvloop_mem *m) {
 bool sn_kvloop_estimate(const sn_kvloop *l, sn_kvloop_mem *m) {
     *m = l->est;
     return l->has_est;
+}
+
+/* Ops whose rows are computed each on its own (or that read only shapes
+ * and the mask, as onnxruntime-genai's seqlens_k subgraph does): with
+ * GroupQueryAttention, the only op of a packed step that mixes rows, and
+ * only as its packed form does, a graph of these (and of nodes that read
+ * only weights, such as the builder's Reshape of a tied embedding) may pack
+ * the new tokens of several sequences into one run's rows. */
+static const char *const k_row_ops[] = {
+    "GroupQueryAttention", "MatMulNBits", "MatMul", "SkipSimplifiedLayerNormalization",
+    "SimplifiedLayerNormalization", "SkipLayerNormalization", "LayerNormalization", "Mul", "Add",
+    "Sigmoid", "Gather", "GatherBlockQuantized", "ReduceSum", "Sub", "Cast", "Shape", "Constant", NULL};
+
+/* Why the loop cannot pack steps (sn_kvloop_step_packed), or NULL. */
+static const char *packed_why_not(const sn_kvloop *l) {
+    const sn_graph *g = l->s->graph;
+    if (l->n_slots < 2 || !l->shared || l->per_step || !l->info.last_logits || l->kv_dtype != SN_F32)
+        return "needs several slots of one float32 cache shared by past and present, a plan at the bounds and "
+               "snug.last_logits";
+    if (sn_exec_device_count(l->s->exec) > 1)
+        return "an accelerator takes part";
+    for (int k = 0; k < 2 * l->info.n_layers; k++)
+        if (sn_exec_state_device(l->s->exec, l->i_past[k]) != 0)
+            return "the cache is not on the host";
+    int gqa = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const sn_node *n = &g->nodes[i];
+        bool row = true; /* weights only */
+        for (int k = 0; k < n->n_in && row; k++)
+            row = n->in[k] < 0 || (g->values[n->in[k]].flags & SN_VAL_INIT);
+        for (int k = 0; k_row_ops[k] && !row; k++)
+            row = !strcmp(n->p->op_type, k_row_ops[k]);
+        if (!row)
+            return "an op that may mix the rows";
+        if (!strcmp(n->p->op_type, "MatMulNBits") && !llm_mnb_rows_invariant(g, n))
+            return "a MatMulNBits whose rows' bits depend on how many rows a run has (not 4 bits at "
+                   "accuracy_level 4 on AVX-512 VNNI)";
+        if (strcmp(n->p->op_type, "GroupQueryAttention"))
+            continue;
+        gqa++;
+        for (int k = 9; k < n->n_in; k++) /* position_ids, attention_bias, head_sink, ... */
+            if (n->in[k] >= 0)
+                return "GroupQueryAttention with position_ids, an attention bias or more";
+        if (n->n_in < 5 || n->in[3] < 0 || n->n_out < 3 || n->out[1] < 0 || n->out[2] < 0)
+            return "GroupQueryAttention without past and present";
+    }
+    return gqa == l->info.n_layers ? NULL : "not one GroupQueryAttention a layer";
+}
+
+bool sn_kvloop_can_pack(const sn_kvloop *l) { return l->pk_slot != NULL; }
+
+/* Rows [0, chunk_n) are the chunk of chunk_slot (its prompt rows), then
+ * slots[k]'s next token ids[k], a decode row each: the rows whose logits
+ * are read (the chunk's last, the decode rows) are the run's last n + 1. */
+int sn_kvloop_step_packed(sn_kvloop *l, int n, const int *slots, const int64_t *ids, int chunk_slot,
+                          const int64_t *chunk_ids, int64_t chunk_n, const float **logits, sn_err *err) {
+    if (!l->pk_slot)
+        return sn_errf(err, SNUG_ERR_UNSUPPORTED, "kvloop: this model's steps cannot be packed");
+    int64_t T = n + chunk_n;
+    if (n < 0 || chunk_n < 0 || T < 1 || T > l->max_step || (chunk_n > 0 && chunk_slot < 0))
+        return sn_errf(err, SNUG_ERR_INVALID_ARG, "kvloop: a packed step of %d decode rows and a chunk of %lld "
+                       "tokens: 1..%lld rows in all", n, (long long)chunk_n, (long long)l->max_step);
+    int ns = 0;
+    int64_t row = 0;
+    for (int k = chunk_n ? -1 : 0; k < n; k++) { /* k = -1: the chunk */
+        int s = k < 0 ? chunk_slot : slots[k];
+        int64_t len = k < 0 ? chunk_n : 1;
+        SN_TRY(check_slot(l, s, err));
+        for (int j = 0; j < ns; j++)
+            if (l->pk_slot[j] == s)
+                return sn_errf(err, SNUG_ERR_INVALID_ARG, "kvloop: slot %d given twice in one step", s);
+        if (l->slot_past[s] + len > l->info.max_ctx)
+            return sn_errf(err, SNUG_ERR_RANGE, "kvloop: slot %d: %lld + %lld tokens exceed the context of %lld", s,
+                           (long long)l->slot_past[s], (long long)len, (long long)l->info.max_ctx);
+        l->pk_slot[ns] = s;
+        l->pk_past[ns] = l->slot_past[s];
+        l->pk_first[ns++] = row;
+        row += len;
+    }
+    l->pk_first[ns] = T;
+    for (int64_t i = 0; i < chunk_n; i++)
+        store_index(l->ids_dtype, l->ids, i, chunk_ids[i]);
+    for (int k = 0; k < n; k++)
+        store_index(l->ids_dtype, l->ids, chunk_n + k, ids[k]);
+    /* the mask only feeds seqlens_k, which the packed attention does not read: the whole cache's width */
+    int64_t W = l->cap;
+    for (int64_t i = 0; i < W; i++)
+        store_index(l->mask_dtype, l->mask, i, 1);
+    SN_TRY(set_window(l, -1, err));
+    set_tensor(&l->in[l->i_ids], l->ids_dtype, 2, (int64_t[]){1, T}, l->ids);
+    set_tensor(&l->in[l->i_mask], l->mask_dtype, 2, (int64_t[]){1, W}, l->mask);
+    int64_t kvdims[4] = {1, l->info.kv_heads, l->cap, l->info.head_dim};
+    for (int k = 0; k < 2 * l->info.n_layers; k++)
+        set_tensor(&l->in[l->i_past[k]], l->kv_dtype, 4, kvdims, l->kv[k]);
+    sn_packed p = {.n_seq = ns, .slot = l->pk_slot, .first = l->pk_first, .past = l->pk_past, .n_slots = l->n_slots,
+                   .cap = l->cap};
+    int64_t rows = n + (chunk_n > 0); /* the decode rows' logits and the chunk's last */
+    sn_exec_set_packed(l->s->exec, &p);
+    sn_exec_set_last_rows(l->s->exec, rows);
+    int rc = run_step(l, 1, rows, l->cap, l->slot_past[ns ? l->pk_slot[0] : 0], T, err);
+    sn_exec_set_packed(l->s->exec, NULL);
+    sn_exec_set_last_rows(l->s->exec, 1);
+    SN_TRY(rc);
+    for (int k = 0; k < n; k++)
+        l->slot_past[slots[k]]++;
+    if (chunk_n)
+        l->slot_past[chunk_slot] += chunk_n;
+    l->past = l->slot_past[0];
+    l->pad = l->past;
+    if (logits)
+        *logits = l->out[l->o_logits].data;
+    return SNUG_OK;
 }

@@ -91,6 +91,21 @@ int sn_kvloop_decode(sn_kvloop *l, int64_t id, const float **logits, sn_err *err
 int sn_kvloop_slot_prefill(sn_kvloop *l, int slot, const int64_t *ids, int64_t n, const float **logits, sn_err *err);
 int sn_kvloop_decode_slots(sn_kvloop *l, int n, const int *slots, const int64_t *ids, const float **logits,
                            sn_err *err);
+/* Whether steps can be packed: a model of GroupQueryAttention and ops that
+ * compute rows each on its own, several slots of one float32 cache on the
+ * host shared by past and present, snug.last_logits (else the log says why
+ * at INFO). */
+bool sn_kvloop_can_pack(const sn_kvloop *l);
+/* A packed step: the decode rows of slots[0..n) (ids[k] each) and a prompt
+ * chunk of chunk_n tokens of chunk_slot (chunk_n 0: none) in one model run
+ * of n + chunk_n <= max_step rows ([1, T]), every weight read once for all.
+ * Each row gets the bits its own step gives (a decode step, the chunk
+ * alone): GroupQueryAttention places and attends each sequence's rows in
+ * its own slot (sn_packed). *logits: [(chunk_n > 0) + n, vocab]: the
+ * chunk's last token's first (chunk_n > 0), then the next token's of each
+ * slots[k]. */
+int sn_kvloop_step_packed(sn_kvloop *l, int n, const int *slots, const int64_t *ids, int chunk_slot,
+                          const int64_t *chunk_ids, int64_t chunk_n, const float **logits, sn_err *err);
 void sn_kvloop_slot_reset(sn_kvloop *l, int slot);
 int sn_kvloop_slot_rewind(sn_kvloop *l, int slot, int64_t pos, sn_err *err);
 int64_t sn_kvloop_slot_pos(const sn_kvloop *l, int slot); /* tokens in its cache; -1: no such slot */

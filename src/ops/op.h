@@ -107,6 +107,23 @@ void sn_rebuild_part(void *r, const void *p, size_t n);
  * replaces input `input` (state_bytes: the whole pages it holds; replaces). */
 void sn_rebuild_end(sn_rebuild *r, sn_prep_ctx *c, int input);
 
+/* A packed run (sn_exec_set_packed): input rows [1, T, ...] that are the new
+ * tokens of several sequences of a slotted KV cache, sequence i's at rows
+ * [first[i], first[i + 1]), its cache the slot's, holding past[i] tokens
+ * before them. GroupQueryAttention places and attends each sequence's rows
+ * in its own slot, its sequences of one token as decode rows and the others
+ * as prompt rows, each with the bits its own run gives; every other node
+ * treats the rows as rows. Sequences of one token come last. */
+#define SN_PACKED_MAX_SEQ 257 /* a decode row of every slot (SN_KVLOOP_MAX_SLOTS) and a prompt chunk */
+typedef struct sn_packed {
+    int n_seq;
+    const int *slot;      /* [n_seq] */
+    const int64_t *first; /* [n_seq + 1]; first[n_seq] = T */
+    const int64_t *past;  /* [n_seq] */
+    int n_slots;          /* the slots the cache buffers hold, [n_slots, kv_heads, cap, head_dim] each */
+    int64_t cap;          /* positions a slot holds */
+} sn_packed;
+
 typedef struct sn_kctx {
     const sn_node *node;
     int n_in, n_out;
@@ -118,6 +135,7 @@ typedef struct sn_kctx {
     const sn_host *host;        /* the runner's services (sn_kctx_* below) */
     void *host_ctx;
     sn_err *err;
+    const sn_packed *packed;    /* the run's packed rows (sn_exec_set_packed), or NULL */
 } sn_kctx;
 
 typedef int (*sn_infer_fn)(sn_infer_ctx *c);

@@ -395,10 +395,12 @@ def model_runs(srv):
     m1 = srv.metrics()
     check(st == 200, f"model runs: the answer: {st} {b[:200]!r}")
     d = lambda what, kind: run(m1, what, kind) - run(m0, what, kind)
-    if any(run(m, w, k) is None for m in (m0, m1) for w in ("s", "_tokens", "_seconds") for k in ("prefill", "decode")):
+    if any(run(m, w, k) is None for m in (m0, m1) for w in ("s", "_tokens", "_seconds") for k in ("prefill", "decode")) \
+            or any(run(m, w, "packed") is None for m in (m0, m1) for w in ("s", "_seconds")):
         check(False, "model runs: /metrics has no snug_model_runs_total, _run_tokens_total or _run_seconds_total "
-                     "for prefill and decode")
+                     "for prefill, decode and packed")
         return
+    check(d("s", "packed") == 0, f"model runs: {d('s', 'packed')} packed runs for one answer alone")
     gen = m1["snug_generated_tokens_total"] - m0["snug_generated_tokens_total"]
     pre = m1["snug_prefilled_tokens_total"] - m0["snug_prefilled_tokens_total"]
     check(d("s", "prefill") >= 1 and d("_tokens", "prefill") == pre,

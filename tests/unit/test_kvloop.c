@@ -678,7 +678,10 @@ done:
  * (the single loop's), so the two runs see the same tokens. Both kinds of
  * cache: GroupQueryAttention's (a length per row) and the padded one of
  * models that mask keys by attention_mask (Optimum, onnxscript). */
-static void check_slots(const char *root, const char *preset, const char *style, bool exact) {
+/* packed: where the loop can (sn_kvloop_can_pack), a step's prompt chunk
+ * runs with its decode rows in one packed run (sn_kvloop_step_packed), as
+ * many tokens as the run has room for beside them. */
+static void check_slots(const char *root, const char *preset, const char *style, bool exact, bool packed) {
     char path[2048];
     if (snprintf(path, sizeof path, "%s/%s/%s/model.onnx", root, preset, style) >= (int)sizeof path)
         return;
@@ -710,6 +713,10 @@ static void check_slots(const char *root, const char *preset, const char *style,
         CHECK(rc == SNUG_OK, "slots %s/%s: %s", preset, style, err.msg);
         if (rc != SNUG_OK)
             goto done;
+    }
+    if (packed && !sn_kvloop_can_pack(many)) {
+        printf("SKIP slots %s/%s packed: the loop cannot pack steps here\n", preset, style);
+        goto done;
     }
     CHECK(sn_kvloop_get_info(many)->slots == NS &&
               sn_kvloop_get_info(many)->kv_bytes == NS * sn_kvloop_get_info(one)->kv_bytes,
@@ -744,14 +751,49 @@ static void check_slots(const char *root, const char *preset, const char *style,
                 goto done;
         }
     }
-    /* the batch: a prompt chunk of one slot, then a decode step of all decoding */
-    int at[NS] = {0}, got[NS] = {0}, mism = 0, checked = 0;
+    /* the batch: a prompt chunk of one slot, then a decode step of all decoding
+     * (packed: both in one run when both are there) */
+    int at[NS] = {0}, got[NS] = {0}, mism = 0, checked = 0, n_packed = 0;
     double worst = 0;
     for (int step = 0; step < 64; step++) {
         int pf = -1;
         for (int q = 0; q < NS && pf < 0; q++)
             if (step >= join[q] && at[q] < plen[q])
                 pf = q;
+        int dec[NS], nd = 0;
+        int64_t din[NS];
+        for (int q = NS - 1; q >= 0 && packed; q--) /* in no particular order */
+            if (at[q] == plen[q] && got[q] < GEN) {
+                dec[nd] = q;
+                din[nd++] = ids[q][plen[q] + got[q]];
+            }
+        if (pf >= 0 && nd > 0) {
+            int left = plen[pf] - at[pf], c = left < STEP - nd ? left : STEP - nd;
+            if (left - c == 1 && c > 2) /* no one-token last chunk, as the generator */
+                c--;
+            const float *lg = NULL;
+            int rc = sn_kvloop_step_packed(many, nd, dec, din, pf, ids[pf] + at[pf], c, &lg, &err);
+            CHECK(rc == SNUG_OK, "slots %s/%s: packed step of %d rows and slot %d's %d: %s", preset, style, nd, pf,
+                  c, err.msg);
+            if (rc != SNUG_OK)
+                goto done;
+            n_packed++;
+            at[pf] += c;
+            if (at[pf] == plen[pf]) {
+                mism += memcmp(lg, ref + (size_t)(pf * (GEN + 1) * V), sizeof *lg * (size_t)V) != 0;
+                checked++;
+            }
+            for (int k = 0; k < nd; k++) {
+                int q = dec[k];
+                got[q]++;
+                const float *row = lg + (size_t)(1 + k) * (size_t)V, *want = ref + (size_t)((q * (GEN + 1) + got[q]) * V);
+                for (int64_t v = 0; v < V; v++)
+                    worst = fmax(worst, fabs((double)row[v] - want[v]));
+                mism += memcmp(row, want, sizeof *row * (size_t)V) != 0;
+                checked++;
+            }
+            continue;
+        }
         if (pf >= 0) {
             int n = plen[pf] - at[pf] < STEP ? plen[pf] - at[pf] : STEP;
             const float *lg = NULL;
@@ -803,8 +845,9 @@ static void check_slots(const char *root, const char *preset, const char *style,
     }
     CHECK(got[0] == GEN && got[1] == GEN && got[2] == GEN, "slots %s/%s: decoded %d %d %d of %d", preset, style,
           got[0], got[1], got[2], GEN);
-    CHECK(mism == 0, "slots %s/%s: %d of %d rows differ from the sequence alone (max |d| %g)", preset, style, mism,
-          checked, worst);
+    CHECK(mism == 0, "slots %s/%s%s: %d of %d rows differ from the sequence alone (max |d| %g)", preset, style,
+          packed ? " packed" : "", mism, checked, worst);
+    CHECK(!packed || n_packed > 0, "slots %s/%s packed: no step was packed", preset, style);
     {
         int bad[2] = {0, 3};
         int64_t x[2] = {1, 1};
@@ -812,8 +855,9 @@ static void check_slots(const char *root, const char *preset, const char *style,
         bad[1] = 0;
         CHECK(sn_kvloop_decode_slots(many, 2, bad, x, NULL, &err) == SNUG_ERR_INVALID_ARG, "slots: one slot twice");
     }
-    printf("slots %s/%s: 3 sequences joining at steps 0, 2, 4: %d rows %s the sequence alone (max |d| %g)\n", preset,
-           style, checked, exact ? "bit for bit" : "within tolerance of", worst);
+    printf("slots %s/%s: 3 sequences joining at steps 0, 2, 4%s: %d rows %s the sequence alone (max |d| %g)\n",
+           preset, style, packed ? ", chunks packed with the decode rows" : "", checked,
+           exact ? "bit for bit" : "within tolerance of", worst);
 done:
     free(ref);
     sn_kvloop_free(one);
@@ -946,17 +990,22 @@ int main(void) {
     check_last_logits(root, "smollm2-135m", "genai-q41", true); /* the 8-bit head */
     check_last_logits(root, "smollm2-135m", "optimum", true);   /* tied embedding as lm_head */
     check_last_logits(root, "smollm2-135m", "genai", q4_exact); /* the int4 head, int8 activations */
-    check_slots(root, "tiny", "genai-fp32", true);
-    check_slots(root, "tiny", "genai", q4_exact);
-    check_slots(root, "tiny", "genai-sym", q4_exact);
-    check_slots(root, "smollm2-135m", "genai", q4_exact);
+    check_slots(root, "tiny", "genai-fp32", true, false);
+    check_slots(root, "tiny", "genai", q4_exact, false);
+    check_slots(root, "tiny", "genai-sym", q4_exact, false);
+    check_slots(root, "smollm2-135m", "genai", q4_exact, false);
+    /* packed steps: each row bit for bit its own run's (a loop that cannot pack says so and skips) */
+    check_slots(root, "tiny", "genai-fp32", true, true);
+    check_slots(root, "tiny", "genai", true, true);
+    check_slots(root, "tiny", "genai-sym", true, true);
+    check_slots(root, "smollm2-135m", "genai", true, true);
     /* padded past: masks per row, rows copied. A row padded to the batch's longest sequence
      * sums its attention over more (masked, zero) terms than alone: equal to rounding */
     g_atol = ATOL, g_rtol = RTOL; /* the tiny fixtures' own tolerance */
-    check_slots(root, "tiny", "optimum", false);
-    check_slots(root, "tiny", "onnxscript", false);
+    check_slots(root, "tiny", "optimum", false, false);
+    check_slots(root, "tiny", "onnxscript", false, false);
     g_atol = 1e-3 + 1e-3 * 30, g_rtol = 0; /* SmolLM2's, as above (and for what follows) */
-    check_slots(root, "smollm2-135m", "optimum", false);
+    check_slots(root, "smollm2-135m", "optimum", false, false);
     check_slots_refused();
     check_slots_api(root);
     check_chunked_rewind(root, "tiny", "optimum");    /* padded past, copied rows */

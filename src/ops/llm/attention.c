@@ -103,6 +103,7 @@ typedef struct attn_job {
     int64_t kt_ld;
     char *slots;
     size_t slot_bytes;
+    const int *kvb;   /* k and v of batch entry b at entry kvb[b] (a packed run's slots), or NULL: b */
     int64_t unit;     /* decode: query rows per unit, of one key/value head (0: rows spread over the slots) */
     int64_t n_units;  /* decode: units in all (B x Nkv x units a key/value head), set by attn_run_rows */
 } attn_job;
@@ -111,11 +112,11 @@ typedef struct attn_job {
  * it is to be computed, false when its setup masked it out (y zeroed). */
 static bool attn_make_row(const attn_job *j, int64_t r, float *scores, llm_attn_row *row) {
     int64_t s = r % j->S, h = (r / j->S) % j->Nq, b = r / (j->S * j->Nq);
-    int64_t kh = h / (j->Nq / j->Nkv);
+    int64_t kh = h / (j->Nq / j->Nkv), kb = j->kvb ? j->kvb[b] : b;
     *row = (llm_attn_row){0};
     row->q = j->q + r * j->H;
-    row->k = j->k + (b * j->Nkv + kh) * j->Lk * j->H;
-    row->v = j->v + (b * j->Nkv + kh) * j->Lk * j->Hv;
+    row->k = j->k + (kb * j->Nkv + kh) * j->Lk * j->H;
+    row->v = j->v + (kb * j->Nkv + kh) * j->Lk * j->Hv;
     row->k_stride = j->H;
     row->v_stride = j->Hv;
     row->H = j->H;
@@ -502,7 +503,38 @@ typedef struct gqa_stage {
     int interleaved;
     sn_dtype qdt;
     float *qh, *pk, *pv;
+    const sn_packed *packed; /* a packed run's sequences (gqa_pstage_rows), or NULL */
 } gqa_stage;
+
+/* Source row r at position pos: head h of q rotated into qd + h qstep (the
+ * heads' rows qstep apart), and with kv, of k rotated and v copied into
+ * kd + h kvstep and vd + h kvstep. */
+static void gqa_stage_row(const gqa_stage *t, int64_t r, int64_t pos, float *qd, int64_t qstep, bool kv, float *kd,
+                          float *vd, int64_t kvstep) {
+    const gqa_geom *g = t->g;
+    int64_t H = g->H;
+    const float *cr = g->rot ? t->cosc + pos * t->half : NULL, *sr = g->rot ? t->sinc + pos * t->half : NULL;
+    for (int64_t h = 0; h < g->Nq; h++) {
+        const float *src = t->qsrc + r * t->qrs + h * H;
+        float *dst = qd + h * qstep;
+        if (g->rot) {
+            llm_rope(src, dst, cr, sr, g->rot, H, t->interleaved);
+            round_to(t->qdt, dst, g->rot);
+        } else {
+            memcpy(dst, src, (size_t)H * sizeof(float));
+        }
+    }
+    for (int64_t h = 0; h < g->Nkv && kv; h++) {
+        const float *ks = t->ksrc + r * t->krs + t->koff + h * H, *vs = t->vsrc + r * t->krs + t->voff + h * H;
+        if (g->rot) {
+            llm_rope(ks, kd + h * kvstep, cr, sr, g->rot, H, t->interleaved);
+            round_to(t->qdt, kd + h * kvstep, g->rot);
+        } else {
+            memcpy(kd + h * kvstep, ks, (size_t)H * sizeof(float));
+        }
+        memcpy(vd + h * kvstep, vs, (size_t)H * sizeof(float));
+    }
+}
 
 static void gqa_stage_rows(void *arg, int64_t r0, int64_t r1) {
     const gqa_stage *t = arg;
@@ -512,44 +544,139 @@ static void gqa_stage_rows(void *arg, int64_t r0, int64_t r1) {
         int64_t b = r / S, s = r % S;
         int64_t T = gqa_T(t->o, b), Q = gqa_Q(t->o, b), P = T - Q;
         int64_t pos = t->pos_ids ? t->pos_ids[b * S + s] : P + s;
-        const float *cr = NULL, *sr = NULL;
-        if (g->rot) {
-            if (pos < 0 || pos >= t->max_pos)
-                pos = 0; /* a padding row (s >= Q; the others were checked) */
-            cr = t->cosc + pos * t->half;
-            sr = t->sinc + pos * t->half;
-        }
-        for (int64_t h = 0; h < Nq; h++) {
-            const float *src = t->qsrc + (b * S + s) * t->qrs + h * H;
-            float *dst = t->qh + ((b * Nq + h) * S + s) * H;
-            if (g->rot) {
-                llm_rope(src, dst, cr, sr, g->rot, H, t->interleaved);
-                round_to(t->qdt, dst, g->rot);
-            } else {
-                memcpy(dst, src, (size_t)H * sizeof(float));
-            }
-        }
-        if (s >= Q)
-            continue;
-        for (int64_t h = 0; h < Nkv; h++) {
-            const float *ks = t->ksrc + (b * S + s) * t->krs + t->koff + h * H;
-            const float *vs = t->vsrc + (b * S + s) * t->krs + t->voff + h * H;
-            float *kd = t->pk + ((b * Nkv + h) * Lc + P + s) * H;
-            float *vd = t->pv + ((b * Nkv + h) * Lc + P + s) * H;
-            if (g->rot) {
-                llm_rope(ks, kd, cr, sr, g->rot, H, t->interleaved);
-                round_to(t->qdt, kd, g->rot);
-            } else {
-                memcpy(kd, ks, (size_t)H * sizeof(float));
-            }
-            memcpy(vd, vs, (size_t)H * sizeof(float));
-        }
+        if (g->rot && (pos < 0 || pos >= t->max_pos))
+            pos = 0; /* a padding row (s >= Q; the others were checked) */
+        gqa_stage_row(t, b * S + s, pos, t->qh + (b * Nq * S + s) * H, S * H, s < Q, t->pk + (b * Nkv * Lc + P + s) * H,
+                      t->pv + (b * Nkv * Lc + P + s) * H, Lc * H);
     }
+}
+
+/* ---- packed runs (sn_packed) -------------------------------------------- */
+
+/* Sequence i of a packed run holds rows [first[i], first[i + 1]). */
+static int packed_seq_of(const sn_packed *p, int64_t t) {
+    int lo = 0, hi = p->n_seq - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (p->first[mid] <= t)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+/* A packed run's rows staged: q rotated at the row's position into
+ * sequence i's block [Nq, S_i, H] at qh + first[i] Nq H (the decode
+ * sequences, last, together: [n, Nq, 1, H]), k rotated and v copied into
+ * the slot's cache at that position. */
+static void gqa_pstage_rows(void *arg, int64_t r0, int64_t r1) {
+    const gqa_stage *t = arg;
+    const sn_packed *p = t->packed;
+    int64_t Nq = t->g->Nq, Nkv = t->g->Nkv, H = t->g->H;
+    for (int64_t r = r0; r < r1; r++) {
+        int i = packed_seq_of(p, r);
+        int64_t s = r - p->first[i], Si = p->first[i + 1] - p->first[i], pos = p->past[i] + s;
+        size_t kv = (size_t)((((int64_t)p->slot[i] * Nkv) * p->cap + pos) * H);
+        gqa_stage_row(t, r, pos, t->qh + (p->first[i] * Nq + s) * H, Si * H, true, t->pk + kv, t->pv + kv, p->cap * H);
+    }
+}
+
+/* Sequences [i0, i1) of a packed run, all of one length S (one token: the
+ * decode sequences together; a prompt chunk alone), attended as their own
+ * run would: the job's batch entry b is sequence i0 + b, its keys and
+ * values the slot's. */
+static int gqa_packed_job(sn_kctx *c, const gqa_geom *g, const sn_packed *p, int i0, int i1, const float *qh,
+                          float *pk, float *pv, float *yf, float *kt, carve w) {
+    int64_t Nq = g->Nq, Nkv = g->Nkv, H = g->H, cap = p->cap, B = i1 - i0;
+    int64_t S = p->first[i0 + 1] - p->first[i0];
+    int32_t seqlens[SN_PACKED_MAX_SEQ];
+    for (int i = i0; i < i1; i++)
+        seqlens[i - i0] = (int32_t)(p->past[i] + S - 1);
+    gqa_run o = {.seqlens = seqlens, .S = S, .causal = sn_attr_int(c->node, "causal", 1) != 0,
+                 .window = sn_attr_int(c->node, "local_window_size", -1),
+                 .smooth = sn_attr_int(c->node, "smooth_softmax", 0) != 0};
+    float scale = sn_attr_float(c->node, "scale", 0.0f);
+    attn_job j = {
+        .B = B, .Nq = Nq, .Nkv = Nkv, .S = S, .H = H, .Hv = H, .q = qh + p->first[i0] * Nq * H, .k = pk, .v = pv,
+        .Lk = cap, .y = yf + p->first[i0] * Nq * H, .y_bsnh = true,
+        .scale = scale != 0.0f ? scale : 1.0f / sqrtf((float)H), .softcap = sn_attr_float(c->node, "softcap", 0.0f),
+        .setup = gqa_setup, .op = &o, .n_scores = LLM_ATTN_SCORES(cap), .rows = S > 1 ? LLM_ATTN_ROWS : 1,
+        .kt = S > 1 ? kt : NULL, .kt_ld = cap + 8, .kvb = p->slot + i0,
+    };
+    int64_t grp = Nq / Nkv;
+    if (S == 1 && grp > 1) {
+        j.unit = gqa_dec_unit(grp);
+        j.rows = (int)j.unit;
+    }
+    if (S > 1) /* one sequence (i1 = i0 + 1): its keys transposed */
+        for (int64_t h = 0; h < Nkv; h++)
+            llm_attn_keys_t(pk + ((int64_t)p->slot[i0] * Nkv + h) * cap * H, p->past[i0] + S, H, kt + h * H * (cap + 8),
+                            cap + 8);
+    attn_run_rows(&j, c->pool, &w);
+    return SNUG_OK;
+}
+
+/* A packed run (c->packed): the rows staged into their slots, then the
+ * decode sequences attended together and each prompt chunk alone. Needs
+ * float32, a cache shared between past and present, rows [1, T]. */
+static int gqa_run_packed(sn_kctx *c, const gqa_geom *g) {
+    const sn_packed *p = c->packed;
+    const sn_tensor *const *in = c->in;
+    int64_t T = p->first[p->n_seq], H = g->H, Nq = g->Nq, Nkv = g->Nkv;
+    if (in[GQA_Q]->dtype != SN_F32 || c->n_out < 3 || !c->out[1] || !c->out[2] || !sn_has_in(in, c->n_in, GQA_PK))
+        return KFAIL(SNUG_ERR_UNSUPPORTED, "a packed run needs float32 rows and past/present key and value");
+    if (g->B != 1 || g->S != T || p->n_seq < 1 || p->n_seq > SN_PACKED_MAX_SEQ || g->Lp != p->cap ||
+        sn_has_in(in, c->n_in, GQA_BIAS) || sn_has_in(in, c->n_in, GQA_SINK) || sn_has_in(in, c->n_in, GQA_POS))
+        return KFAIL(SNUG_ERR_INVALID_ARG, "packed run of %d sequences, %lld rows: the node is [%lld, %lld] with %lld "
+                     "past positions (%lld a slot), or has an attention bias, head sink or position ids",
+                     p->n_seq, (long long)T, (long long)g->B, (long long)g->S, (long long)g->Lp, (long long)p->cap);
+    float *pk = c->out[1]->data, *pv = c->out[2]->data;
+    if (in[GQA_PK]->data != pk || in[GQA_PV]->data != pv)
+        return KFAIL(SNUG_ERR_INVALID_ARG, "a packed run needs past and present in one buffer");
+    int64_t max_pos = g->rot ? in[GQA_COS]->dims[0] : INT64_MAX;
+    for (int i = 0; i < p->n_seq; i++) {
+        int64_t Si = p->first[i + 1] - p->first[i];
+        if (p->slot[i] < 0 || p->slot[i] >= p->n_slots || Si < 1 || p->past[i] < 0 || p->past[i] + Si > p->cap ||
+            p->past[i] + Si > max_pos || (i > 0 && Si > 1 && p->first[i] - p->first[i - 1] == 1))
+            return KFAIL(SNUG_ERR_INVALID_ARG, "packed sequence %d: slot %d (of %d), %lld + %lld positions (of %lld, "
+                         "cos_cache %lld), one-token sequences last", i, p->slot[i], p->n_slots,
+                         (long long)p->past[i], (long long)Si, (long long)p->cap, (long long)max_pos);
+    }
+    carve w = {c->ws, 0};
+    const float *fin[17];
+    float *fout[6];
+    gqa_carve(c->n_in, in, c->out, c->n_out, g, &w, fin, fout);
+    float *qh = fout[3], *yf = c->out[0]->data;
+    gqa_stage st = {.g = g, .packed = p, .qsrc = fin[GQA_Q], .qrs = g->D, .cosc = fin[GQA_COS], .sinc = fin[GQA_SIN],
+                    .half = g->rot / 2, .interleaved = (int)sn_attr_int(c->node, "rotary_interleaved", 0),
+                    .qdt = in[GQA_Q]->dtype, .qh = qh, .pk = pk, .pv = pv};
+    if (g->packed) {
+        st.ksrc = st.vsrc = fin[GQA_Q];
+        st.krs = g->D;
+        st.koff = Nq * H;
+        st.voff = Nq * H + Nkv * H;
+    } else {
+        st.ksrc = fin[GQA_K];
+        st.vsrc = fin[GQA_V];
+        st.krs = Nkv * H;
+    }
+    sn_pool_for(c->pool, T, 8, gqa_pstage_rows, &st);
+    int d0 = p->n_seq; /* the decode sequences (one token each, last), together */
+    while (d0 > 0 && p->first[d0] - p->first[d0 - 1] == 1)
+        d0--;
+    for (int i = 0; i < d0; i++)
+        SN_TRY(gqa_packed_job(c, g, p, i, i + 1, qh, pk, pv, yf, fout[5], w));
+    if (d0 < p->n_seq)
+        SN_TRY(gqa_packed_job(c, g, p, d0, p->n_seq, qh, pk, pv, yf, fout[5], w));
+    return SNUG_OK;
 }
 
 int llm_gqa_run(sn_kctx *c) {
     gqa_geom g;
     SN_TRY(gqa_geom_of(c->node, c->n_in, c->in, &g, c->err));
+    if (c->packed)
+        return gqa_run_packed(c, &g);
     const sn_tensor *const *in = c->in;
     int64_t B = g.B, S = g.S, Nq = g.Nq, Nkv = g.Nkv, H = g.H, Lc = g.Lc, Lp = g.Lp;
     if (sn_tensor_numel(in[GQA_SEQLENS]) != B)

@@ -22,6 +22,13 @@ size_t llm_mnb_estimate(const sn_infer_ctx *c);
 void llm_mnb_free(void *state);
 int llm_mnb_run(sn_kctx *c);
 bool llm_mnb_group_ok(const sn_node *first, const sn_node *next);
+/* Whether node n of g gives each row the same bits however many rows a run
+ * has (a packed step, sn_kvloop_step_packed, runs a decode row among
+ * others): 4 bits in blocks of 32 at accuracy_level 4, a constant B, no
+ * float zero points (the int8 path), on AVX-512 VNNI, whose order is
+ * snug's own for one row and more; ORT's AVX2 order differs between them,
+ * and the float path changes kernels at MNB_GEMM_MIN_M rows. */
+bool llm_mnb_rows_invariant(const struct sn_graph *g, const sn_node *n);
 int llm_mnb_run_group(sn_kctx *const *cs, int n);
 
 /* gather_bq.c: GatherBlockQuantized */

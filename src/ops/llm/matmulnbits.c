@@ -731,6 +731,18 @@ int llm_mnb_run(sn_kctx *c) {
     return SNUG_OK;
 }
 
+bool llm_mnb_rows_invariant(const sn_graph *g, const sn_node *n) {
+    if (n->n_in < 3 || n->in[1] < 0 || !(g->values[n->in[1]].flags & SN_VAL_INIT))
+        return false;
+    if (n->n_in > 3 && n->in[3] >= 0 && sn_dtype_is_float(g->values[n->in[3]].info.dtype))
+        return false;
+    for (int k = 6; k < n->n_in; k++) /* g_idx and anything after it */
+        if (n->in[k] >= 0)
+            return false;
+    return MNB_INT8_ACC4 && sn_attr_int(n, "accuracy_level", 0) == 4 && sn_attr_int(n, "bits", 4) == 4 &&
+           sn_attr_int(n, "block_size", 0) == 32 && llm_mnb4_fast1_available();
+}
+
 /* Group members: one A (the executor checks), the same depth and format. */
 bool llm_mnb_group_ok(const sn_node *first, const sn_node *next) {
     static const char *const keys[] = {"K", "bits", "block_size", "accuracy_level"};
