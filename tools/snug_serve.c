@@ -195,8 +195,10 @@ static int on_text(void *user, const char *text, size_t len) {
     if (now_s() > j->deadline)
         j->timed_out = true;
     int stop = j->cancelled || j->timed_out;
-    pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
+    /* after the unlock: a reader woken under the lock blocks on it at once and the unlock wakes it again
+     * (16 streams, AMD EPYC VM: this callback 40-48 -> 32-39 us a token, most of it the wake-up) */
+    pthread_cond_broadcast(&j->cv);
     return stop;
 }
 
