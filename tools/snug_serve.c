@@ -132,7 +132,6 @@ typedef struct metrics {
     uint64_t chat, complete, prompt_tokens, prefilled_tokens, generated_tokens;
     uint64_t cancelled, timed_out, rejected;
     hist request_s, ttft_s, queue_s;
-    snug_generator_runs runs; /* the generators' model runs, summed (runs_note) */
 } metrics;
 
 /* ---- the server ----------------------------------------------------------- */
@@ -816,7 +815,7 @@ static char *metrics_text(void) {
     pthread_mutex_lock(&g_srv.mu);
     metrics m = g_srv.m;
     int queued = g_srv.queued, busy = g_srv.busy;
-    snug_generator_runs *t = &m.runs;
+    snug_generator_runs sum = {0}, *t = &sum; /* the generators' model runs as last noted (runs_note) */
     for (int k = 0; k < g_srv.parallel; k++) {
         const snug_generator_runs *r = &g_srv.runs[k];
         t->prefill_runs += r->prefill_runs, t->prefill_rows += r->prefill_rows, t->prefill_s += r->prefill_s;

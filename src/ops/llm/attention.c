@@ -551,6 +551,34 @@ static void gqa_stage_rows(void *arg, int64_t r0, int64_t r1) {
     }
 }
 
+/* Attends B batch entries of o->S query rows each (q [B, Nq, S, H]) over
+ * their keys and values (entry b's at kvb[b] of k and v, Lk rows a head;
+ * kvb NULL: b) into y (BSNH); kt: room for the prompt rows' keys
+ * transposed (NULL: decode rows, the query heads of a key/value head
+ * together, which read its keys and values once: SmolLM2, three query heads
+ * per key/value head, one pass over the cache per head instead of three). */
+static void gqa_attend(sn_kctx *c, const gqa_geom *g, const gqa_run *o, int64_t B, const float *q, float *k, float *v,
+                       int64_t Lk, float *y, float *kt, const int *kvb, carve *w) {
+    int64_t Nq = g->Nq, Nkv = g->Nkv, H = g->H;
+    float scale = sn_attr_float(c->node, "scale", 0.0f);
+    attn_job j = {
+        .B = B, .Nq = Nq, .Nkv = Nkv, .S = o->S, .H = H, .Hv = H, .q = q, .k = k, .v = v, .Lk = Lk, .y = y,
+        .y_bsnh = true, .scale = scale != 0.0f ? scale : 1.0f / sqrtf((float)H),
+        .softcap = sn_attr_float(c->node, "softcap", 0.0f), .setup = gqa_setup, .op = o,
+        .n_scores = LLM_ATTN_SCORES(Lk), .rows = kt ? LLM_ATTN_ROWS : 1, .kt = kt, .kt_ld = Lk + 8, .kvb = kvb,
+    };
+    int64_t grp = Nq / Nkv;
+    if (o->S == 1 && !kt && grp > 1) {
+        j.unit = gqa_dec_unit(grp);
+        j.rows = (int)j.unit;
+    }
+    for (int64_t b = 0; b < B && kt; b++)
+        for (int64_t h = 0; h < Nkv; h++)
+            llm_attn_keys_t(k + ((kvb ? kvb[b] : b) * Nkv + h) * Lk * H, gqa_T(o, b), H, kt + (b * Nkv + h) * H * (Lk + 8),
+                            Lk + 8);
+    attn_run_rows(&j, c->pool, w);
+}
+
 /* ---- packed runs (sn_packed) -------------------------------------------- */
 
 /* Sequence i of a packed run holds rows [first[i], first[i + 1]). */
@@ -586,35 +614,16 @@ static void gqa_pstage_rows(void *arg, int64_t r0, int64_t r1) {
  * decode sequences together; a prompt chunk alone), attended as their own
  * run would: the job's batch entry b is sequence i0 + b, its keys and
  * values the slot's. */
-static int gqa_packed_job(sn_kctx *c, const gqa_geom *g, const sn_packed *p, int i0, int i1, const float *qh,
-                          float *pk, float *pv, float *yf, float *kt, carve w) {
-    int64_t Nq = g->Nq, Nkv = g->Nkv, H = g->H, cap = p->cap, B = i1 - i0;
-    int64_t S = p->first[i0 + 1] - p->first[i0];
+static void gqa_packed_job(sn_kctx *c, const gqa_geom *g, const sn_packed *p, int i0, int i1, const float *qh,
+                           float *pk, float *pv, float *yf, float *kt, carve w) {
+    int64_t S = p->first[i0 + 1] - p->first[i0], off = p->first[i0] * g->Nq * g->H;
     int32_t seqlens[SN_PACKED_MAX_SEQ];
     for (int i = i0; i < i1; i++)
         seqlens[i - i0] = (int32_t)(p->past[i] + S - 1);
     gqa_run o = {.seqlens = seqlens, .S = S, .causal = sn_attr_int(c->node, "causal", 1) != 0,
                  .window = sn_attr_int(c->node, "local_window_size", -1),
                  .smooth = sn_attr_int(c->node, "smooth_softmax", 0) != 0};
-    float scale = sn_attr_float(c->node, "scale", 0.0f);
-    attn_job j = {
-        .B = B, .Nq = Nq, .Nkv = Nkv, .S = S, .H = H, .Hv = H, .q = qh + p->first[i0] * Nq * H, .k = pk, .v = pv,
-        .Lk = cap, .y = yf + p->first[i0] * Nq * H, .y_bsnh = true,
-        .scale = scale != 0.0f ? scale : 1.0f / sqrtf((float)H), .softcap = sn_attr_float(c->node, "softcap", 0.0f),
-        .setup = gqa_setup, .op = &o, .n_scores = LLM_ATTN_SCORES(cap), .rows = S > 1 ? LLM_ATTN_ROWS : 1,
-        .kt = S > 1 ? kt : NULL, .kt_ld = cap + 8, .kvb = p->slot + i0,
-    };
-    int64_t grp = Nq / Nkv;
-    if (S == 1 && grp > 1) {
-        j.unit = gqa_dec_unit(grp);
-        j.rows = (int)j.unit;
-    }
-    if (S > 1) /* one sequence (i1 = i0 + 1): its keys transposed */
-        for (int64_t h = 0; h < Nkv; h++)
-            llm_attn_keys_t(pk + ((int64_t)p->slot[i0] * Nkv + h) * cap * H, p->past[i0] + S, H, kt + h * H * (cap + 8),
-                            cap + 8);
-    attn_run_rows(&j, c->pool, &w);
-    return SNUG_OK;
+    gqa_attend(c, g, &o, i1 - i0, qh + off, pk, pv, p->cap, yf + off, S > 1 ? kt : NULL, p->slot + i0, &w);
 }
 
 /* A packed run (c->packed): the rows staged into their slots, then the
@@ -666,9 +675,9 @@ static int gqa_run_packed(sn_kctx *c, const gqa_geom *g) {
     while (d0 > 0 && p->first[d0] - p->first[d0 - 1] == 1)
         d0--;
     for (int i = 0; i < d0; i++)
-        SN_TRY(gqa_packed_job(c, g, p, i, i + 1, qh, pk, pv, yf, fout[5], w));
+        gqa_packed_job(c, g, p, i, i + 1, qh, pk, pv, yf, fout[5], w);
     if (d0 < p->n_seq)
-        SN_TRY(gqa_packed_job(c, g, p, d0, p->n_seq, qh, pk, pv, yf, fout[5], w));
+        gqa_packed_job(c, g, p, d0, p->n_seq, qh, pk, pv, yf, fout[5], w);
     return SNUG_OK;
 }
 
@@ -790,27 +799,7 @@ int llm_gqa_run(sn_kctx *c) {
         o.bias_n = ab->dims[1] == 1 ? 0 : S * o.bias_s;
         o.bias_b = ab->dims[0] == 1 ? 0 : ab->dims[1] * S * o.bias_s;
     }
-    float scale = sn_attr_float(c->node, "scale", 0.0f);
-    attn_job j = {
-        .B = B, .Nq = Nq, .Nkv = Nkv, .S = S, .H = H, .Hv = H, .q = qh, .k = pk, .v = pv,
-        .Lk = Lc, .y = yf, .y_bsnh = true, .scale = scale != 0.0f ? scale : 1.0f / sqrtf((float)H),
-        .softcap = sn_attr_float(c->node, "softcap", 0.0f), .setup = gqa_setup, .op = &o,
-        .n_scores = LLM_ATTN_SCORES(Lc), .rows = fout[5] ? LLM_ATTN_ROWS : 1, .kt = fout[5], .kt_ld = Lc + 8,
-    };
-    /* decode: the query heads of a key/value head together, which read its
-     * keys and values once (SmolLM2, three query heads per key/value head:
-     * one pass over the cache per head instead of three) */
-    int64_t grp = Nq / Nkv;
-    if (S == 1 && !fout[5] && grp > 1) {
-        j.unit = gqa_dec_unit(grp);
-        j.rows = (int)j.unit;
-    }
-    if (fout[5])
-        for (int64_t b = 0; b < B; b++)
-            for (int64_t h = 0; h < Nkv; h++)
-                llm_attn_keys_t(pk + (b * Nkv + h) * Lc * H, gqa_T(&o, b), H,
-                                fout[5] + (b * Nkv + h) * H * (Lc + 8), Lc + 8);
-    attn_run_rows(&j, c->pool, &w);
+    gqa_attend(c, &g, &o, B, qh, pk, pv, Lc, yf, fout[5], NULL, &w);
     flush_out(c->out[0], yf);
     for (int i = 1; i < 3 && i < c->n_out; i++)
         flush_out(c->out[i], fout[i]);
