@@ -65,6 +65,11 @@ void sn_pages_free(void *p, size_t n, size_t released);
  * writer reports each part with sn_pages_commit, sn_pages_size(n) bytes in
  * all before the block is freed with sn_pages_free. */
 void *sn_pages_reserve(size_t n);
+/* Block p of n bytes (sn_pages_reserve's) is written and will be read
+ * often: the 2 MiB pages lying wholly inside it become huge pages where the
+ * system has them (MADV_COLLAPSE, a copy now; asked for after the writes so
+ * that a block written out of order does not hold its pages early). */
+void sn_pages_settle(void *p, size_t n);
 void sn_pages_commit(size_t bytes);
 size_t sn_pages_size(size_t n);
 /* Overflow-checked a*b (returns false on overflow). */

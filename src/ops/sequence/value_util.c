@@ -160,6 +160,7 @@ void sn_rebuild_end(sn_rebuild *r, sn_prep_ctx *c, int input) {
     if (total > r->committed)
         sn_pages_commit(total - r->committed);
     r->committed = total;
+    sn_pages_settle(r->block, r->bytes);
     c->state_bytes = total;
     c->replaces = 1u << input;
 }
