@@ -219,6 +219,20 @@ void *sn_pages_reserve(size_t n) {
     return p ? p : pages_map(n);
 }
 
+void sn_pages_huge(void *p, size_t n) {
+#ifdef MADV_HUGEPAGE
+    if (g_alloc.malloc_fn || !p)
+        return;
+    const uintptr_t mask = ~(uintptr_t)(SLAB_HUGE - 1);
+    char *b = (char *)(((uintptr_t)p + SLAB_HUGE - 1) & mask), *e = (char *)(((uintptr_t)p + n) & mask);
+    if (e > b)
+        madvise(b, (size_t)(e - b), MADV_HUGEPAGE);
+#else
+    (void)p;
+    (void)n;
+#endif
+}
+
 void sn_pages_settle(void *p, size_t n) {
     if (g_alloc.malloc_fn || !p)
         return;

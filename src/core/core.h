@@ -70,6 +70,10 @@ void *sn_pages_reserve(size_t n);
  * system has them (MADV_COLLAPSE, a copy now; asked for after the writes so
  * that a block written out of order does not hold its pages early). */
 void sn_pages_settle(void *p, size_t n);
+/* Block p of n bytes (sn_malloc's, its own pages) is written whole at once
+ * (zeroed when made) and read often: its 2 MiB pages are faulted in as huge
+ * pages where the system has them (MADV_HUGEPAGE; a KV cache, an arena). */
+void sn_pages_huge(void *p, size_t n);
 void sn_pages_commit(size_t bytes);
 size_t sn_pages_size(size_t n);
 /* Overflow-checked a*b (returns false on overflow). */
