@@ -219,14 +219,21 @@ void *sn_pages_reserve(size_t n) {
     return p ? p : pages_map(n);
 }
 
+/* Advice (MADV_HUGEPAGE, MADV_COLLAPSE) for the 2 MiB pages of [p, p + n),
+ * from the one p starts in (from_start) or the first wholly inside, to
+ * the last wholly inside; none where the advice is unknown. */
+static void advise_huge(void *p, size_t n, bool from_start, int advice) {
+    const uintptr_t mask = ~(uintptr_t)(SLAB_HUGE - 1);
+    char *b = (char *)(from_start ? (uintptr_t)p & mask : ((uintptr_t)p + SLAB_HUGE - 1) & mask);
+    char *e = (char *)(((uintptr_t)p + n) & mask);
+    if (advice >= 0 && e > b)
+        madvise(b, (size_t)(e - b), advice);
+}
+
 void sn_pages_huge(void *p, size_t n) {
 #ifdef MADV_HUGEPAGE
-    if (g_alloc.malloc_fn || !p)
-        return;
-    const uintptr_t mask = ~(uintptr_t)(SLAB_HUGE - 1);
-    char *b = (char *)(((uintptr_t)p + SLAB_HUGE - 1) & mask), *e = (char *)(((uintptr_t)p + n) & mask);
-    if (e > b)
-        madvise(b, (size_t)(e - b), MADV_HUGEPAGE);
+    if (!g_alloc.malloc_fn && p)
+        advise_huge(p, n, false, MADV_HUGEPAGE);
 #else
     (void)p;
     (void)n;
@@ -236,20 +243,15 @@ void sn_pages_huge(void *p, size_t n) {
 void sn_pages_settle(void *p, size_t n) {
     if (g_alloc.malloc_fn || !p)
         return;
-    const uintptr_t mask = ~(uintptr_t)(SLAB_HUGE - 1);
     pthread_mutex_lock(&g_slab_mu);
     bool in_slab = slab_of(p) != NULL;
     pthread_mutex_unlock(&g_slab_mu);
     /* in a slab the 2 MiB page it starts in is complete too (the blocks before it are written), the one
      * it ends in waits for the next block; a block of its own: the pages wholly inside it */
-    char *b = (char *)(in_slab ? (uintptr_t)p & mask : ((uintptr_t)p + SLAB_HUGE - 1) & mask);
-    char *e = (char *)(((uintptr_t)p + n) & mask);
-#if defined(MADV_COLLAPSE)
-    if (e > b)
-        madvise(b, (size_t)(e - b), MADV_COLLAPSE);
+#ifdef MADV_COLLAPSE
+    advise_huge(p, n, in_slab, MADV_COLLAPSE);
 #else
-    (void)b;
-    (void)e;
+    (void)in_slab;
 #endif
 }
 
