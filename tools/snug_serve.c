@@ -148,6 +148,11 @@ typedef struct server {
     int64_t ctx;
     snug_generator **gens;  /* [parallel], or one with parallel slots (batched) */
     bool batched;            /* one generator, its slots decoded together (engine_main) */
+    /* batched: the engine's round count, bumped (and tick_cv broadcast) after each round; the
+     * connections wait on it instead of their job's cv (wait_news) */
+    pthread_mutex_t tick_mu;
+    pthread_cond_t tick_cv;
+    uint64_t tick;
     job **slot_jobs;         /* [parallel]: the job on each slot (batched; the engine's own) */
     snug_generator_runs *runs; /* [parallel]: each generator's model runs as last noted (under mu) */
     pthread_t *workers;
@@ -172,11 +177,15 @@ static void count_status(int code) {
     pthread_mutex_unlock(&g_srv.mu);
 }
 
-/* The generator's text callback: appends, wakes the connection; stops a
- * job whose client left or whose time is up. */
+/* The generator's text callback: appends, wakes the connection (batched:
+ * the engine wakes them all after the step, engine_tick, but for an
+ * answer's first text); stops a job whose client left or whose time is up. */
+static void engine_tick(void);
+
 static int on_text(void *user, const char *text, size_t len) {
     job *j = user;
     pthread_mutex_lock(&j->mu);
+    bool first = j->len == 0;
     if (j->len + len + 1 > j->cap) {
         size_t cap = (j->len + len + 1) * 2;
         char *t = realloc(j->text, cap);
@@ -197,7 +206,10 @@ static int on_text(void *user, const char *text, size_t len) {
     pthread_mutex_unlock(&j->mu);
     /* after the unlock: a reader woken under the lock blocks on it at once and the unlock wakes it again
      * (16 streams, AMD EPYC VM: this callback 40-48 -> 32-39 us a token, most of it the wake-up) */
-    pthread_cond_broadcast(&j->cv);
+    if (!g_srv.batched)
+        pthread_cond_broadcast(&j->cv);
+    else if (first) /* the time to the first token is not kept waiting for the rest of the step */
+        engine_tick();
     return stop;
 }
 
@@ -312,6 +324,18 @@ static void *worker_main(void *arg) {
     }
 }
 
+/* The end of an engine round: every connection waiting on a batched job
+ * looks again (wait_news). One broadcast a round instead of a wake-up per
+ * token and stream: on a VM a wake-up of a thread on the other vCPU costs
+ * tens of microseconds of the engine's time, which 16 streams paid 16
+ * times a step between the model runs. */
+static void engine_tick(void) {
+    pthread_mutex_lock(&g_srv.tick_mu);
+    g_srv.tick++;
+    pthread_cond_broadcast(&g_srv.tick_cv);
+    pthread_mutex_unlock(&g_srv.tick_mu);
+}
+
 /* All slots in one generator (continuous batching): each round takes
  * queued jobs into free slots, then one step runs a prompt chunk of one
  * slot (a model run of its own) and a token of every slot decoding (one
@@ -379,8 +403,10 @@ static void *engine_main(void *arg) {
             at[k] = NULL;
             job_end(j, false, rc, snug_generator_error(g), NULL);
         }
-        if (!running)
+        if (!running) {
+            engine_tick();
             continue;
+        }
         int fin = 0;
         running = snug_generator_step(g, &fin);
         runs_note(0);
@@ -395,6 +421,7 @@ static void *engine_main(void *arg) {
             fin--;
             job_end(j, true, rc, snug_generator_error(g), &gen);
         }
+        engine_tick();
     }
 }
 
@@ -541,6 +568,30 @@ static bool peer_gone(int fd) {
     return r == 0;
 }
 
+/* Waits (j->mu held, and held again on return) for news of j: a change
+ * of its own cv's, or with a batched server the engine's next round
+ * (engine_tick); 100 ms at most, so that the caller polls its socket. No
+ * news is lost: the round count is read before j->mu is let go, and news
+ * of j comes under j->mu before the round ends. */
+static void wait_news(job *j) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 100 * 1000 * 1000;
+    if (ts.tv_nsec >= 1000000000)
+        ts.tv_sec++, ts.tv_nsec -= 1000000000;
+    if (!g_srv.batched) {
+        pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+        return;
+    }
+    pthread_mutex_lock(&g_srv.tick_mu);
+    uint64_t t = g_srv.tick;
+    pthread_mutex_unlock(&j->mu);
+    while (g_srv.tick == t && pthread_cond_timedwait(&g_srv.tick_cv, &g_srv.tick_mu, &ts) == 0)
+        ;
+    pthread_mutex_unlock(&g_srv.tick_mu);
+    pthread_mutex_lock(&j->mu);
+}
+
 /* Waits until pred holds on j (under j->mu) or the client leaves (then
  * cancels the job). Returns false when the client left. */
 /* Waits until pred holds (1), the client left (0, the job cancelled), or,
@@ -553,12 +604,7 @@ static int wait_job_until(conn *c, bool (*pred)(const job *, const conn *), doub
             pthread_mutex_unlock(&j->mu);
             return 2;
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 100 * 1000 * 1000;
-        if (ts.tv_nsec >= 1000000000)
-            ts.tv_sec++, ts.tv_nsec -= 1000000000;
-        pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+        wait_news(j);
         if (!pred(j, c) && peer_gone(c->fd)) {
             j->cancelled = true;
             pthread_mutex_unlock(&j->mu);
@@ -1223,6 +1269,8 @@ int cmd_serve(int argc, char **argv) {
     g_srv.ctx = ctx;
     pthread_mutex_init(&g_srv.mu, NULL);
     pthread_cond_init(&g_srv.cv, NULL);
+    pthread_mutex_init(&g_srv.tick_mu, NULL);
+    pthread_cond_init(&g_srv.tick_cv, NULL);
     atomic_init(&g_srv.next_id, 1);
     g_srv.gens = calloc((size_t)parallel, sizeof *g_srv.gens);
     g_srv.workers = calloc((size_t)parallel, sizeof *g_srv.workers);
