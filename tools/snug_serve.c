@@ -592,8 +592,6 @@ static void wait_news(job *j) {
     pthread_mutex_lock(&j->mu);
 }
 
-/* Waits until pred holds on j (under j->mu) or the client leaves (then
- * cancels the job). Returns false when the client left. */
 /* Waits until pred holds (1), the client left (0, the job cancelled), or,
  * with until > 0, that time passed (2). */
 static int wait_job_until(conn *c, bool (*pred)(const job *, const conn *), double until) {
