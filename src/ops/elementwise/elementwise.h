@@ -10,11 +10,13 @@
 /* Elements per chunk when a kernel converts through a float buffer (half
  * types): small enough for the stack, large enough to amortize the call. */
 #define EW_CHUNK 256
-/* Elements below which work is not split over the thread pool. */
-#define EW_GRAIN ((int64_t)1 << 15)
+/* Elements below which work is not split over the thread pool. A batched
+ * decode step's Mul over 16 x 1536 values is worth splitting: its input was
+ * written half by each thread (a MatMul splits columns), and one thread
+ * alone pulls the other's half across while the other waits. */
+#define EW_GRAIN ((int64_t)1 << 13)
 /* The same for kernels that spend tens of operations an element (a
- * transcendental or rational function): a decode step's Sigmoid over
- * 16 x 1536 values is worth splitting, an Add of as many is not. */
+ * transcendental or rational function). */
 #define EW_GRAIN_MATH ((int64_t)1 << 12)
 
 /* Parameters kernels read; filled from attributes/inputs before a run. */

@@ -420,8 +420,11 @@ static int skip_run(sn_kctx *c) {
     j.inv_out = c->n_out > 2 ? c->out[2] : NULL;
     j.sum_out = c->n_out > 3 ? c->out[3] : NULL;
     j.f32 = x->dtype == SN_F32;
-    /* one run per thread, in whole groups; a decode step's row runs here */
-    int64_t tasks = sn_imin(sn_pool_size(c->pool), (j.rows + 2 * SKIP_GROUP - 1) / (2 * SKIP_GROUP));
+    /* one run per thread, in whole groups of SKIP_GROUP rows; a decode step's
+     * row runs here. 16 rows go to two threads: each row was written half by
+     * each thread (the MatMul before splits columns), and one thread alone
+     * took 4x as long as both. */
+    int64_t tasks = sn_imin(sn_pool_size(c->pool), (j.rows + SKIP_GROUP - 1) / SKIP_GROUP);
     tasks = sn_imax(tasks, 1);
     j.per = (j.rows + tasks - 1) / tasks;
     if (j.f32)
