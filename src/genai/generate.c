@@ -801,11 +801,16 @@ int sn_generator_step(sn_generator *g, int *finished) {
         const float *logits = NULL;
         sn_err e = {0};
         double t0 = now_s();
-        int rc = sn_kvloop_decode_slots(g->loop, n, g->dslots, g->dids, &logits, &e);
+        /* slots idle below the highest one decoding (answers ended, their
+         * next prompt not in yet) would each run a stand-in row, a token's
+         * whole work for nothing: packed, the run has the decode rows only */
+        bool packed = g->dslots[n - 1] + 1 > n && sn_kvloop_can_pack(g->loop); /* dslots ascend */
+        int rc = packed ? sn_kvloop_step_packed(g->loop, n, g->dslots, g->dids, -1, NULL, 0, &logits, &e)
+                        : sn_kvloop_decode_slots(g->loop, n, g->dslots, g->dids, &logits, &e);
         g->runs.decode_runs++;
         g->runs.decode_rows += (uint64_t)n;
         g->runs.decode_s += now_s() - t0;
-        seq_decoded(g, n, rc, &e, logits, false);
+        seq_decoded(g, n, rc, &e, logits, packed);
     }
     int done = 0, busy = 0;
     for (int k = 0; k < g->n_slots; k++) {

@@ -223,6 +223,28 @@ def openai_part(snug, model, srv):
         t.join()
     for (q, _), got, want in zip(jobs, gots, wants):
         check(got == want, f"concurrent {q!r}: {got!r}, snug generate {want!r}")
+    # a free slot below one decoding: a short answer in slot 0 (under way when the long one
+    # comes, so that takes slot 1) ends first, and the long one's later steps run packed,
+    # without slot 0's stand-in row; its answer is still snug generate's
+    first, short_text = threading.Event(), []
+
+    def short_answer():
+        for ch in cl.chat.completions.create(model="snug", messages=[{"role": "user", "content": chats[1]}],
+                                             temperature=0, max_tokens=4, stream=True):
+            if ch.choices and ch.choices[0].delta.content:
+                short_text.append(ch.choices[0].delta.content)
+                first.set()
+        first.set()
+
+    t = threading.Thread(target=short_answer)
+    t.start()
+    first.wait(120)
+    r = cl.chat.completions.create(model="snug", messages=[{"role": "user", "content": chats[2]}], temperature=0,
+                                   max_tokens=n)
+    t.join()
+    check(r.choices[0].message.content == wants[2], f"after a lower slot's answer ended: "
+          f"{r.choices[0].message.content!r}, snug generate {wants[2]!r}")
+    check("".join(short_text) == gen(snug, model, chats[1], 4), f"the short answer: {''.join(short_text)!r}")
     # errors through the client
     try:
         cl.chat.completions.create(model="snug", messages=[{"role": "user", "content": "x"}], n=2)
