@@ -116,10 +116,12 @@ void sn_generator_reset(sn_generator *g);
  * advanced together. sn_generator_start puts an answer on a free slot (the
  * prompt is copied; p's stop strings and user must live until it is
  * finished); each sn_generator_step then runs one prompt chunk of one slot
- * that is prefilling (round robin), in a model run of its own
- * (sn_kvloop_slot_prefill), then one decode step of every slot that is
- * decoding, all of them in one model run (sn_kvloop_decode_slots), calling
- * each answer's cb with its text. A step returns how many answers are still
+ * that is prefilling (round robin) and one decode step of every slot that
+ * is decoding: where the model packs, in one run (sn_kvloop_step_packed),
+ * else the chunk in a run of its own (sn_kvloop_slot_prefill) and the
+ * decode rows in another (sn_kvloop_decode_slots; packed too where a free
+ * slot lies below the highest one decoding, so it runs no stand-in row),
+ * calling each answer's cb with its text. A step returns how many answers are still
  * under way and sets *finished (may be NULL) to how many ended in it;
  * sn_generator_finish collects an ended answer (its result; its status, with
  * err set on failure) and frees the slot. The slot keeps the conversation
