@@ -13,7 +13,8 @@ struct sn_pool {
     pthread_cond_t cv_job, cv_done;
     uint64_t generation;   /* atomic: bumped per job (release after the job is written) */
     int busy;              /* atomic: workers still in the current job */
-    int sleepers;          /* workers blocked on cv_job (under mu) */
+    int sleepers;          /* atomic, changed under mu: workers blocked on cv_job */
+    int waiting;           /* atomic, changed under mu: the caller is blocked on cv_done */
     int stop;              /* atomic */
     int hot;               /* atomic: > 0 while workers spin without a limit (sn_pool_hot) */
     int spin;              /* pauses before sleeping: SN_POOL_SPIN, or what sn_pool_set_spin says */
@@ -68,12 +69,16 @@ static void *pool_main(void *arg) {
             }
         }
         if (g == seen) {
+            /* sleepers before generation, both seq_cst: the caller bumps
+             * generation before it reads sleepers, so either this thread
+             * sees the new job or the caller sees a sleeper and wakes it
+             * (under mu, which this thread holds until cond_wait) */
             pthread_mutex_lock(&p->mu);
-            p->sleepers++;
-            while ((g = __atomic_load_n(&p->generation, __ATOMIC_ACQUIRE)) == seen &&
+            __atomic_add_fetch(&p->sleepers, 1, __ATOMIC_SEQ_CST);
+            while ((g = __atomic_load_n(&p->generation, __ATOMIC_SEQ_CST)) == seen &&
                    !__atomic_load_n(&p->stop, __ATOMIC_RELAXED))
                 pthread_cond_wait(&p->cv_job, &p->mu);
-            p->sleepers--;
+            __atomic_sub_fetch(&p->sleepers, 1, __ATOMIC_RELAXED);
             pthread_mutex_unlock(&p->mu);
         }
         if (__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE))
@@ -82,7 +87,11 @@ static void *pool_main(void *arg) {
         if (sn_fp_get() != p->fp)
             sn_fp_set(p->fp);
         pool_work(p);
-        if (__atomic_sub_fetch(&p->busy, 1, __ATOMIC_ACQ_REL) == 0) {
+        /* the same handshake with a caller that stopped spinning: the
+         * mutex only when it sleeps, so a caller that spins never meets
+         * this thread on the lock when it posts the next job */
+        if (__atomic_sub_fetch(&p->busy, 1, __ATOMIC_SEQ_CST) == 0 &&
+            __atomic_load_n(&p->waiting, __ATOMIC_SEQ_CST)) {
             pthread_mutex_lock(&p->mu);
             pthread_cond_signal(&p->cv_done);
             pthread_mutex_unlock(&p->mu);
@@ -182,19 +191,22 @@ void sn_pool_for(sn_pool *p, int64_t n, int64_t grain, sn_range_fn fn, void *arg
     p->n_chunks = (n + chunk - 1) / chunk;
     __atomic_store_n(&p->next, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&p->busy, p->n - 1, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&p->generation, 1, __ATOMIC_ACQ_REL);
-    pthread_mutex_lock(&p->mu);
-    if (p->sleepers)
+    __atomic_fetch_add(&p->generation, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&p->sleepers, __ATOMIC_SEQ_CST) > 0) {
+        pthread_mutex_lock(&p->mu);
         pthread_cond_broadcast(&p->cv_job);
-    pthread_mutex_unlock(&p->mu);
+        pthread_mutex_unlock(&p->mu);
+    }
     pool_work(p);
     const int spin = __atomic_load_n(&p->spin, __ATOMIC_RELAXED);
     for (int i = 0; i < spin && __atomic_load_n(&p->busy, __ATOMIC_ACQUIRE) > 0; i++)
         cpu_relax();
     if (__atomic_load_n(&p->busy, __ATOMIC_ACQUIRE) > 0) {
         pthread_mutex_lock(&p->mu);
-        while (__atomic_load_n(&p->busy, __ATOMIC_ACQUIRE) > 0)
+        __atomic_store_n(&p->waiting, 1, __ATOMIC_SEQ_CST);
+        while (__atomic_load_n(&p->busy, __ATOMIC_SEQ_CST) > 0)
             pthread_cond_wait(&p->cv_done, &p->mu);
+        __atomic_store_n(&p->waiting, 0, __ATOMIC_RELAXED);
         pthread_mutex_unlock(&p->mu);
     }
 }

@@ -1136,8 +1136,9 @@ VNNI_INLINE void q4v_tile(const int MR, const bool ZP, const llm_mnb4_args *g, c
 #define Q4P_DEC 640 /* a decoded block of a panel: 8 code vectors, sb, 16 - z in each byte of a lane */
 #define Q4P_KB 64   /* blocks of a panel decoded at a time (40 KiB on the stack) */
 #define Q4P_MC 64   /* rows per pass of a deeper panel (their accumulators: 16 KiB) */
-/* The next panel's B, scales and zero points are fetched into L2, not L1,
- * while this one is decoded: on an AMD EPYC (Zen 4) VM a 16-slot SmolLM2
+/* The next panel's B, scales and zero points are fetched into L2, not L1
+ * (B in panels: by the first row tile, q4p_tile; else while this one is
+ * decoded): on an AMD EPYC (Zen 4) VM a 16-slot SmolLM2
  * step's MatMulNBits took 16.0, 16.4, 21.3 ms with _MM_HINT_T0 and 11.8,
  * 13.6, 14.8 with this (`snug bench --slots 16 --prompt 40 --gen 64 --ops`,
  * builds b0a5035 and 215aefe alternated; nothing else in MatMulNBits
@@ -1241,14 +1242,12 @@ VNNI static void q4p_decode(const llm_mnb4_args *g, int64_t n, int nc, int64_t b
     const int64_t kb = g->kb;
     const __m512i m0f = _mm512_set1_epi8(15);
     const int pfc = (int)sn_imin(16, g->N - (n + 16)); /* columns of the next panel */
-    if (g->tiled == LLM_MNB4_P16) { /* B in panels: as the transposes below leave it */
+    if (g->tiled == LLM_MNB4_P16) { /* B in panels: as the transposes below leave it; the row tiles
+                                     * fetch the next panel (q4p_tile), not this */
         const size_t bs = llm_mnb4_p16_block(g->zp != NULL);
         const uint8_t *pan = p16_at(g, n, 0);
         for (int64_t b = b0; b < b1; b++) {
             const uint8_t *src = pan + (size_t)b * bs;
-            if (pfc > 0) /* the next panel's block b */
-                for (size_t i = 0; i < bs; i += 64)
-                    _mm_prefetch((const char *)(src + (size_t)kb * bs + i), Q4P_PF_HINT);
             char *d = dec + (size_t)(b - b0) * Q4P_DEC;
             const __m512i off = g->zp ? p16_off(src) : _mm512_setzero_si512();
             _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
@@ -1357,7 +1356,7 @@ VNNI_INLINE void q4p_blk(const int MR, const int h, const bool ZP, const char *r
  * ab, and go back to ab (b1 < kb) or, summed, plus the bias, into y. */
 VNNI_INLINE void q4p_tile(const int MR, const bool ZP, const bool DIRECT, const llm_mnb4_args *g, const char *rows,
                           size_t rst, int64_t n, int nc, int64_t b0, int64_t b1, const char *dec, const uint8_t *pan,
-                          float *ab, float *y) {
+                          float *ab, float *y, const char *npf) {
     const size_t bs = llm_mnb4_p16_block(ZP);
     __m512 acc[Q4V_MR][4];
     _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++)
@@ -1370,6 +1369,15 @@ VNNI_INLINE void q4p_tile(const int MR, const bool ZP, const bool DIRECT, const 
      * VM, alternated). One and two rows are bound by memory bandwidth and read B as it lies: one row
      * was slower with this (3.6 -> 4.2 ms a token), two no faster. */
     const char *pf = DIRECT && MR > 2 && n + 16 < g->N ? (const char *)pan + (size_t)g->kb * bs : NULL;
+    /* More rows share a decoded panel (B in panels): the first row tile fetches the next panel (npf)
+     * as the direct form does, a group of four blocks between products, so its lines go out a few at
+     * a time and long before that panel is decoded. Fetched all at once while this panel was decoded
+     * (as before), the decode's own loads queued behind them: in a 16-slot SmolLM2 step q4p_decode
+     * had 0.24x the samples of the products (mnb4_q4p_vnni), now 0.14x (perf record of `snug bench
+     * --slots 16 --prompt 26 --gen 64`, AMD EPYC VM); 16 sequences 1.01-1.03x the tok/s in pairs
+     * of rounds alike in the VM's speed (bench/ab_builds), one sequence unchanged (not this path) */
+    if (!DIRECT)
+        pf = npf;
     for (; 4 * gi + 4 <= b1; gi++) {
         if (pf)
             for (size_t i = 0; i < 4 * bs; i += 64)
@@ -1382,6 +1390,9 @@ VNNI_INLINE void q4p_tile(const int MR, const bool ZP, const bool DIRECT, const 
     }
     const int rem = (int)(b1 - 4 * gi); /* a short last group: its missing blocks add nothing */
     const char *d = dec + (size_t)(4 * gi - b0) * Q4P_DEC;
+    if (pf && rem > 0)
+        for (size_t i = 0; i < (size_t)rem * bs; i += 64)
+            _mm_prefetch(pf + (size_t)(4 * gi) * bs + i, Q4P_PF_HINT);
     if (rem > 0)
         q4p_blk(MR, 0, ZP, rows, rst, gi, d, DIRECT ? pan + (size_t)(4 * gi + 0) * bs : NULL, acc);
     if (rem > 1)
@@ -1428,12 +1439,16 @@ VNNI static void mnb4_q4p_vnni(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
                 const int64_t b1 = sn_imin(g->kb, b0 + Q4P_KB);
                 if (!direct) /* up to four rows decode each block in registers */
                     q4p_decode(g, n, nc, b0, b1, dec);
+                /* the next panel, fetched by the first pass's row tiles (q4p_tile) */
+                const char *npf = p16 && !direct && m0 == 0 && n + 16 < g->N
+                                      ? (const char *)pan + (size_t)g->kb * llm_mnb4_p16_block(zp)
+                                      : NULL;
                 for (int64_t m = m0; m < m1; m += Q4V_MR) {
                     const int mr = (int)sn_imin(Q4V_MR, m1 - m);
                     const char *rows = (const char *)g->rows + (size_t)m * rst;
                     float *a = ab + 64 * (m - m0), *y = g->y + m * g->ldy + n;
-#define PT(R, Z) q4p_tile(R, Z, false, g, rows, rst, n, nc, b0, b1, dec, NULL, a, y)
-#define PTD(R, Z) q4p_tile(R, Z, true, g, rows, rst, n, nc, b0, b1, dec, pan, a, y)
+#define PT(R, Z) q4p_tile(R, Z, false, g, rows, rst, n, nc, b0, b1, dec, NULL, a, y, m == m0 ? npf : NULL)
+#define PTD(R, Z) q4p_tile(R, Z, true, g, rows, rst, n, nc, b0, b1, dec, pan, a, y, NULL)
                     if (direct)
                         TILE_CALL(PTD, mr, zp);
                     else
