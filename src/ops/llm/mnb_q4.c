@@ -1351,6 +1351,12 @@ VNNI_INLINE void q4p_blk(const int MR, const int h, const bool ZP, const char *r
     }
 }
 
+/* Blocks [b, b + nb) of the panel at pf (blocks of bs bytes) fetched into L2. */
+VNNI_INLINE void q4p_fetch(const char *pf, int64_t b, int64_t nb, size_t bs) {
+    for (size_t i = 0; i < (size_t)nb * bs; i += 64)
+        _mm_prefetch(pf + (size_t)b * bs + i, Q4P_PF_HINT);
+}
+
 /* MR rows x blocks [b0, b1) of the panel at n (b0 a multiple of 4; dec
  * holds them from b0). The accumulators start from zero (b0 = 0) or from
  * ab, and go back to ab (b1 < kb) or, summed, plus the bias, into y. */
@@ -1374,14 +1380,13 @@ VNNI_INLINE void q4p_tile(const int MR, const bool ZP, const bool DIRECT, const 
      * a time and long before that panel is decoded. Fetched all at once while this panel was decoded
      * (as before), the decode's own loads queued behind them: in a 16-slot SmolLM2 step q4p_decode
      * had 0.24x the samples of the products (mnb4_q4p_vnni), now 0.14x (perf record of `snug bench
-     * --slots 16 --prompt 26 --gen 64`, AMD EPYC VM); 16 sequences 1.01-1.03x the tok/s in pairs
-     * of rounds alike in the VM's speed (bench/ab_builds), one sequence unchanged (not this path) */
+     * --slots 16 --prompt 26 --gen 64`, AMD EPYC VM); the step's time gained less than the VM's
+     * swing between runs (bench/README.md) */
     if (!DIRECT)
         pf = npf;
     for (; 4 * gi + 4 <= b1; gi++) {
         if (pf)
-            for (size_t i = 0; i < 4 * bs; i += 64)
-                _mm_prefetch(pf + (size_t)(4 * gi) * bs + i, Q4P_PF_HINT);
+            q4p_fetch(pf, 4 * gi, 4, bs);
         const char *d = dec + (size_t)(4 * gi - b0) * Q4P_DEC;
         q4p_blk(MR, 0, ZP, rows, rst, gi, d, DIRECT ? pan + (size_t)(4 * gi + 0) * bs : NULL, acc);
         q4p_blk(MR, 1, ZP, rows, rst, gi, d + Q4P_DEC, DIRECT ? pan + (size_t)(4 * gi + 1) * bs : NULL, acc);
@@ -1391,8 +1396,7 @@ VNNI_INLINE void q4p_tile(const int MR, const bool ZP, const bool DIRECT, const 
     const int rem = (int)(b1 - 4 * gi); /* a short last group: its missing blocks add nothing */
     const char *d = dec + (size_t)(4 * gi - b0) * Q4P_DEC;
     if (pf && rem > 0)
-        for (size_t i = 0; i < (size_t)rem * bs; i += 64)
-            _mm_prefetch(pf + (size_t)(4 * gi) * bs + i, Q4P_PF_HINT);
+        q4p_fetch(pf, 4 * gi, rem, bs);
     if (rem > 0)
         q4p_blk(MR, 0, ZP, rows, rst, gi, d, DIRECT ? pan + (size_t)(4 * gi + 0) * bs : NULL, acc);
     if (rem > 1)
