@@ -147,6 +147,7 @@ typedef struct snug_session_stats {
     size_t released_bytes;     /* constants no run reads, released or freed */
     size_t device_bytes;       /* what the plan holds on accelerators (snug.device): arenas, weights, KV */
     size_t copied_bytes;       /* bytes the runs since the plan copied between devices */
+    int n_tails;               /* static nodes a group's kernel computes in its job (a SwiGLU's) */
 } snug_session_stats;
 void snug_session_get_stats(const snug_session *s, snug_session_stats *out);
 

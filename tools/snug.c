@@ -606,9 +606,9 @@ static int cmd_run(int argc, char **argv) {
         cli_human_bytes((double)st.arena_bytes, a, sizeof a);
         cli_human_bytes((double)st.lower_bound, l, sizeof l);
         cli_human_bytes((double)st.folded_bytes, f, sizeof f);
-        printf("plan       %d node(s) folded (%s), %d static (%d in place, %d run in groups), %d dynamic; arena %s "
-               "(lower bound %s); %d plan(s) made\n",
-               st.n_folded, f, st.n_static, st.n_inplace, st.n_grouped, st.n_dynamic, a, l, st.n_plans);
+        printf("plan       %d node(s) folded (%s), %d static (%d in place, %d run in groups, %d in their jobs), %d "
+               "dynamic; arena %s (lower bound %s); %d plan(s) made\n",
+               st.n_folded, f, st.n_static, st.n_inplace, st.n_grouped, st.n_tails, st.n_dynamic, a, l, st.n_plans);
     }
     status = 0;
 done:

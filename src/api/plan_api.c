@@ -36,6 +36,7 @@ void snug_session_get_stats(const snug_session *ps, snug_session_stats *out) {
         .released_bytes = st->released_bytes,
         .device_bytes = st->device_bytes,
         .copied_bytes = st->copied_bytes,
+        .n_tails = st->n_tails,
     };
 }
 

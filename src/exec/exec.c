@@ -205,8 +205,8 @@ int sn_exec_new(const sn_graph *g, sn_pool *pool, const sn_logger *log, sn_exec 
     ex->pl.n_nodes = g->n_nodes;
     ex->pl.n_inputs = g->n_inputs;
     ex->nstate = sn_calloc(nn, sizeof *ex->nstate);
-    ex->gin = sn_calloc((size_t)arg * SN_GROUP_MAX, sizeof *ex->gin);
-    ex->gout = sn_calloc((size_t)arg * SN_GROUP_MAX, sizeof *ex->gout);
+    ex->gin = sn_calloc((size_t)arg * (SN_GROUP_MAX + SN_TAIL_MAX), sizeof *ex->gin);
+    ex->gout = sn_calloc((size_t)arg * (SN_GROUP_MAX + SN_TAIL_MAX), sizeof *ex->gout);
     ex->sub_base = sn_calloc(nn, sizeof *ex->sub_base);
     ex->sub = sn_calloc((size_t)n_sub + 1, sizeof *ex->sub);
     ex->argin = sn_calloc((size_t)arg, sizeof *ex->argin);

@@ -22,6 +22,7 @@ typedef struct sn_exec_stats {
     int n_static, n_dynamic, n_folded; /* nodes by mode in the current plan */
     int n_inplace;           /* static nodes whose output reuses input 0's block */
     int n_grouped;           /* static nodes run in groups of one op (sn_op_def.run_group) */
+    int n_tails;             /* static nodes run as a group's tail (sn_kernel.group_tail) */
     int n_plans;             /* how many times a plan was made */
     size_t copied_init_bytes; /* weights copied because the file left them misaligned */
     size_t persistent_bytes; /* state buffers (sn_exec_add_state): the KV cache */

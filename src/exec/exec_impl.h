@@ -51,7 +51,7 @@ struct sn_exec {
     const sn_logger *log;    /* borrowed */
     sn_tensor *vals;         /* owned [n_values]: infos and data of the current run */
     void **nstate;           /* owned [n_nodes]: prepared kernel state */
-    const sn_tensor **gin;   /* owned scratch: SN_GROUP_MAX argument arrays for a group */
+    const sn_tensor **gin;   /* owned scratch: SN_GROUP_MAX + SN_TAIL_MAX argument arrays for a group */
     sn_tensor **gout;
     struct sn_exec **sub;    /* owned [sum of n_sub]: child executors, created lazily */
     int *sub_base;           /* owned [n_nodes]: index of node i's first child in sub */

@@ -344,7 +344,6 @@ int ex_plan_for(sn_exec *ex, sn_err *err) {
             saved[v] = ex->vals[v].data;
             ex->vals[v].data = NULL;
         }
-    uint8_t *groupable = NULL;
     int rc = ex_infer_fold(ex, err);
     if (rc == SNUG_OK)
         rc = ex_place_prepare(ex, err);
@@ -362,19 +361,14 @@ int ex_plan_for(sn_exec *ex, sn_err *err) {
     }
     if (rc == SNUG_OK)
         rc = ex_stream_mark(ex, err);
-    if (rc == SNUG_OK && !(groupable = sn_calloc((size_t)g->n_nodes + 1, 1)))
-        rc = sn_errf(err, SNUG_ERR_OOM, "out of memory");
     for (int i = 0; i < g->n_nodes && rc == SNUG_OK; i++) {
         const sn_node *n = &g->nodes[i];
         if (!(ex->kern[i] = sn_backend_kernel(&ex->backends[ex->pl.nodes[i].device], n)))
             rc = sn_kfail(err, n, SNUG_ERR_UNSUPPORTED, "no %s kernel for this op",
                           ex->backends[ex->pl.nodes[i].device].ops->name);
-        else
-            groupable[i] = ex->kern[i]->run_group != NULL;
     }
     if (rc == SNUG_OK)
-        sn_plan_groups(&ex->pl, g, groupable, !ex->no_groups);
-    sn_free(groupable);
+        sn_plan_groups(&ex->pl, g, ex->kern, !ex->no_groups);
     if (rc == SNUG_OK)
         rc = sn_plan_reserve(&ex->pl, g, err);
     if (rc == SNUG_OK)
@@ -424,6 +418,7 @@ int ex_plan_for(sn_exec *ex, sn_err *err) {
     }
     ex->stats.n_inplace = ex->pl.n_inplace;
     ex->stats.n_grouped = ex->pl.n_grouped;
+    ex->stats.n_tails = ex->pl.n_tails;
     ex->pl.n_static = ex->stats.n_static;
     ex->pl.n_dynamic = ex->stats.n_dynamic;
     ex->pl.n_folded = ex->stats.n_folded;

@@ -39,14 +39,15 @@ int ex_call_kernel(sn_exec *ex, const sn_node *n, void *state, void *ws, sn_err 
 
 static int reinfer_node(sn_exec *ex, const sn_node *n, sn_err *err);
 
-/* The group node i leads (group_size members from i on), each member with
- * its own arguments, state and workspace; reinfer: a bounded plan's run
- * (every member's outputs inferred again first). */
+/* The group node i leads (group_size members from i on, then n_tail tail
+ * nodes), each with its own arguments, state and workspace; reinfer: a
+ * bounded plan's run (every member's and tail node's outputs inferred
+ * again first). */
 static int run_group(sn_exec *ex, int i, bool reinfer, sn_err *err) {
     const sn_graph *g = ex->g;
-    int n = ex->pl.nodes[i].group_size;
-    sn_kctx kc[SN_GROUP_MAX], *cs[SN_GROUP_MAX];
-    for (int m = 0; m < n; m++) {
+    int n = ex->pl.nodes[i].group_size, t = ex->pl.nodes[i].n_tail;
+    sn_kctx kc[SN_GROUP_MAX + SN_TAIL_MAX], *cs[SN_GROUP_MAX + SN_TAIL_MAX];
+    for (int m = 0; m < n + t; m++) {
         const sn_node *nd = &g->nodes[i + m];
         if (reinfer)
             SN_TRY(reinfer_node(ex, nd, err));
@@ -55,7 +56,7 @@ static int run_group(sn_exec *ex, int i, bool reinfer, sn_err *err) {
         cs[m] = &kc[m];
     }
     ex->cur_node = i;
-    return ex->kern[i]->run_group(cs, n);
+    return ex->kern[i]->run_group(cs, n, t);
 }
 
 static int run_dynamic(sn_exec *ex, const sn_node *n, sn_err *err) {

@@ -196,7 +196,21 @@ enum {
  * and workspace live from the first member on. */
 #define SN_GROUP_MAX 4
 typedef bool (*sn_group_ok_fn)(const sn_node *first, const sn_node *next);
-typedef int (*sn_run_group_fn)(sn_kctx *const *cs, int n);
+
+/* Tails: the nodes right after a group that its kernel computes in the
+ * group's own job, where the members' outputs are still in each thread's
+ * cache (gate and up's SwiGLU: Sigmoid, Mul, Mul). group_tail(g, first, n)
+ * says how many of the nodes after members first..first+n-1 its run_group
+ * takes on (at most SN_TAIL_MAX), 0 for none. It offers only nodes every
+ * output of which but the last node's is read by the tail alone and is no
+ * graph output: the kernel writes the last node's outputs only. The plan
+ * takes them when they are static, on the group's device, and read nothing
+ * but constants, values made before the group, the members' outputs and
+ * the tail's own (sn_plan_groups); run_group(cs, n, n_tail) then gets their
+ * contexts after the members'. */
+#define SN_TAIL_MAX 3
+typedef int (*sn_group_tail_fn)(const sn_graph *g, int first, int n);
+typedef int (*sn_run_group_fn)(sn_kctx *const *cs, int n, int n_tail);
 
 /* How a device computes an op: what a backend returns for a schema and a
  * node (sn_backend_ops.kernel). */
@@ -205,6 +219,7 @@ typedef struct sn_kernel {
     sn_run_fn run;
     sn_free_fn free_state;     /* may be NULL */
     sn_run_group_fn run_group; /* NULL: never grouped */
+    sn_group_tail_fn group_tail; /* NULL: no tail */
     /* Inputs (bit i) whose bytes the kernel reads on the host: a few values
      * an accelerator's kernel takes as arguments (lengths, a total), as ORT's
      * OrtMemTypeCPUInput. The plan leaves them where the host has them. */

@@ -11,24 +11,43 @@ static bool constant(const sn_plan *p, int v) {
            p->values[v].storage == SN_STORE_STREAMED;
 }
 
-void sn_plan_groups(sn_plan *p, const sn_graph *g, const uint8_t *groupable, bool enabled) {
+/* Whether the nodes first+n .. first+n+t-1 may be the tail of the group
+ * first..first+n-1: the plan's conditions (the kernel's group_tail vouched
+ * for what they compute and who reads them). */
+static bool tail_ok(const sn_plan *p, const sn_graph *g, int first, int n, int t) {
+    const sn_plan_node *lead = &p->nodes[first];
+    if (t < 1 || t > SN_TAIL_MAX || first + n + t > g->n_nodes)
+        return false;
+    for (int i = first + n; i < first + n + t; i++) {
+        const sn_node *b = &g->nodes[i];
+        const sn_plan_node *pb = &p->nodes[i];
+        if (pb->mode != SN_MODE_STATIC || pb->device != lead->device || b->n_sub || pb->last_row)
+            return false;
+    }
+    return true; /* right after the members, a tail node reads nothing made after the group's start outside it */
+}
+
+void sn_plan_groups(sn_plan *p, const sn_graph *g, const sn_kernel *const *kern, bool enabled) {
     p->n_grouped = 0;
+    p->n_tails = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         p->nodes[i].group = i;
         p->nodes[i].group_size = 1;
+        p->nodes[i].n_tail = 0;
     }
     for (int i = 0; i < g->n_nodes && enabled; i++) {
         const sn_node *a = &g->nodes[i];
         const sn_plan_node *pa = &p->nodes[i];
-        if (pa->mode != SN_MODE_STATIC || !groupable[i] || !a->op->group_ok || a->n_in < 1 || a->in[0] < 0 ||
-            a->n_sub || pa->last_row)
+        if (pa->mode != SN_MODE_STATIC || !kern[i] || !kern[i]->run_group || !a->op->group_ok || a->n_in < 1 ||
+            a->in[0] < 0 || a->n_sub || pa->last_row)
             continue;
         int j = i + 1;
         for (; j < g->n_nodes && j - i < SN_GROUP_MAX; j++) {
             const sn_node *b = &g->nodes[j];
             const sn_plan_node *pb = &p->nodes[j];
-            bool ok = pb->mode == SN_MODE_STATIC && pb->device == pa->device && b->op == a->op && groupable[j] &&
-                      b->n_in >= 1 && b->in[0] == a->in[0] && !b->n_sub && !pb->last_row && a->op->group_ok(a, b);
+            bool ok = pb->mode == SN_MODE_STATIC && pb->device == pa->device && b->op == a->op && kern[j] &&
+                      kern[j]->run_group == kern[i]->run_group && b->n_in >= 1 && b->in[0] == a->in[0] &&
+                      !b->n_sub && !pb->last_row && a->op->group_ok(a, b);
             for (int k = 1; k < b->n_in && ok; k++)
                 ok = constant(p, b->in[k]);
             if (!ok)
@@ -36,13 +55,18 @@ void sn_plan_groups(sn_plan *p, const sn_graph *g, const uint8_t *groupable, boo
         }
         if (j - i < 2)
             continue;
+        int t = kern[i]->group_tail ? kern[i]->group_tail(g, i, j - i) : 0;
+        if (!tail_ok(p, g, i, j - i, t))
+            t = 0;
         p->nodes[i].group_size = j - i;
-        for (int k = i + 1; k < j; k++) {
+        p->nodes[i].n_tail = t;
+        for (int k = i + 1; k < j + t; k++) {
             p->nodes[k].group = i;
             p->nodes[k].group_size = 0;
         }
         p->n_grouped += j - i;
-        i = j - 1;
+        p->n_tails += t;
+        i = j + t - 1;
     }
 }
 

@@ -81,9 +81,9 @@ void sn_plan_write_json(const sn_plan *p, const struct sn_graph *g, FILE *f) {
     }
     fprintf(f, "], \"at_bounds\": %s, \"threads\": %d, \"folded_bytes\": %zu, \"persistent_bytes\": %zu, "
                "\"state_bytes\": %zu, \"n_static\": %d, \"n_dynamic\": %d, \"n_folded\": %d, \"n_inplace\": %d, "
-               "\"n_grouped\": %d,\n \"inputs\": [",
+               "\"n_grouped\": %d, \"n_tails\": %d,\n \"inputs\": [",
             p->at_bounds ? "true" : "false", p->threads, p->folded_bytes, p->persistent_bytes, p->state_bytes,
-            p->n_static, p->n_dynamic, p->n_folded, p->n_inplace, p->n_grouped);
+            p->n_static, p->n_dynamic, p->n_folded, p->n_inplace, p->n_grouped, p->n_tails);
     for (int i = 0; i < p->n_inputs && i < g->n_inputs; i++) {
         fprintf(f, "%s{\"name\": ", i ? ", " : "");
         sn_json_write_str(f, g->values[g->inputs[i]].name);
@@ -150,6 +150,8 @@ void sn_plan_write_json(const sn_plan *p, const struct sn_graph *g, FILE *f) {
             fprintf(f, ", \"ws_reserved\": %zu", pn->ws_reserved);
         if (pn->group_size > 1)
             fprintf(f, ", \"group_size\": %d", pn->group_size);
+        if (pn->n_tail)
+            fprintf(f, ", \"tail\": %d", pn->n_tail);
         if (pn->state_bytes)
             fprintf(f, ", \"state_bytes\": %zu", pn->state_bytes);
         if (pn->last_row)

@@ -78,7 +78,8 @@ typedef struct sn_plan_node {
     sn_node_mode mode;
     int group;          /* the node leading its group (itself when alone) */
     int group_size;     /* members of the group it leads (1: alone); 0 for the other members, which
-                         * their leader runs (sn_kernel.run_group) */
+                         * their leader runs (sn_kernel.run_group), and for its tail */
+    int n_tail;         /* a leader: the nodes right after its members that it runs too (sn_kernel.group_tail) */
     size_t workspace;   /* bytes its kernel declared when prepared (Level 2); 0 if none */
     size_t ws_reserved; /* the Level-1 reservation made before prepare (has_reserve) */
     bool has_reserve;   /* its op's estimator gave ws_reserved; false: the declaration is the first figure */
@@ -161,7 +162,7 @@ typedef struct sn_plan {
     size_t folded_bytes;     /* constants computed at plan time and kept */
     size_t persistent_bytes; /* state buffers (the KV cache) */
     size_t state_bytes;      /* prepared kernels' state (packed weights) */
-    int n_static, n_dynamic, n_folded, n_inplace, n_grouped;
+    int n_static, n_dynamic, n_folded, n_inplace, n_grouped, n_tails;
     sn_plan_stream stream;   /* weight streaming; stream.first_layer == stream.n_layers: none */
     sn_plan_stream dstream;  /* to an accelerator (snug.placement_overflow=stream); likewise */
     sn_plan_layer *layers;   /* owned [n_layer_rows]: the placement per layer (NULL: none) */
@@ -229,10 +230,14 @@ bool sn_plan_value_constant(const sn_plan *p, int v);
 
 /* groups: consecutive static nodes of one op reading the same input 0,
  * whose other inputs are constant and whose op's group_ok admits them, up
- * to SN_GROUP_MAX, when groupable[i] (node i's kernel runs groups) and
- * neither reads a last-row view; sets group, group_size and n_grouped.
- * enabled false (snug.node_groups=0): every node alone. */
-void sn_plan_groups(sn_plan *p, const struct sn_graph *g, const uint8_t *groupable, bool enabled);
+ * to SN_GROUP_MAX, when kern[i] (node i's kernel) runs groups and neither
+ * reads a last-row view; then the tail its kernel offers (group_tail), when
+ * those nodes are static, on the group's device and read no last-row view
+ * (right after the members, they read nothing else made since). Sets group,
+ * group_size, n_tail, n_grouped and n_tails. enabled false
+ * (snug.node_groups=0): every node alone. */
+struct sn_kernel;
+void sn_plan_groups(sn_plan *p, const struct sn_graph *g, const struct sn_kernel *const *kern, bool enabled);
 
 /* memory: every planned (arena) value's slot and every static node's
  * workspace slot (nodes[i].workspace bytes) in the buffer of its device:

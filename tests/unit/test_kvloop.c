@@ -484,8 +484,9 @@ static bool open_pair(const char *path, const char *key, const char *const vals[
 }
 
 /* snug.node_groups: the same logits, bit for bit, with the MatMulNBits
- * groups (q/k/v, gate/up run as one job) and without, over a prefill and
- * decode steps; and the groups are there (counted in the plan's stats). */
+ * groups (q/k/v, gate/up run as one job, the SwiGLU after gate/up in it)
+ * and without, over a prefill and decode steps; and the groups and tails
+ * are there (counted in the plan's stats). */
 static void check_groups(const char *root, const char *preset, const char *style) {
     char path[2048];
     if (snprintf(path, sizeof path, "%s/%s/%s/model.onnx", root, preset, style) >= (int)sizeof path)
@@ -518,9 +519,13 @@ static void check_groups(const char *root, const char *preset, const char *style
         next = sn_argmax_f32(lg[1] + (rows - 1) * vocab, vocab);
     }
     int grouped[2] = {sn_exec_get_stats(s[0]->exec)->n_grouped, sn_exec_get_stats(s[1]->exec)->n_grouped};
+    int tails[2] = {sn_exec_get_stats(s[0]->exec)->n_tails, sn_exec_get_stats(s[1]->exec)->n_tails};
     CHECK(grouped[0] == 0 && grouped[1] > 0, "%s/%s: %d and %d nodes in groups (want 0 and some)", preset, style,
           grouped[0], grouped[1]);
-    printf("groups %s/%s: %d nodes in groups, the same logits\n", preset, style, grouped[1]);
+    CHECK(tails[0] == 0 && tails[1] > 0, "%s/%s: %d and %d nodes in groups' tails (want 0 and the SwiGLUs')",
+          preset, style, tails[0], tails[1]);
+    printf("groups %s/%s: %d nodes in groups, %d in their tails, the same logits\n", preset, style, grouped[1],
+           tails[1]);
 done:
     for (int k = 0; k < 2; k++) {
         sn_kvloop_free(l[k]);

@@ -226,8 +226,8 @@ static bool ok_gqa(const sn_node *n) {
 }
 
 const sn_cl_op sn_cl_ops_attn[] = {
-    {"com.microsoft", "GroupQueryAttention", {prep_gqa, run_gqa, NULL, NULL, 1u << SEQLENS_ | 1u << TOTAL_}, ok_gqa},
-    {"com.microsoft", "RotaryEmbedding", {prep_rope, run_rope, NULL, NULL, 0}, sn_cl_ok_any},
-    {"", "RotaryEmbedding", {prep_rope, run_rope, NULL, NULL, 0}, sn_cl_ok_any},
+    {"com.microsoft", "GroupQueryAttention", {.prepare = prep_gqa, .run = run_gqa, .host_in = 1u << SEQLENS_ | 1u << TOTAL_}, ok_gqa},
+    {"com.microsoft", "RotaryEmbedding", {.prepare = prep_rope, .run = run_rope, .host_in = 0}, sn_cl_ok_any},
+    {"", "RotaryEmbedding", {.prepare = prep_rope, .run = run_rope, .host_in = 0}, sn_cl_ok_any},
 };
 const int sn_cl_n_ops_attn = (int)(sizeof sn_cl_ops_attn / sizeof sn_cl_ops_attn[0]);

@@ -484,13 +484,13 @@ static int run_gemm(sn_kctx *c) {
 
 /* ---- the table ----------------------------------------------------------------------------- */
 
-#define BOOL_BIN {prep_bool_binary, run_bool_binary, NULL, NULL, 0}
-#define UNARY_F32(run) {sn_cl_prep_f32, run, NULL, NULL, 0}
-#define REDUCE {prep_reduce, run_reduce, NULL, NULL, 1u << 1}
+#define BOOL_BIN {.prepare = prep_bool_binary, .run = run_bool_binary, .host_in = 0}
+#define UNARY_F32(fn) {.prepare = sn_cl_prep_f32, .run = fn, .host_in = 0}
+#define REDUCE {.prepare = prep_reduce, .run = run_reduce, .host_in = 1u << 1}
 const sn_cl_op sn_cl_ops_more[] = {
-    {"", "Pow", {sn_cl_prep_f32, run_pow, NULL, NULL, 0}, ok_bcast},
-    {"", "Max", {sn_cl_prep_f32, run_max, NULL, NULL, 0}, sn_cl_ok_any},
-    {"", "Min", {sn_cl_prep_f32, run_min, NULL, NULL, 0}, sn_cl_ok_any},
+    {"", "Pow", {.prepare = sn_cl_prep_f32, .run = run_pow, .host_in = 0}, ok_bcast},
+    {"", "Max", {.prepare = sn_cl_prep_f32, .run = run_max, .host_in = 0}, sn_cl_ok_any},
+    {"", "Min", {.prepare = sn_cl_prep_f32, .run = run_min, .host_in = 0}, sn_cl_ok_any},
     {"", "Equal", BOOL_BIN, ok_bcast},
     {"", "Less", BOOL_BIN, ok_bcast},
     {"", "Greater", BOOL_BIN, ok_bcast},
@@ -499,7 +499,7 @@ const sn_cl_op sn_cl_ops_more[] = {
     {"", "And", BOOL_BIN, ok_bcast},
     {"", "Or", BOOL_BIN, ok_bcast},
     {"", "Xor", BOOL_BIN, ok_bcast},
-    {"", "Not", {prep_not, run_not_, NULL, NULL, 0}, sn_cl_ok_any},
+    {"", "Not", {.prepare = prep_not, .run = run_not_, .host_in = 0}, sn_cl_ok_any},
     {"", "Abs", UNARY_F32(run_abs_), sn_cl_ok_any},
     {"", "Relu", UNARY_F32(run_relu), sn_cl_ok_any},
     {"", "Cos", UNARY_F32(run_cos_), sn_cl_ok_any},
@@ -507,14 +507,14 @@ const sn_cl_op sn_cl_ops_more[] = {
     {"", "Log", UNARY_F32(run_log_), sn_cl_ok_any},
     {"", "Floor", UNARY_F32(run_floor_), sn_cl_ok_any},
     {"", "Ceil", UNARY_F32(run_ceil_), sn_cl_ok_any},
-    {"", "Cast", {prep_cast, run_cast, NULL, NULL, 0}, sn_cl_ok_any},
+    {"", "Cast", {.prepare = prep_cast, .run = run_cast, .host_in = 0}, sn_cl_ok_any},
     {"", "ReduceSum", REDUCE, sn_cl_ok_any},
     {"", "ReduceMean", REDUCE, sn_cl_ok_any},
     {"", "ReduceMax", REDUCE, sn_cl_ok_any},
-    {"", "Slice", {prep_slice, run_slice, NULL, NULL, 0x1eu}, sn_cl_ok_any},
-    {"", "Expand", {prep_expand, run_expand, NULL, NULL, 1u << 1}, sn_cl_ok_any},
-    {"", "LayerNormalization", {prep_ln, run_ln, NULL, NULL, 0}, ok_ln},
-    {"com.microsoft", "SkipLayerNormalization", {prep_ln, run_ln, NULL, NULL, 0}, ok_ln},
-    {"", "Gemm", {prep_gemm, run_gemm, NULL, NULL, 0}, sn_cl_ok_any},
+    {"", "Slice", {.prepare = prep_slice, .run = run_slice, .host_in = 0x1eu}, sn_cl_ok_any},
+    {"", "Expand", {.prepare = prep_expand, .run = run_expand, .host_in = 1u << 1}, sn_cl_ok_any},
+    {"", "LayerNormalization", {.prepare = prep_ln, .run = run_ln, .host_in = 0}, ok_ln},
+    {"com.microsoft", "SkipLayerNormalization", {.prepare = prep_ln, .run = run_ln, .host_in = 0}, ok_ln},
+    {"", "Gemm", {.prepare = prep_gemm, .run = run_gemm, .host_in = 0}, sn_cl_ok_any},
 };
 const int sn_cl_n_ops_more = (int)(sizeof sn_cl_ops_more / sizeof sn_cl_ops_more[0]);

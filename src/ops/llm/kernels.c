@@ -581,6 +581,21 @@ SN_CLONES float llm_exp_mlas(float x) {
 /* The logistic function as MLAS computes it (rational approximation). */
 SN_CLONES float llm_logistic_mlas(float x) { return sn_logistic_f32(x); }
 
+/* y = (g * logistic(g)) * u over rows [m0, m1) and columns [c0, c1) of
+ * [*, ld] matrices: the graph's Sigmoid, Mul and Mul, each product rounded
+ * as those nodes round it (the same bits), in one pass. */
+SN_CLONES_WIDE void llm_swiglu_f32(const float *g, const float *u, float *y, int64_t ld, int64_t m0, int64_t m1,
+                                   int64_t c0, int64_t c1) {
+    for (int64_t m = m0; m < m1; m++) {
+        const float *gr = g + m * ld, *ur = u + m * ld;
+        float *yr = y + m * ld;
+        for (int64_t c = c0; c < c1; c++) {
+            float t = gr[c] * sn_logistic_f32(gr[c]);
+            yr[c] = t * ur[c];
+        }
+    }
+}
+
 /* Sum of exps in the order of MLAS's AVX2 kernel: eight lane accumulators
  * fed 24 values per step, then 8 at a time (a short tail zero-padded), then
  * ((a0+a1)+(a2+a3)) + ((a4+a5)+(a6+a7)). */

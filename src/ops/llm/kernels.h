@@ -111,6 +111,11 @@ void llm_skip_rms_rows_ort(const float *const *x, const float *gamma, float eps,
 float llm_exp_mlas(float x);
 /* MLAS's logistic (Sigmoid, QuickGelu). */
 float llm_logistic_mlas(float x);
+/* SwiGLU's Sigmoid, Mul and Mul in one pass: y = (g * logistic(g)) * u
+ * for rows [m0, m1) and columns [c0, c1) of [*, ld] row-major matrices,
+ * each product rounded as the separate nodes round it. */
+void llm_swiglu_f32(const float *g, const float *u, float *y, int64_t ld, int64_t m0, int64_t m1, int64_t c0,
+                    int64_t c1);
 /* Softmax denominator in MLAS's order: lanes[k] accumulates e[i] with
  * i % 8 == k, in order (call with consecutive pieces whose lengths are
  * multiples of 8 but the last); fold gives the sum. */

@@ -29,7 +29,8 @@ bool llm_mnb_group_ok(const sn_node *first, const sn_node *next);
  * snug's own for one row and more; ORT's AVX2 order differs between them,
  * and the float path changes kernels at MNB_GEMM_MIN_M rows. */
 bool llm_mnb_rows_invariant(const struct sn_graph *g, const sn_node *n);
-int llm_mnb_run_group(sn_kctx *const *cs, int n);
+int llm_mnb_run_group(sn_kctx *const *cs, int n, int n_tail);
+int llm_mnb_group_tail(const struct sn_graph *g, int first, int n);
 
 /* gather_bq.c: GatherBlockQuantized */
 int llm_gbq_infer(sn_infer_ctx *c);
