@@ -295,6 +295,11 @@ static int bind_buffers(sn_exec *ex, sn_err *err) {
     }
     for (int v = 0; v < g->n_values; v++) {
         const sn_plan_value *pv = &ex->pl.values[v];
+        if (pv->storage == SN_STORE_NONE && g->values[v].producer >= 0 &&
+            ex->pl.nodes[g->values[v].producer].group_size == 0) { /* a tail's inner output: never written */
+            ex->vals[v].data = NULL;
+            ex->vcap[v] = pv->size;
+        }
         if (pv->storage != SN_STORE_ARENA)
             continue;
         ex->vals[v].data = ex->buf[pv->buffer] + pv->offset;

@@ -757,7 +757,7 @@ bool llm_mnb_group_ok(const sn_node *first, const sn_node *next) {
  * in float, where g is one member's output and u the other's (same N, so
  * the same shape: one A) and the first two outputs are read by the next
  * node alone. The onnxruntime-genai builder's SiLU MLP (SmolLM2, Llama,
- * Qwen), 30 of a SmolLM2 step's 90 elementwise nodes and 90 pool jobs.
+ * Qwen): three elementwise nodes a layer, each a pool job with many rows.
  * 3 when the tail is there, else 0. */
 static bool node_is(const sn_node *n, const char *op, int n_in) {
     return !strcmp(n->p->op_type, op) && !n->p->domain[0] && n->n_in == n_in && n->n_out == 1 && !n->n_sub;
@@ -869,6 +869,7 @@ int llm_mnb_run_group(sn_kctx *const *cs, int n, int n_tail) {
     if (n_tail) {
         const sn_kctx *sg = cs[n], *mu = cs[n + 2];
         if (n != 2 || n_tail != 3 || sg->in[0]->dtype != SN_F32 || mu->out[0]->dtype != SN_F32 ||
+            (sg->in[0]->data != cs[0]->out[0]->data && sg->in[0]->data != cs[1]->out[0]->data) ||
             sn_tensor_numel(mu->out[0]) != sn_tensor_numel(cs[0]->out[0]) ||
             sn_tensor_numel(cs[0]->out[0]) != sn_tensor_numel(cs[1]->out[0]))
             return sn_kfail(sg->err, sg->node, SNUG_ERR_INTERNAL, "not the SwiGLU tail of the MatMulNBits before it");
