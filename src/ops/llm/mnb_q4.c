@@ -1136,6 +1136,15 @@ VNNI_INLINE void q4v_tile(const int MR, const bool ZP, const llm_mnb4_args *g, c
 #define Q4P_DEC 640 /* a decoded block of a panel: 8 code vectors, sb, 16 - z in each byte of a lane */
 #define Q4P_KB 64   /* blocks of a panel decoded at a time (40 KiB on the stack) */
 #define Q4P_MC 64   /* rows per pass of a deeper panel (their accumulators: 16 KiB) */
+/* B in panels: up to this many rows decode each block in registers, every
+ * tile of four rows again, instead of sharing a panel decoded once into a
+ * buffer (q4p_decode). The decode's ands, shifts and adds then issue beside
+ * the products instead of as a pass of their own, bound by its stores: a
+ * 16-slot SmolLM2 decode step 1.061x the tokens a second, 32-token prompts
+ * 1.014x, 64-token prompts 0.928x (more tiles decode each block than the
+ * products hide), 128-token prompts 0.939x (bench/ab_builds, --slots 16
+ * --prompt 26 --gen 64; --prompt 32, 64, 128; AMD EPYC VM). */
+#define Q4P_DIRECT_ROWS 32
 /* The next panel's B, scales and zero points are fetched into L2, not L1
  * (B in panels: by the first row tile, q4p_tile; else while this one is
  * decoded): on an AMD EPYC (Zen 4) VM a 16-slot SmolLM2
@@ -1331,7 +1340,7 @@ VNNI_INLINE void q4p_blk(const int MR, const int h, const bool ZP, const char *r
     const __m512i m0f = _mm512_set1_epi8(15), off = ZP && src ? p16_off(src) : _mm512_setzero_si512();
     _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
         __m512i w0, w1;
-        if (src) { /* few rows: the block's codes from B in panels, in registers (q4p_decode's) */
+        if (src) { /* up to Q4P_DIRECT_ROWS rows: the block's codes from B in panels, in registers */
             const __m512i x = _mm512_loadu_si512(src + 64 * j);
             w0 = _mm512_add_epi8(_mm512_and_si512(x, m0f), off);
             w1 = _mm512_add_epi8(_mm512_and_si512(_mm512_srli_epi16(x, 4), m0f), off);
@@ -1369,21 +1378,16 @@ VNNI_INLINE void q4p_tile(const int MR, const bool ZP, const bool DIRECT, const 
         _Pragma("GCC unroll 4") for (int h = 0; h < 4; h++)
             acc[r][h] = b0 ? _mm512_load_ps(ab + 64 * r + 16 * h) : _mm512_setzero_ps();
     int64_t gi = b0 / 4;
-    /* Three or four rows decode B here, not in q4p_decode, so the next panel is fetched here: its four
-     * blocks of each group as this one's are reached. SmolLM2 decode, 4 sequences a step: MatMulNBits
-     * 6.6, 6.9 -> 5.4, 5.1 ms; 3 sequences 5.1, 5.3 -> 4.5, 4.3 (`snug bench --slots 4 --ops`, AMD EPYC
-     * VM, alternated). One and two rows are bound by memory bandwidth and read B as it lies: one row
-     * was slower with this (3.6 -> 4.2 ms a token), two no faster. */
-    const char *pf = DIRECT && MR > 2 && n + 16 < g->N ? (const char *)pan + (size_t)g->kb * bs : NULL;
-    /* More rows share a decoded panel (B in panels): the first row tile fetches the next panel (npf)
-     * as the direct form does, a group of four blocks between products, so its lines go out a few at
-     * a time and long before that panel is decoded. Fetched all at once while this panel was decoded
-     * (as before), the decode's own loads queued behind them: in a 16-slot SmolLM2 step q4p_decode
-     * had 0.24x the samples of the products (mnb4_q4p_vnni), now 0.14x (perf record of `snug bench
-     * --slots 16 --prompt 26 --gen 64`, AMD EPYC VM); the step's time gained less than the VM's
-     * swing between runs (bench/README.md) */
-    if (!DIRECT)
-        pf = npf;
+    /* The first row tile (npf) fetches the next panel, a group of four blocks between products, so its
+     * lines go out a few at a time as this panel's are reached. Rows decoding B here (DIRECT): for three
+     * or four rows alone, SmolLM2 decode at 4 sequences a step, MatMulNBits 6.6, 6.9 -> 5.4, 5.1 ms; 3
+     * sequences 5.1, 5.3 -> 4.5, 4.3 (`snug bench --slots 4 --ops`, AMD EPYC VM, alternated); one and
+     * two rows are bound by memory bandwidth and read B as it lies: one row was slower with this (3.6
+     * -> 4.2 ms a token), two no faster. Rows sharing a decoded panel: fetched all at once while this
+     * panel was decoded (as before), the decode's own loads queued behind them: in a 16-slot SmolLM2
+     * step q4p_decode had 0.24x the samples of the products (mnb4_q4p_vnni), then 0.14x (perf record
+     * of `snug bench --slots 16 --prompt 26 --gen 64`, AMD EPYC VM) */
+    const char *pf = !DIRECT || MR > 2 ? npf : NULL;
     for (; 4 * gi + 4 <= b1; gi++) {
         if (pf)
             q4p_fetch(pf, 4 * gi, 4, bs);
@@ -1424,8 +1428,8 @@ static void q4_own_order_ref(const llm_mnb4_args *g, int64_t n0, int64_t n1);
 VNNI static void mnb4_q4p_vnni(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
     const size_t rst = llm_mnb4_row_bytes(g->kb);
     const bool zp = g->zp != NULL, p16 = g->tiled == LLM_MNB4_P16;
-    /* B in panels: up to four rows decode each block in registers; more share a decoded panel */
-    const bool direct = p16 && g->M <= Q4V_MR;
+    /* B in panels: up to Q4P_DIRECT_ROWS rows decode each block in registers; more share a decoded panel */
+    const bool direct = p16 && g->M <= Q4P_DIRECT_ROWS;
     if (p16 && n0 % 16) { /* ranges start at a panel (the executor's units are 16 columns) */
         const int64_t e = sn_imin(n1, (n0 / 16 + 1) * 16);
         q4_own_order_ref(g, n0, e);
@@ -1441,10 +1445,10 @@ VNNI static void mnb4_q4p_vnni(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
             const int64_t m1 = sn_imin(g->M, m0 + mstep);
             for (int64_t b0 = 0; b0 < g->kb; b0 += Q4P_KB) {
                 const int64_t b1 = sn_imin(g->kb, b0 + Q4P_KB);
-                if (!direct) /* up to four rows decode each block in registers */
+                if (!direct) /* more rows than Q4P_DIRECT_ROWS: the panel decoded once, for all */
                     q4p_decode(g, n, nc, b0, b1, dec);
                 /* the next panel, fetched by the first pass's row tiles (q4p_tile) */
-                const char *npf = p16 && !direct && m0 == 0 && n + 16 < g->N
+                const char *npf = p16 && m0 == 0 && n + 16 < g->N
                                       ? (const char *)pan + (size_t)g->kb * llm_mnb4_p16_block(zp)
                                       : NULL;
                 for (int64_t m = m0; m < m1; m += Q4V_MR) {
@@ -1452,7 +1456,7 @@ VNNI static void mnb4_q4p_vnni(const llm_mnb4_args *g, int64_t n0, int64_t n1) {
                     const char *rows = (const char *)g->rows + (size_t)m * rst;
                     float *a = ab + 64 * (m - m0), *y = g->y + m * g->ldy + n;
 #define PT(R, Z) q4p_tile(R, Z, false, g, rows, rst, n, nc, b0, b1, dec, NULL, a, y, m == m0 ? npf : NULL)
-#define PTD(R, Z) q4p_tile(R, Z, true, g, rows, rst, n, nc, b0, b1, dec, pan, a, y, NULL)
+#define PTD(R, Z) q4p_tile(R, Z, true, g, rows, rst, n, nc, b0, b1, dec, pan, a, y, m == m0 ? npf : NULL)
                     if (direct)
                         TILE_CALL(PTD, mr, zp);
                     else
