@@ -13,11 +13,16 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 printf '#!/bin/sh\necho "FAIL something"; echo "1 check(s) FAILED"; exit 1\n' >"$tmp/qemu-fails"
 printf '#!/bin/sh\necho "all ok"; exit 0\n' >"$tmp/qemu-passes"
-chmod +x "$tmp/qemu-fails" "$tmp/qemu-passes"
+# hangs every time; hangs the first time only (then passes)
+printf '#!/bin/sh\nexec sleep 30\n' >"$tmp/qemu-hangs"
+printf '#!/bin/sh\nif [ -e "%s/hung" ]; then echo "all ok"; exit 0; fi\ntouch "%s/hung"; exec sleep 30\n' "$tmp" "$tmp" \
+    >"$tmp/qemu-hangs-once"
+chmod +x "$tmp/qemu-fails" "$tmp/qemu-passes" "$tmp/qemu-hangs" "$tmp/qemu-hangs-once"
 bad=0
-expect() { # expect WANT EMULATOR
+expect() { # expect WANT EMULATOR [TIMEOUT]
     rc=0
-    SNUG_QEMU_AARCH64=$2 sh "$src/tests/cross/aarch64.sh" "$src" "$out" >"$tmp/log" 2>&1 || rc=$?
+    SNUG_QEMU_AARCH64=$2 SNUG_QEMU_TIMEOUT=${3:-300} sh "$src/tests/cross/aarch64.sh" "$src" "$out" >"$tmp/log" 2>&1 ||
+        rc=$?
     if [ "$rc" -ne "$1" ]; then
         echo "FAIL: with $2 as the emulator aarch64.sh exited $rc, want $1"
         tail -5 "$tmp/log"
@@ -29,4 +34,6 @@ expect() { # expect WANT EMULATOR
 expect 1 "$tmp/qemu-fails"
 expect 77 "$tmp/no-such-qemu"
 expect 0 "$tmp/qemu-passes"
+expect 1 "$tmp/qemu-hangs" 1
+expect 0 "$tmp/qemu-hangs-once" 1
 exit $bad

@@ -764,9 +764,10 @@ static void test_mnb4_fast1(void) {
             for (int variant = 0; variant < 4; variant++) {
                 int64_t K = Ks[ki], N = Ns[ni], kb = (K + 31) / 32, zs = (kb + 1) / 2;
                 int zpon = variant & 1, biason = variant >> 1;
-                /* rows: a tile of the few-row form, panels of 6 (a tile and a short one) and 13
-                 * rows, and 70 (past the 64 rows a pass of a panel deeper than 64 blocks takes;
-                 * each M over a quarter of the cases) */
+                /* rows: a tile of the few-row form; 6 (a tile and a short one) and 13 rows, which
+                 * decode B in registers tile by tile (up to Q4P_DIRECT_ROWS); 70, which share a
+                 * decoded panel, past the 64 rows a pass of a panel deeper than 64 blocks takes
+                 * (each M over a quarter of the cases) */
                 int64_t M = (int64_t[]){3, 6, 13, 70}[(ki + ni + (size_t)variant) % 4];
                 float *a = malloc(sizeof(float) * (size_t)(M * K)), *sb = malloc(sizeof(float) * (size_t)(N * kb));
                 float *bias = malloc(sizeof(float) * (size_t)N), *y = malloc(sizeof(float) * (size_t)(M * N));
