@@ -179,8 +179,9 @@ typedef struct llm_mnb4_args {
  * points (sb and zp of llm_mnb4_args are then not read; zp non-NULL says
  * that there are zero points): one ascending stream a panel, decoded by two
  * nibble masks a vector, no transposes. Every row count reads it with the
- * panel kernel (up to four rows decoding each block in registers), so every
- * row keeps its bits whatever the rows beside it. */
+ * panel kernel (up to 32 rows decoding each block in registers, tile by
+ * tile; more sharing a panel decoded once), so every row keeps its bits
+ * whatever the rows beside it. */
 #define LLM_MNB4_P16 2
 static inline size_t llm_mnb4_p16_block(bool has_zp) { return has_zp ? 336 : 320; }
 size_t llm_mnb4_p16_bytes(int64_t N, int64_t kb, bool has_zp);

@@ -1140,10 +1140,12 @@ VNNI_INLINE void q4v_tile(const int MR, const bool ZP, const llm_mnb4_args *g, c
  * tile of four rows again, instead of sharing a panel decoded once into a
  * buffer (q4p_decode). The decode's ands, shifts and adds then issue beside
  * the products instead of as a pass of their own, bound by its stores: a
- * 16-slot SmolLM2 decode step 1.061x the tokens a second, 32-token prompts
- * 1.014x, 64-token prompts 0.928x (more tiles decode each block than the
- * products hide), 128-token prompts 0.939x (bench/ab_builds, --slots 16
- * --prompt 26 --gen 64; --prompt 32, 64, 128; AMD EPYC VM). */
+ * 16-slot SmolLM2 decode step 1.061x and 1.066x the tokens a second, where
+ * one sequence (the same code in both builds) read 1.032x and 1.037x, so
+ * ~3%; 32-token prompts 1.014x, 64-token prompts 0.928x (more tiles decode
+ * each block than the products hide), 128-token prompts 0.939x
+ * (bench/ab_builds --rounds 6 -- --slots 16 --prompt 26 --gen 64; --prompt
+ * 32, 64, 128 --gen 4; AMD EPYC VM). */
 #define Q4P_DIRECT_ROWS 32
 /* The next panel's B, scales and zero points are fetched into L2, not L1
  * (B in panels: by the first row tile, q4p_tile; else while this one is
