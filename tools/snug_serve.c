@@ -84,6 +84,12 @@ static const char k_serve_help[] =
     "  --no-cache-prompt   every request starts from an empty cache. A request's\n"
     "                      \"cache_prompt\" true asks for --cache-prompt, false for\n"
     "                      this\n"
+    "  --no-share-prompt   a slot does not copy the rows of its prompt that another\n"
+    "                      slot has computed. Default (unless the cache is off): a\n"
+    "                      prompt that starts as another slot's did (a question\n"
+    "                      asked before, a long system prompt) copies those rows,\n"
+    "                      which are to the bit what its prefill would compute, and\n"
+    "                      prefills only the rest\n"
     "  --api-key KEY       require 'Authorization: Bearer KEY' (all but /health)\n"
     "  --model-name NAME   the model's id in responses (default: MODEL_DIR's name)\n"
     "  --chat-template F   a Jinja chat template file instead of the model's\n"
@@ -129,7 +135,7 @@ static const int k_codes[N_CODES] = {200, 400, 401, 404, 405, 408, 413, 429, 500
 
 typedef struct metrics {
     uint64_t http[N_CODES]; /* responses by status (k_codes; the last: any other) */
-    uint64_t chat, complete, prompt_tokens, prefilled_tokens, generated_tokens;
+    uint64_t chat, complete, prompt_tokens, prefilled_tokens, generated_tokens, shared_tokens;
     uint64_t cancelled, timed_out, rejected;
     hist request_s, ttft_s, queue_s;
 } metrics;
@@ -138,7 +144,7 @@ typedef struct metrics {
 
 typedef struct server {
     const char *model_name;
-    int parallel, queue_max, quiet, cache_prompt;
+    int parallel, queue_max, quiet, cache_prompt, share_prompt;
     bool has_template; /* the model (or --chat-template) gives a chat template snug renders */
     const char *template_why; /* why not, or NULL */
     double timeout_s;
@@ -393,7 +399,17 @@ static void *engine_main(void *arg) {
             int rc = SNUG_OK;
             if (job_begin(j, k)) {
                 slot_prepare(g, k, j);
-                rc = j->kind == JOB_CHAT ? snug_generator_start_chat(g, k, j->msgs, j->n_msgs, &j->s, on_text, j)
+                int64_t copied = 0;
+                if (mode != CACHE_NONE && g_srv.share_prompt) /* what other slots computed of the prompt */
+                    rc = j->kind == JOB_CHAT ? snug_generator_adopt(g, k, j->msgs, j->n_msgs, NULL, &copied)
+                                             : snug_generator_adopt(g, k, NULL, 0, j->prompt, &copied);
+                if (copied > 0) {
+                    pthread_mutex_lock(&g_srv.mu);
+                    g_srv.m.shared_tokens += (uint64_t)copied;
+                    pthread_mutex_unlock(&g_srv.mu);
+                }
+                if (rc == SNUG_OK)
+                    rc = j->kind == JOB_CHAT ? snug_generator_start_chat(g, k, j->msgs, j->n_msgs, &j->s, on_text, j)
                                          : snug_generator_start_complete(g, k, j->prompt, &j->s, on_text, j);
                 if (rc == SNUG_OK) {
                     running++;
@@ -890,6 +906,9 @@ static char *metrics_text(void) {
                "# TYPE snug_prompt_tokens_total counter\nsnug_prompt_tokens_total %llu\n"
                "# HELP snug_prefilled_tokens_total Of those, tokens the model ran (the rest were in a slot's cache).\n"
                "# TYPE snug_prefilled_tokens_total counter\nsnug_prefilled_tokens_total %llu\n"
+               "# HELP snug_shared_prompt_tokens_total Prompt tokens copied into a starting request's slot from "
+               "another slot's cache (--no-share-prompt: none), so not run again.\n"
+               "# TYPE snug_shared_prompt_tokens_total counter\nsnug_shared_prompt_tokens_total %llu\n"
                "# HELP snug_generated_tokens_total Tokens generated.\n"
                "# TYPE snug_generated_tokens_total counter\nsnug_generated_tokens_total %llu\n"
                "# HELP snug_queue_depth Requests waiting for a slot.\n# TYPE snug_queue_depth gauge\nsnug_queue_depth %d\n"
@@ -897,7 +916,8 @@ static char *metrics_text(void) {
                "# HELP snug_slots_total Slots (--parallel).\n# TYPE snug_slots_total gauge\nsnug_slots_total %d\n",
                (unsigned long long)m.chat, (unsigned long long)m.complete, (unsigned long long)m.rejected,
                (unsigned long long)m.cancelled, (unsigned long long)m.timed_out, (unsigned long long)m.prompt_tokens,
-               (unsigned long long)m.prefilled_tokens, (unsigned long long)m.generated_tokens, queued, busy,
+               (unsigned long long)m.prefilled_tokens, (unsigned long long)m.shared_tokens,
+               (unsigned long long)m.generated_tokens, queued, busy,
                g_srv.parallel);
     buf_printf(&b, &n, &cap,
                "# HELP snug_model_runs_total Model runs, by kind: a prompt chunk of one slot alone (prefill), one token "
@@ -1146,6 +1166,7 @@ int cmd_serve(int argc, char **argv) {
     int n_user = 0;
     memset(&g_srv, 0, sizeof g_srv);
     g_srv.cache_prompt = CACHE_EXACT;
+    g_srv.share_prompt = 1;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -1159,6 +1180,9 @@ int cmd_serve(int argc, char **argv) {
             continue;
         } else if (!strcmp(a, "--no-cache-prompt")) {
             g_srv.cache_prompt = CACHE_NONE;
+            continue;
+        } else if (!strcmp(a, "--no-share-prompt")) {
+            g_srv.share_prompt = 0;
             continue;
         } else if (!strcmp(a, "--no-batch")) {
             no_batch = true;

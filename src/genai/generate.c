@@ -448,6 +448,52 @@ int sn_generator_pick(const sn_generator *g, const int32_t *ids, size_t n, const
 }
 
 
+int sn_generator_adopt(sn_generator *g, int slot, const int32_t *ids, size_t n, int64_t *copied, sn_err *err) {
+    if (copied)
+        *copied = 0;
+    if (slot < 0 || slot >= g->n_slots)
+        return sn_errf(err, SNUG_ERR_RANGE, "slot %d: not within 0..%d", slot, g->n_slots - 1);
+    gen_seq *q = &g->seq[slot];
+    if (q->phase != SEQ_FREE && q->phase != SEQ_DONE)
+        return sn_errf(err, SNUG_ERR_INVALID_ARG, "slot %d: an answer is under way on it", slot);
+    int64_t held = sn_kvloop_slot_pos(g->loop, slot);
+    if (q->n_fed > held) /* as sn_generator_start: a stand-in took a full idle slot's last row */
+        q->n_fed = held;
+    int64_t own = slot_reuse(g, slot, ids, n, false), best = own;
+    int from = -1;
+    for (int d = 0; d < g->n_slots; d++) { /* any other slot, an answer under way on it or not */
+        int64_t c = d == slot ? 0 : slot_reuse(g, d, ids, n, true);
+        if (c > best) {
+            best = c;
+            from = d;
+        }
+    }
+    if (from < 0)
+        return SNUG_OK;
+    if (own < q->n_fed) {
+        if (sn_kvloop_slot_rewind(g->loop, slot, own, err) != SNUG_OK) {
+            sn_kvloop_slot_reset(g->loop, slot);
+            q->n_fed = q->n_exact = 0;
+            return err->code;
+        }
+        q->n_fed = own;
+    }
+    /* rows [own, best) are the donor's exact prompt rows; after this slot's
+     * exact rows they are what a fresh prefill computes here too */
+    bool exact = q->n_exact >= own;
+    if (q->n_exact > own)
+        q->n_exact = own;
+    SN_TRY(sn_kvloop_slot_copy(g->loop, slot, from, own, best, err));
+    for (int64_t i = own; i < best; i++)
+        q->fed[i] = ids[i];
+    q->n_fed = best;
+    if (exact)
+        q->n_exact = best;
+    if (copied)
+        *copied = best - own;
+    return SNUG_OK;
+}
+
 int sn_generator_chat_ids(sn_generator *g, const sn_chat_msg *msgs, int n, int32_t **ids, size_t *n_ids,
                           sn_err *err) {
     *ids = NULL;

@@ -143,6 +143,14 @@ void sn_generator_slot_keep_exact(sn_generator *g, int slot);
 int sn_generator_pick(const sn_generator *g, const int32_t *ids, size_t n, const int *slots, int n_slots, bool exact,
                       int64_t *reuse);
 int64_t sn_generator_slot_answer_ids(const sn_generator *g, int slot, const int32_t **ids);
+/* Before a start of ids on the free slot `slot`: when another slot, free or
+ * with an answer under way, holds more of ids' prefix among its exact rows
+ * (its prompt chunks') than slot's cache does, those rows are copied into
+ * slot (sn_kvloop_slot_copy), which then prefills only the rest. The answer
+ * is the one a fresh prefill gives, to the bit, as far as slot's own kept
+ * rows were exact. *copied (may be NULL): the rows copied. */
+int sn_generator_adopt(sn_generator *g, int slot, const int32_t *ids, size_t n, int64_t *copied, sn_err *err);
+
 
 /* The model runs a generator made since it was created: prompt chunks,
  * decode steps and both packed in one run (sn_kvloop_step_packed), their

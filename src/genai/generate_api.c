@@ -166,6 +166,22 @@ int snug_generator_pick_slot(snug_generator *g, const int *slots, int n_slots, c
     return slot >= 0 ? slot : sn_errf(&g->err, SNUG_ERR_INVALID_ARG, "snug_generator_pick_slot: no free slot given");
 }
 
+int snug_generator_adopt(snug_generator *g, int slot, const snug_message *msgs, int n, const char *text,
+                         int64_t *copied) {
+    if (copied)
+        *copied = 0;
+    if (!g)
+        return SNUG_ERR_INVALID_ARG;
+    int32_t *ids = NULL;
+    size_t k = 0;
+    int rc = prompt_ids(g, msgs, n, text, &ids, &k);
+    if (rc != SNUG_OK)
+        return rc;
+    rc = sn_generator_adopt(g->g, slot, ids, k, copied, &g->err);
+    sn_free(ids);
+    return rc;
+}
+
 int snug_generator_chat(snug_generator *g, const snug_message *msgs, int n, const snug_sampling *s,
                         snug_text_fn fn, void *user, snug_generation *out) {
     return chat(g, -1, msgs, n, s, fn, user, out);

@@ -834,6 +834,33 @@ int sn_kvloop_slot_rewind(sn_kvloop *l, int slot, int64_t pos, sn_err *err) {
     return SNUG_OK;
 }
 
+/* Rows [from, to) of every layer's keys and values, each head's, from slot
+ * src into slot dst (whose cache holds exactly `from`): shared buffers keep
+ * a slot's heads at stride cap, padded ones at the one stride P of all
+ * slots, which already covers src's rows. */
+int sn_kvloop_slot_copy(sn_kvloop *l, int dst, int src, int64_t from, int64_t to, sn_err *err) {
+    SN_TRY(check_slot(l, dst, err));
+    SN_TRY(check_slot(l, src, err));
+    if (dst == src || from < 0 || from > to || l->slot_past[dst] != from || to > l->slot_past[src])
+        return sn_errf(err, SNUG_ERR_RANGE, "kvloop: cannot copy rows %lld..%lld of slot %d (%lld cached) after "
+                       "the %lld of slot %d", (long long)from, (long long)to, src, (long long)l->slot_past[src],
+                       (long long)l->slot_past[dst], dst);
+    if (to == from)
+        return SNUG_OK;
+    int64_t H = l->info.kv_heads, stride = l->shared ? l->cap : l->pad;
+    size_t row = (size_t)l->info.head_dim * l->kv_esize;
+    for (int k = 0; k < 2 * l->info.n_layers; k++)
+        for (int64_t h = 0; h < H; h++)
+            SN_TRY(sn_exec_state_move(l->s->exec, l->i_past[k], (size_t)((dst * H + h) * stride + from) * row,
+                                      (size_t)((src * H + h) * stride + from) * row, (size_t)(to - from) * row,
+                                      err));
+    l->slot_past[dst] = to;
+    l->past = l->slot_past[0];
+    if (dst == 0 && !padded_slots(l)) /* slot 0's steps take their past length from pad */
+        l->pad = to;
+    return SNUG_OK;
+}
+
 int64_t sn_kvloop_slot_pos(const sn_kvloop *l, int slot) {
     return slot >= 0 && slot < l->n_slots ? l->slot_past[slot] : -1;
 }

@@ -109,6 +109,11 @@ int sn_kvloop_step_packed(sn_kvloop *l, int n, const int *slots, const int64_t *
 void sn_kvloop_slot_reset(sn_kvloop *l, int slot);
 int sn_kvloop_slot_rewind(sn_kvloop *l, int slot, int64_t pos, sn_err *err);
 int64_t sn_kvloop_slot_pos(const sn_kvloop *l, int slot); /* tokens in its cache; -1: no such slot */
+/* Copies rows [from, to) of slot src's cache into slot dst, which holds
+ * exactly `from` tokens and then holds `to`: a prompt another slot has
+ * computed is not computed again. The rows are src's bits; src keeps them. */
+int sn_kvloop_slot_copy(sn_kvloop *l, int dst, int src, int64_t from, int64_t to, sn_err *err);
+
 
 /* Forgets the cached tokens (the buffers stay). */
 void sn_kvloop_reset(sn_kvloop *l);

@@ -406,6 +406,52 @@ def slot_pick(snug, model):
         check(srv.stop() == 0, f"slot pick: the server did not exit 0:\n{srv.tail()}")
 
 
+def share_prompt(snug, model):
+    """A prompt another slot has computed (here one whose answer is under way) is copied into the
+    new request's slot, which prefills only its last two tokens, and the answer is still snug
+    generate's; --no-share-prompt prefills it all."""
+    story = ("Once upon a time, in a small village at the edge of a great forest, there lived an old clockmaker "
+             "who")
+    want = generate(snug, model, story, 12, chat=False)
+    for share in (True, False):
+        what = "share prompt" if share else "--no-share-prompt"
+        srv = Server(snug, model, "--parallel", "2", "--threads", "2", *(() if share else ("--no-share-prompt",)))
+        try:
+            res = {}
+
+            def long_one():
+                res["long"] = srv.request("POST", "/v1/completions", {"prompt": story, "max_tokens": 400,
+                                                                      "temperature": 0})
+            t = threading.Thread(target=long_one)
+            t.start()
+            for _ in range(100):  # until its prompt has run (its first token out)
+                time.sleep(0.02)
+                if srv.metrics().get("snug_model_run_tokens_total{kind=\"decode\"}", 0) > 0:
+                    break
+            m0 = srv.metrics()
+            st, _, b = srv.request("POST", "/v1/completions", {"prompt": story, "max_tokens": 12, "temperature": 0})
+            m1 = srv.metrics()
+            busy = m1.get("snug_slots_busy", 0)
+            t.join()
+            got = json.loads(b)["choices"][0]["text"] if st == 200 else f"status {st}"
+            d = lambda k: m1[k] - m0[k]
+            prompt, pre, shared = (d("snug_prompt_tokens_total"), d("snug_prefilled_tokens_total"),
+                                   d("snug_shared_prompt_tokens_total"))
+            if busy < 1:
+                print(f"{what}: the long answer ended before the check (a fast machine); not checked")
+            elif share:
+                check(prompt > 20 and pre == 2 and shared == prompt - 2 and got == want,
+                      f"{what}: {pre} of {prompt} prompt tokens prefilled, {shared} copied from the slot answering "
+                      f"the same prompt; {got!r} against {want!r}")
+            else:
+                check(prompt > 20 and pre == prompt and shared == 0 and got == want,
+                      f"{what}: {pre} of {prompt} prompt tokens prefilled, {shared} copied; "
+                      f"{got!r} against {want!r}")
+            check(res["long"][0] == 200, f"{what}: the long answer: {res['long'][0]}")
+        finally:
+            check(srv.stop() == 0, f"{what}: the server did not exit 0:\n{srv.tail()}")
+
+
 def model_runs(srv):
     """/metrics' model runs on an idle server, around one answer: its prompt tokens the model ran in
     prompt-chunk runs, each token after the first from a decode run of its own (one answer under way),
@@ -620,6 +666,7 @@ def main():
     finally:
         srv.stop(signal.SIGKILL, 10)
     slot_pick(a.snug, a.model)
+    share_prompt(a.snug, a.model)
     queue_and_drain(a.snug, a.model)
     optimum(a.snug, a.model)
     late_tokens(a.snug, a.model)

@@ -871,6 +871,87 @@ done:
         sn_session_close(s[k]);
 }
 
+/* A prompt one slot computed, copied into another (sn_kvloop_slot_copy):
+ * the copy prefills only its prompt's last two tokens and gets the logits
+ * its source got, then decodes beside it to the same rows (bit for bit
+ * where the kernels are batch-invariant, else to rounding). A third slot's
+ * longer prompt sets the padded caches' stride. */
+static void check_slot_copy(const char *root, const char *preset, const char *style, bool exact) {
+    char path[2048];
+    if (snprintf(path, sizeof path, "%s/%s/%s/model.onnx", root, preset, style) >= (int)sizeof path)
+        return;
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        printf("SKIP slot copy %s/%s: %s missing\n", preset, style, path);
+        g_missing++;
+        return;
+    }
+    enum { NS = 3, CTX = 64, STEP = 8, PL = 13, KEEP = PL - 2, OTHER = 37 };
+    sn_session *s = NULL;
+    sn_kvloop *l = NULL;
+    float *want = NULL;
+    sn_err err = {0};
+    snug_options *opts = snug_options_new();
+    snug_options_set(opts, "snug.threads", "2");
+    snug_options_set(opts, "snug.last_logits", "1");
+    int rc = sn_session_open(path, opts, &s, &err);
+    snug_options_free(opts);
+    if (rc == SNUG_OK)
+        rc = sn_kvloop_new_slots(s, CTX, STEP, NS, &l, &err);
+    CHECK(rc == SNUG_OK, "slot copy %s/%s: %s", preset, style, err.msg);
+    if (rc != SNUG_OK)
+        goto done;
+    int64_t p[PL], q[OTHER];
+    for (int i = 0; i < PL; i++)
+        p[i] = 5 + (i * 53) % 500;
+    for (int i = 0; i < OTHER; i++)
+        q[i] = 7 + (i * 29) % 500;
+    const float *lg = NULL;
+    for (int at = 0; at < OTHER && rc == SNUG_OK; at += STEP) /* slot 1: the longest, past a bucket */
+        rc = sn_kvloop_slot_prefill(l, 1, q + at, OTHER - at < STEP ? OTHER - at : STEP, NULL, &err);
+    for (int at = 0; at < PL && rc == SNUG_OK; at += STEP) /* slot 2: the source */
+        rc = sn_kvloop_slot_prefill(l, 2, p + at, PL - at < STEP ? PL - at : STEP, &lg, &err);
+    CHECK(rc == SNUG_OK, "slot copy %s/%s: prefill: %s", preset, style, err.msg);
+    if (rc != SNUG_OK)
+        goto done;
+    int64_t V = sn_kvloop_get_info(l)->vocab;
+    if (!(want = malloc(sizeof *want * (size_t)V)))
+        goto done;
+    memcpy(want, lg, sizeof *want * (size_t)V);
+    /* refused: a destination that does not hold `from`, rows past the source's, a slot onto itself */
+    CHECK(sn_kvloop_slot_copy(l, 0, 2, 1, KEEP, &err) == SNUG_ERR_RANGE, "slot copy: from 1 into an empty slot");
+    CHECK(sn_kvloop_slot_copy(l, 0, 2, 0, PL + 1, &err) == SNUG_ERR_RANGE, "slot copy: past the source's rows");
+    CHECK(sn_kvloop_slot_copy(l, 2, 2, PL, PL, &err) == SNUG_ERR_RANGE, "slot copy: a slot onto itself");
+    CHECK(sn_kvloop_slot_copy(l, 0, NS, 0, 1, &err) == SNUG_ERR_RANGE, "slot copy: slot %d of %d", NS, NS);
+    rc = sn_kvloop_slot_copy(l, 0, 2, 0, KEEP, &err);
+    CHECK(rc == SNUG_OK && sn_kvloop_slot_pos(l, 0) == KEEP && sn_kvloop_slot_pos(l, 2) == PL,
+          "slot copy %s/%s: %s; slots hold %lld and %lld", preset, style, rc ? err.msg : "ok",
+          (long long)sn_kvloop_slot_pos(l, 0), (long long)sn_kvloop_slot_pos(l, 2));
+    if (rc == SNUG_OK)
+        rc = sn_kvloop_slot_prefill(l, 0, p + KEEP, PL - KEEP, &lg, &err);
+    CHECK(rc == SNUG_OK, "slot copy %s/%s: the rest of the prompt: %s", preset, style, err.msg);
+    if (rc != SNUG_OK)
+        goto done;
+    int bad = exact ? memcmp(lg, want, sizeof *want * (size_t)V) != 0 : compare("slot copy: prompt", lg, want, V);
+    CHECK(!bad, "slot copy %s/%s: the copy's prompt logits differ from its source's", preset, style);
+    int64_t nx = sn_argmax_f32(want, V);
+    int both[2] = {0, 2};
+    int64_t ids[2] = {nx, nx};
+    rc = sn_kvloop_decode_slots(l, 2, both, ids, &lg, &err);
+    CHECK(rc == SNUG_OK, "slot copy %s/%s: decode: %s", preset, style, err.msg);
+    if (rc == SNUG_OK) {
+        bad = exact ? memcmp(lg, lg + 2 * V, sizeof *lg * (size_t)V) != 0
+                    : compare("slot copy: decode", lg, lg + 2 * V, V);
+        CHECK(!bad, "slot copy %s/%s: a decode row of the copy differs from its source's", preset, style);
+        printf("slot copy %s/%s: %d of %d prompt rows copied; its logits and next decode row %s its source's\n",
+               preset, style, KEEP, PL, exact ? "bit for bit" : "to rounding");
+    }
+done:
+    free(want);
+    sn_kvloop_free(l);
+    sn_session_close(s);
+}
+
 /* The public decoder's slots (snug_decoder_new_slots) against one
  * sequence alone through the same API: two slots, one prefilled while the
  * other decodes, the same logits bit for bit (tiny genai-fp32). */
@@ -1011,6 +1092,13 @@ int main(void) {
     check_slots(root, "tiny", "onnxscript", false, false);
     g_atol = 1e-3 + 1e-3 * 30, g_rtol = 0; /* SmolLM2's, as above (and for what follows) */
     check_slots(root, "smollm2-135m", "optimum", false, false);
+    /* a prompt's rows copied from another slot: shared caches, then padded ones */
+    g_atol = ATOL, g_rtol = RTOL;
+    check_slot_copy(root, "tiny", "genai-fp32", true);
+    check_slot_copy(root, "tiny", "optimum", false);
+    g_atol = 1e-3 + 1e-3 * 30, g_rtol = 0;
+    check_slot_copy(root, "smollm2-135m", "genai", q4_exact);
+    check_slot_copy(root, "smollm2-135m", "optimum", false);
     check_slots_refused();
     check_slots_api(root);
     check_chunked_rewind(root, "tiny", "optimum");    /* padded past, copied rows */
