@@ -159,6 +159,9 @@ typedef struct server {
     pthread_mutex_t tick_mu;
     pthread_cond_t tick_cv;
     uint64_t tick;
+    int tick_waiting;        /* connections blocked in wait_news (under tick_mu) */
+    int tick_awake;          /* of those the last tick woke, the ones not yet back or gone (under tick_mu) */
+    pthread_cond_t calm_cv;  /* tick_awake fell to 0 */
     job **slot_jobs;         /* [parallel]: the job on each slot (batched; the engine's own) */
     snug_generator_runs *runs; /* [parallel]: each generator's model runs as last noted (under mu) */
     pthread_t *workers;
@@ -330,6 +333,30 @@ static void *worker_main(void *arg) {
     }
 }
 
+/* The most an engine round waits for the connections it woke (calm_wait). */
+#define SERVE_CALM_S 1e-3
+
+/* Under tick_mu: the connections a tick woke write their news before the
+ * next model run starts. Else they run inside it, each taking a core from
+ * a compute thread for tens of microseconds, and the other compute thread
+ * waits for that one at the end of every parallel loop it was in: under 16
+ * streams, the server's pool spun in 31% of its samples against 13% in
+ * `snug bench --slots 16`. Waiting for them (1 ms at most: a connection
+ * whose client reads slowly is not waited for again until it is back)
+ * gave 16 streams 1002 tok/s against 894 (+12%, higher in each of five
+ * alternating pairs), one stream 214 against 219 (docs/serve.md). */
+static void calm_wait(void) {
+    if (g_srv.tick_awake <= 0)
+        return;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += (long)(SERVE_CALM_S * 1e9);
+    if (ts.tv_nsec >= 1000000000)
+        ts.tv_sec++, ts.tv_nsec -= 1000000000;
+    while (g_srv.tick_awake > 0 && pthread_cond_timedwait(&g_srv.calm_cv, &g_srv.tick_mu, &ts) == 0)
+        ;
+}
+
 /* The end of an engine round: every connection waiting on a batched job
  * looks again (wait_news). One broadcast a round instead of a wake-up per
  * token and stream: on a VM a wake-up of a thread on the other vCPU costs
@@ -338,7 +365,10 @@ static void *worker_main(void *arg) {
 static void engine_tick(void) {
     pthread_mutex_lock(&g_srv.tick_mu);
     g_srv.tick++;
+    g_srv.tick_awake = g_srv.tick_waiting; /* each comes back to wait_news or ends (tick_back) */
+    g_srv.tick_waiting = 0;
     pthread_cond_broadcast(&g_srv.tick_cv);
+    calm_wait();
     pthread_mutex_unlock(&g_srv.tick_mu);
 }
 
@@ -558,11 +588,28 @@ typedef struct conn {
     double t0;
     const char *path;
     atomic_int refs; /* the request, and a stream's response */
+    bool woke;       /* a tick woke it (woke_tick) and it has not waited again (under tick_mu) */
+    uint64_t woke_tick;
 } conn;
+
+/* Under tick_mu: connection c is back in wait_news, or gone; one the last
+ * tick woke counts off. */
+static void tick_back(conn *c) {
+    if (!c->woke)
+        return;
+    c->woke = false;
+    if (c->woke_tick == g_srv.tick && --g_srv.tick_awake == 0)
+        pthread_cond_signal(&g_srv.calm_cv);
+}
 
 static void conn_release(conn *c) {
     if (atomic_fetch_sub(&c->refs, 1) != 1)
         return;
+    if (g_srv.batched) {
+        pthread_mutex_lock(&g_srv.tick_mu);
+        tick_back(c);
+        pthread_mutex_unlock(&g_srv.tick_mu);
+    }
     if (c->j)
         job_release(c->j);
     free(c->body);
@@ -589,7 +636,7 @@ static bool peer_gone(int fd) {
  * (engine_tick); 100 ms at most, so that the caller polls its socket. No
  * news is lost: the round count is read before j->mu is let go, and news
  * of j comes under j->mu before the round ends. */
-static void wait_news(job *j) {
+static void wait_news(conn *c, job *j) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     ts.tv_nsec += 100 * 1000 * 1000;
@@ -600,10 +647,17 @@ static void wait_news(job *j) {
         return;
     }
     pthread_mutex_lock(&g_srv.tick_mu);
+    tick_back(c);
     uint64_t t = g_srv.tick;
     pthread_mutex_unlock(&j->mu);
+    g_srv.tick_waiting++;
     while (g_srv.tick == t && pthread_cond_timedwait(&g_srv.tick_cv, &g_srv.tick_mu, &ts) == 0)
         ;
+    if (g_srv.tick != t) { /* counted in tick_awake by engine_tick */
+        c->woke = true;
+        c->woke_tick = t + 1; /* the tick that woke it, whichever is the last now */
+    } else
+        g_srv.tick_waiting--;
     pthread_mutex_unlock(&g_srv.tick_mu);
     pthread_mutex_lock(&j->mu);
 }
@@ -618,7 +672,7 @@ static int wait_job_until(conn *c, bool (*pred)(const job *, const conn *), doub
             pthread_mutex_unlock(&j->mu);
             return 2;
         }
-        wait_news(j);
+        wait_news(c, j);
         if (!pred(j, c) && peer_gone(c->fd)) {
             j->cancelled = true;
             pthread_mutex_unlock(&j->mu);
@@ -1293,6 +1347,7 @@ int cmd_serve(int argc, char **argv) {
     pthread_cond_init(&g_srv.cv, NULL);
     pthread_mutex_init(&g_srv.tick_mu, NULL);
     pthread_cond_init(&g_srv.tick_cv, NULL);
+    pthread_cond_init(&g_srv.calm_cv, NULL);
     atomic_init(&g_srv.next_id, 1);
     g_srv.gens = calloc((size_t)parallel, sizeof *g_srv.gens);
     g_srv.workers = calloc((size_t)parallel, sizeof *g_srv.workers);
