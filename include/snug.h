@@ -767,6 +767,7 @@ typedef struct snug_generation {
     int64_t prefilled;     /* of those, fed to the model (the rest were cached) */
     int64_t generated;     /* tokens generated, the EOS included */
     double prefill_s, decode_s, ttft_s;
+    int64_t shared;        /* of the cached prompt tokens, copied from another slot (snug_generator_set_share_prompt) */
 } snug_generation;
 
 /* Receives each piece of the answer as it completes; nonzero stops. */
@@ -829,16 +830,14 @@ void snug_generator_slot_keep_exact(snug_generator *g, int slot);
  * given). */
 int snug_generator_pick_slot(snug_generator *g, const int *slots, int n_slots, const snug_message *msgs, int n,
                              const char *text, int exact, int64_t *reuse);
-/* Before a start on the free slot `slot` of this conversation (text NULL)
- * or raw text: where another slot, free or answering, holds more of the
- * prompt among the rows snug_generator_slot_keep_exact would keep than
- * slot's own cache does, those rows are copied into slot's cache (a prompt
- * computed once is not computed again; the answer is still, to the bit, the
- * one a fresh prefill gives, as far as slot's own kept rows are exact).
- * copied (may be NULL): the prompt tokens copied. Negative on an error (a
- * template or tokenizer failure, a slot that is not free). */
-int snug_generator_adopt(snug_generator *g, int slot, const snug_message *msgs, int n, const char *text,
-                         int64_t *copied);
+/* Whether the starts that follow (snug_generator_start_chat,
+ * snug_generator_start_complete) copy prompt rows another slot holds, free
+ * or answering, when it holds more of the prompt among the rows
+ * snug_generator_slot_keep_exact would keep than the starting slot does (a
+ * prompt computed once is not computed again; the answer is still, to the
+ * bit, the one a fresh prefill gives, as far as the slot's own kept rows
+ * are exact). Default: no. snug_generation.shared counts the rows copied. */
+void snug_generator_set_share_prompt(snug_generator *g, int on);
 /* The ids slot's last answer sampled (as snug_generator_answer_ids). */
 int64_t snug_generator_slot_answer_ids(const snug_generator *g, int slot, const int32_t **ids);
 

@@ -286,6 +286,7 @@ static void job_end(job *j, bool ran, int rc, const char *err, const snug_genera
     if (rc == SNUG_OK && ran) {
         g_srv.m.prompt_tokens += (uint64_t)gen->prompt_tokens;
         g_srv.m.prefilled_tokens += (uint64_t)gen->prefilled;
+        g_srv.m.shared_tokens += (uint64_t)gen->shared;
         g_srv.m.generated_tokens += (uint64_t)gen->generated;
         if (gen->generated > 0)
             hist_add(&g_srv.m.ttft_s, j->started - j->submitted + gen->ttft_s);
@@ -429,17 +430,9 @@ static void *engine_main(void *arg) {
             int rc = SNUG_OK;
             if (job_begin(j, k)) {
                 slot_prepare(g, k, j);
-                int64_t copied = 0;
-                if (mode != CACHE_NONE && g_srv.share_prompt) /* what other slots computed of the prompt */
-                    rc = j->kind == JOB_CHAT ? snug_generator_adopt(g, k, j->msgs, j->n_msgs, NULL, &copied)
-                                             : snug_generator_adopt(g, k, NULL, 0, j->prompt, &copied);
-                if (copied > 0) {
-                    pthread_mutex_lock(&g_srv.mu);
-                    g_srv.m.shared_tokens += (uint64_t)copied;
-                    pthread_mutex_unlock(&g_srv.mu);
-                }
-                if (rc == SNUG_OK)
-                    rc = j->kind == JOB_CHAT ? snug_generator_start_chat(g, k, j->msgs, j->n_msgs, &j->s, on_text, j)
+                /* what other slots computed of the prompt is copied, not run again */
+                snug_generator_set_share_prompt(g, mode != CACHE_NONE && g_srv.share_prompt);
+                rc = j->kind == JOB_CHAT ? snug_generator_start_chat(g, k, j->msgs, j->n_msgs, &j->s, on_text, j)
                                          : snug_generator_start_complete(g, k, j->prompt, &j->s, on_text, j);
                 if (rc == SNUG_OK) {
                     running++;
@@ -960,8 +953,8 @@ static char *metrics_text(void) {
                "# TYPE snug_prompt_tokens_total counter\nsnug_prompt_tokens_total %llu\n"
                "# HELP snug_prefilled_tokens_total Of those, tokens the model ran (the rest were in a slot's cache).\n"
                "# TYPE snug_prefilled_tokens_total counter\nsnug_prefilled_tokens_total %llu\n"
-               "# HELP snug_shared_prompt_tokens_total Prompt tokens copied into a starting request's slot from "
-               "another slot's cache (--no-share-prompt: none), so not run again.\n"
+               "# HELP snug_shared_prompt_tokens_total Of the cached ones, tokens copied from another slot's cache "
+               "at the request's start (--no-share-prompt: none).\n"
                "# TYPE snug_shared_prompt_tokens_total counter\nsnug_shared_prompt_tokens_total %llu\n"
                "# HELP snug_generated_tokens_total Tokens generated.\n"
                "# TYPE snug_generated_tokens_total counter\nsnug_generated_tokens_total %llu\n"

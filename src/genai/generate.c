@@ -58,6 +58,7 @@ struct sn_generator {
     gen_seq *seq;           /* owned [n_slots] */
     int rr;                 /* the slot whose prompt the next step prefills first (round robin) */
     int *dslots;            /* owned [n_slots]: a decode step's slots */
+    bool share;             /* a start copies its prompt's rows from other slots (sn_generator_set_share) */
     sn_gen_runs runs;       /* the model runs so far (sn_generator_runs) */
     int64_t *dids;          /* owned [n_slots]: and their ids */
     int32_t *drawn;         /* owned [n_slots]: the ids a decode step's rows sampled */
@@ -417,6 +418,8 @@ void sn_generator_slot_keep_exact(sn_generator *g, int slot) {
     q->n_fed = q->n_exact;
 }
 
+void sn_generator_set_share(sn_generator *g, bool on) { g->share = on; }
+
 /* The ids a start on slot would keep of its cache for ids[0..n) (exact: of
  * its prompt rows only): the common prefix, short of the two last ids. */
 static int64_t slot_reuse(const sn_generator *g, int slot, const int32_t *ids, size_t n, bool exact) {
@@ -447,52 +450,6 @@ int sn_generator_pick(const sn_generator *g, const int32_t *ids, size_t n, const
     return best;
 }
 
-
-int sn_generator_adopt(sn_generator *g, int slot, const int32_t *ids, size_t n, int64_t *copied, sn_err *err) {
-    if (copied)
-        *copied = 0;
-    if (slot < 0 || slot >= g->n_slots)
-        return sn_errf(err, SNUG_ERR_RANGE, "slot %d: not within 0..%d", slot, g->n_slots - 1);
-    gen_seq *q = &g->seq[slot];
-    if (q->phase != SEQ_FREE && q->phase != SEQ_DONE)
-        return sn_errf(err, SNUG_ERR_INVALID_ARG, "slot %d: an answer is under way on it", slot);
-    int64_t held = sn_kvloop_slot_pos(g->loop, slot);
-    if (q->n_fed > held) /* as sn_generator_start: a stand-in took a full idle slot's last row */
-        q->n_fed = held;
-    int64_t own = slot_reuse(g, slot, ids, n, false), best = own;
-    int from = -1;
-    for (int d = 0; d < g->n_slots; d++) { /* any other slot, an answer under way on it or not */
-        int64_t c = d == slot ? 0 : slot_reuse(g, d, ids, n, true);
-        if (c > best) {
-            best = c;
-            from = d;
-        }
-    }
-    if (from < 0)
-        return SNUG_OK;
-    if (own < q->n_fed) {
-        if (sn_kvloop_slot_rewind(g->loop, slot, own, err) != SNUG_OK) {
-            sn_kvloop_slot_reset(g->loop, slot);
-            q->n_fed = q->n_exact = 0;
-            return err->code;
-        }
-        q->n_fed = own;
-    }
-    /* rows [own, best) are the donor's exact prompt rows; after this slot's
-     * exact rows they are what a fresh prefill computes here too */
-    bool exact = q->n_exact >= own;
-    if (q->n_exact > own)
-        q->n_exact = own;
-    SN_TRY(sn_kvloop_slot_copy(g->loop, slot, from, own, best, err));
-    for (int64_t i = own; i < best; i++)
-        q->fed[i] = ids[i];
-    q->n_fed = best;
-    if (exact)
-        q->n_exact = best;
-    if (copied)
-        *copied = best - own;
-    return SNUG_OK;
-}
 
 int sn_generator_chat_ids(sn_generator *g, const sn_chat_msg *msgs, int n, int32_t **ids, size_t *n_ids,
                           sn_err *err) {
@@ -641,6 +598,26 @@ int sn_generator_start(sn_generator *g, int slot, const int32_t *ids, size_t n, 
     }
     if (q->n_exact > c)
         q->n_exact = c;
+    /* More of the prompt among another slot's exact rows (sn_generator_set_share):
+     * copied after this slot's own, what a fresh prefill computes here too as far
+     * as those were exact. */
+    int from = -1;
+    int64_t best = c;
+    for (int d = 0; d < g->n_slots && g->share; d++) {
+        int64_t k = d == slot ? 0 : slot_reuse(g, d, ids, n, true);
+        if (k > best)
+            best = k, from = d;
+    }
+    sn_err ce = {0};
+    if (from >= 0 && sn_kvloop_slot_copy(g->loop, slot, from, c, best, &ce) == SNUG_OK) {
+        for (int64_t i = c; i < best; i++)
+            q->fed[i] = ids[i];
+        if (q->n_exact == c)
+            q->n_exact = best;
+        q->n_fed = best;
+        q->res.shared = best - c;
+        c = best;
+    }
     q->at = c;
     q->res.prefilled = (int64_t)n - c;
     for (size_t k = 0; k < n; k++)

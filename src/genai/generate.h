@@ -92,6 +92,7 @@ typedef struct sn_gen_result {
     sn_gen_stop stop;
     int64_t prompt_tokens;    /* in the prompt */
     int64_t prefilled;        /* of those, fed to the model (the rest were cached) */
+    int64_t shared;           /* of the cached ones, copied from another slot at the start (sn_generator_set_share) */
     int64_t generated;        /* tokens generated (the EOS included) */
     double prefill_s;         /* time to the first token's logits */
     double decode_s;          /* the decode steps */
@@ -143,13 +144,14 @@ void sn_generator_slot_keep_exact(sn_generator *g, int slot);
 int sn_generator_pick(const sn_generator *g, const int32_t *ids, size_t n, const int *slots, int n_slots, bool exact,
                       int64_t *reuse);
 int64_t sn_generator_slot_answer_ids(const sn_generator *g, int slot, const int32_t **ids);
-/* Before a start of ids on the free slot `slot`: when another slot, free or
- * with an answer under way, holds more of ids' prefix among its exact rows
- * (its prompt chunks') than slot's cache does, those rows are copied into
- * slot (sn_kvloop_slot_copy), which then prefills only the rest. The answer
- * is the one a fresh prefill gives, to the bit, as far as slot's own kept
- * rows were exact. *copied (may be NULL): the rows copied. */
-int sn_generator_adopt(sn_generator *g, int slot, const int32_t *ids, size_t n, int64_t *copied, sn_err *err);
+/* Whether the starts that follow copy prompt rows from other slots (default
+ * no): where another slot, free or with an answer under way, holds more of
+ * the prompt among its exact rows (its prompt chunks') than the starting
+ * slot's cache does, those rows are copied into it (sn_kvloop_slot_copy)
+ * and only the rest is prefilled (sn_gen_result.shared). The answer is the
+ * one a fresh prefill gives, to the bit, as far as the slot's own kept rows
+ * were exact. */
+void sn_generator_set_share(sn_generator *g, bool on);
 
 
 /* The model runs a generator made since it was created: prompt chunks,

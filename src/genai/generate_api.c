@@ -97,7 +97,7 @@ static sn_gen_params params_of(const snug_sampling *s) {
 
 static void generation_of(const sn_gen_result *r, snug_generation *out) {
     *out = (snug_generation){(int)r->stop, r->prompt_tokens, r->prefilled, r->generated, r->prefill_s, r->decode_s,
-                             r->ttft_s};
+                             r->ttft_s, r->shared};
 }
 
 /* slot < 0: runs slot 0 to the end (out filled); else starts the answer there. */
@@ -166,20 +166,9 @@ int snug_generator_pick_slot(snug_generator *g, const int *slots, int n_slots, c
     return slot >= 0 ? slot : sn_errf(&g->err, SNUG_ERR_INVALID_ARG, "snug_generator_pick_slot: no free slot given");
 }
 
-int snug_generator_adopt(snug_generator *g, int slot, const snug_message *msgs, int n, const char *text,
-                         int64_t *copied) {
-    if (copied)
-        *copied = 0;
-    if (!g)
-        return SNUG_ERR_INVALID_ARG;
-    int32_t *ids = NULL;
-    size_t k = 0;
-    int rc = prompt_ids(g, msgs, n, text, &ids, &k);
-    if (rc != SNUG_OK)
-        return rc;
-    rc = sn_generator_adopt(g->g, slot, ids, k, copied, &g->err);
-    sn_free(ids);
-    return rc;
+void snug_generator_set_share_prompt(snug_generator *g, int on) {
+    if (g)
+        sn_generator_set_share(g->g, on != 0);
 }
 
 int snug_generator_chat(snug_generator *g, const snug_message *msgs, int n, const snug_sampling *s,
